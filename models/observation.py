@@ -1,0 +1,45 @@
+"""What one measurement window of a pipeline says, the same whether the twin or a live pipeline made it."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class Observation:
+    """End-to-end latency, rates, backlog and resource use over one window.
+
+    Latencies are seconds from the event's write (`ts_nginx`) to its arrival at the end of the
+    pipeline. `stage_p95_s` and `backlog_events` are keyed by stage name (the paper's stages where
+    the pipeline has them). `series` holds per-second time series (`t_s`, `input_eps`, `output_eps`,
+    `p95_s`, ...) as plain lists.
+    """
+
+    duration_s: float
+    offered_eps: float
+    throughput_eps: float
+    p50_s: float
+    p95_s: float
+    p99_s: float
+    mean_s: float
+    events_in: int = 0
+    events_out: int = 0
+    lost_events: int = 0
+    packets_per_s: float = 0.0
+    stage_p95_s: dict[str, float] = field(default_factory=dict)
+    stage_mean_s: dict[str, float] = field(default_factory=dict)
+    backlog_events: dict[str, int] = field(default_factory=dict)
+    cpu_cores: dict[str, float] = field(default_factory=dict)
+    series: dict[str, list[float]] = field(default_factory=dict)
+
+    @property
+    def throughput_ratio(self) -> float:
+        """Output rate over offered rate (1.0 when nothing was offered)."""
+        return self.throughput_eps / self.offered_eps if self.offered_eps > 0 else 1.0
+
+    @property
+    def backlog_total(self) -> int:
+        return int(sum(self.backlog_events.values()))
+
+    def to_dict(self) -> dict:
+        return asdict(self)

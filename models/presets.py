@@ -1,0 +1,68 @@
+"""Named configurations the product knows: component defaults, the paper's scenarios, Elastic's presets.
+
+A preset is a set of changes from the component defaults (`PIPELINE_SPACE.defaults()`); parameters
+it does not name keep their defaults. Paper scenarios follow Table 4 and Table 10 of
+`shared/reference/paper-summary.md`; Elastic's output presets follow the Filebeat reference
+("Configure the output preset": balanced, throughput, scale, latency).
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from models.space import PIPELINE_SPACE, Config, SearchSpace, Value
+
+_HYBRID: dict[str, Value] = {
+    "filebeat.scan_frequency": 0.01,
+    "filebeat.close_inactive": 60.0,
+    "filebeat.output.bulk_max_size": 50,
+    "logstash.pipeline.batch.size": 1,
+    "logstash.pipeline.batch.delay": 1.0,
+    "logstash.output.kafka.linger_ms": 0.0,
+}
+_MICRO_BATCHING: dict[str, Value] = {
+    "logstash.pipeline.batch.size": 1,
+    "logstash.pipeline.batch.delay": 1.0,
+    "logstash.output.kafka.linger_ms": 5.0,
+}
+
+PRESETS: dict[str, dict[str, Value]] = {
+    "defaults": {},
+    # The paper's five scenarios (Table 4). Zero-Wait also switches the log to single-line JSON,
+    # which is a property of the workload, not of the pipeline config.
+    "baseline": {},
+    "zero-wait": {
+        "filebeat.queue.mem.flush.min_events": 1,
+        "filebeat.queue.mem.flush.timeout": 0.0,
+        "filebeat.output.bulk_max_size": 1,
+        "filebeat.output.pipelining": 0,
+    },
+    "micro-batching": _MICRO_BATCHING,
+    "io-control": {**_MICRO_BATCHING, "filebeat.scan_frequency": 0.01, "filebeat.output.bulk_max_size": 50,
+                   "filebeat.close_inactive": 60.0},
+    "hybrid": _HYBRID,
+    # One change from Hybrid (Table 10).
+    "ovat-1": {**_HYBRID, "filebeat.scan_frequency": 1.0},
+    "ovat-2": {**_HYBRID, "filebeat.output.bulk_max_size": 2048},
+    "ovat-3": {**_HYBRID, "logstash.output.kafka.linger_ms": 5.0},
+    # Elastic's Filebeat output presets.
+    "balanced": {"filebeat.output.bulk_max_size": 1600, "filebeat.output.worker": 1,
+                 "filebeat.queue.mem.events": 3200, "filebeat.queue.mem.flush.min_events": 1600,
+                 "filebeat.queue.mem.flush.timeout": 10.0},
+    "throughput": {"filebeat.output.bulk_max_size": 1600, "filebeat.output.worker": 4,
+                   "filebeat.queue.mem.events": 12800, "filebeat.queue.mem.flush.min_events": 1600,
+                   "filebeat.queue.mem.flush.timeout": 5.0},
+    "scale": {"filebeat.output.bulk_max_size": 1600, "filebeat.output.worker": 1,
+              "filebeat.queue.mem.events": 3200, "filebeat.queue.mem.flush.min_events": 1600,
+              "filebeat.queue.mem.flush.timeout": 20.0},
+    "latency": {"filebeat.output.bulk_max_size": 50, "filebeat.output.worker": 1,
+                "filebeat.queue.mem.events": 4100, "filebeat.queue.mem.flush.min_events": 2050,
+                "filebeat.queue.mem.flush.timeout": 1.0},
+}
+
+
+def preset(name: str, space: SearchSpace = PIPELINE_SPACE, base: Mapping[str, Value] | None = None) -> Config:
+    """The named preset as a full `Config`; raises `KeyError` listing the known names."""
+    if name not in PRESETS:
+        raise KeyError(f"unknown preset {name!r}; known: {', '.join(PRESETS)}")
+    return space.config(PRESETS[name], base=base)
