@@ -1,0 +1,190 @@
+"""Install the real components the testbed runs, once, into the pipetune cache.
+
+Kafka's jars come from Maven Central (a pom of ours + `mvn dependency:copy-dependencies`), Filebeat
+is built from the Go module proxy (a Go module of ours), Prometheus is Debian's package. Each
+installer is idempotent: a stamp holding the hash of its checked-in build inputs says the cached
+result is current, so a second run costs nothing. `python -m testbed.install` installs what is
+missing; an exclusive lock keeps two concurrent runs from building the same thing twice.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+KAFKA_VERSION = "3.7.1"
+FILEBEAT_VERSION = "7.17.29"
+_HERE = Path(__file__).resolve().parent
+
+
+class PrerequisiteError(RuntimeError):
+    """A tool the testbed needs is missing or failed; the message says which and what to do."""
+
+
+def cache_dir() -> Path:
+    """The pipetune cache (`$PIPETUNE_CACHE`, else ~/.cache/pipetune)."""
+    return Path(os.environ.get("PIPETUNE_CACHE", Path.home() / ".cache" / "pipetune"))
+
+
+@dataclass(frozen=True)
+class Installed:
+    """Where the installed components live."""
+
+    kafka_libs: Path
+    filebeat: Path
+    prometheus: Path
+
+
+def kafka_libs_dir() -> Path:
+    return cache_dir() / f"kafka-{KAFKA_VERSION}" / "libs"
+
+
+def filebeat_binary() -> Path:
+    return cache_dir() / f"filebeat-{FILEBEAT_VERSION}" / "filebeat"
+
+
+def _inputs_hash(*paths: Path) -> str:
+    digest = hashlib.sha256()
+    for path in paths:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def _stamp(target: Path) -> Path:
+    return target.parent / (target.name + ".stamp")
+
+
+def _current(target: Path, want: str) -> bool:
+    stamp = _stamp(target)
+    return target.exists() and stamp.exists() and stamp.read_text().strip() == want
+
+
+def require_tool(name: str, purpose: str) -> str:
+    """The tool's path, or a `PrerequisiteError` saying what needs it."""
+    path = shutil.which(name)
+    if path is None:
+        raise PrerequisiteError(f"`{name}` is not on PATH; it is needed {purpose}")
+    return path
+
+
+def _run(cmd: list[str], what: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> str:
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-25:])
+        raise PrerequisiteError(f"{what} failed (exit {proc.returncode}): {' '.join(cmd)}\n{tail}")
+    return proc.stdout
+
+
+@contextmanager
+def _locked() -> Iterator[None]:
+    cache_dir().mkdir(parents=True, exist_ok=True)
+    with open(cache_dir() / "install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _log(message: str) -> None:
+    print(f"pipetune testbed: {message}", file=sys.stderr, flush=True)
+
+
+def install_kafka() -> Path:
+    """Kafka's runtime jars (broker, tools, log binding); returns the libs directory."""
+    pom = _HERE / "kafka" / "pom.xml"
+    libs = kafka_libs_dir()
+    want = _inputs_hash(pom)
+    if _current(libs, want):
+        return libs
+    mvn = require_tool("mvn", "to fetch Kafka's jars from Maven Central (apt-get install maven)")
+    require_tool("java", "to run the Kafka broker (apt-get install default-jre-headless)")
+    _log(f"fetching Kafka {KAFKA_VERSION} jars from Maven Central into {libs} ...")
+    started = time.monotonic()
+    staging = libs.parent / "libs.tmp"
+    shutil.rmtree(staging, ignore_errors=True)
+    _run([mvn, "-q", "-B", "-f", str(pom), f"-Dmaven.repo.local={cache_dir() / 'maven'}",
+          "dependency:copy-dependencies", f"-DoutputDirectory={staging}", "-DincludeScope=runtime"],
+         "fetching Kafka's jars with Maven")
+    shutil.rmtree(libs, ignore_errors=True)
+    staging.rename(libs)
+    _stamp(libs).write_text(want)
+    _log(f"Kafka jars ready ({len(list(libs.glob('*.jar')))} jars, {time.monotonic() - started:.0f} s)")
+    return libs
+
+
+def go_env() -> dict[str, str]:
+    """Go settings that keep the module and build caches inside the pipetune cache."""
+    go = cache_dir() / "go"
+    return {**os.environ, "GOTOOLCHAIN": "local", "GOMODCACHE": str(go / "mod"),
+            "GOCACHE": str(go / "build"), "GOFLAGS": "-modcacherw -buildvcs=false"}
+
+
+def install_filebeat() -> Path:
+    """Filebeat built from our Go module (testbed/filebeat); built once, reused until its inputs change."""
+    sources = [_HERE / "filebeat" / name for name in ("go.mod", "main.go")]
+    binary = filebeat_binary()
+    want = _inputs_hash(*sources)
+    if _current(binary, want):
+        return binary
+    go = require_tool("go", "to build Filebeat from the Go module proxy (Go >= 1.23)")
+    build = cache_dir() / "build" / f"filebeat-{FILEBEAT_VERSION}"
+    shutil.rmtree(build, ignore_errors=True)
+    build.mkdir(parents=True)
+    for source in sources:
+        shutil.copy(source, build / source.name)
+    binary.parent.mkdir(parents=True, exist_ok=True)
+    _log(f"building Filebeat {FILEBEAT_VERSION} (a few minutes the first time) into {binary} ...")
+    started = time.monotonic()
+    env = go_env()
+    _run([go, "mod", "tidy"], "resolving Filebeat's Go modules", cwd=build, env=env)
+    staging = binary.parent / "filebeat.tmp"
+    _run([go, "build", "-trimpath", "-ldflags=-s -w", "-o", str(staging), "."], "building Filebeat",
+         cwd=build, env=env)
+    staging.rename(binary)
+    _stamp(binary).write_text(want)
+    _log(f"Filebeat built ({binary.stat().st_size >> 20} MB, {time.monotonic() - started:.0f} s)")
+    return binary
+
+
+def install_prometheus() -> Path:
+    """Prometheus from Debian's package; the package's service is never started, we run the binary."""
+    found = shutil.which("prometheus")
+    if found:
+        return Path(found)
+    apt = require_tool("apt-get", "to install Prometheus from Debian's package")
+    if os.geteuid() != 0:
+        raise PrerequisiteError("installing Prometheus needs root: run `apt-get install -y prometheus` as root")
+    _log("installing Prometheus from Debian's package ...")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    install = [apt, "install", "-y", "-q", "--no-install-recommends", "prometheus"]
+    if subprocess.run(install, env=env, capture_output=True).returncode != 0:
+        _run([apt, "update", "-q"], "apt-get update", env=env)
+        _run(install, "apt-get install prometheus", env=env)
+    return Path(require_tool("prometheus", "after installing Debian's prometheus package"))
+
+
+def install_all() -> Installed:
+    """Install whatever is missing (one process at a time) and say where everything is."""
+    with _locked():
+        return Installed(install_kafka(), install_filebeat(), install_prometheus())
+
+
+def main() -> int:
+    try:
+        installed = install_all()
+    except PrerequisiteError as err:
+        print(f"pipetune testbed: {err}", file=sys.stderr)
+        return 2
+    _log(f"kafka {installed.kafka_libs}, filebeat {installed.filebeat}, prometheus {installed.prometheus}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
