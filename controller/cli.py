@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import typer
 
+from controller.replay_cmd import replay_command
+
 app = typer.Typer(
     name="pipetune",
     help="Safe online auto-tuner for real-time log pipelines (Filebeat -> Logstash -> Kafka -> consumer).",
@@ -11,3 +13,11 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+@app.callback()
+def main() -> None:
+    """pipetune: tune buffer sizes, flush timeouts and scan intervals of a log pipeline on line,
+    to minimise P95 end-to-end latency while throughput keeps up with the load."""
+
+app.command("replay")(replay_command)

@@ -1,0 +1,322 @@
+"""`pipetune replay`: build a schedule from the flags, send it with live progress, summarise."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import secrets
+from enum import Enum
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import typer
+import yaml
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from replay import arrivals
+from replay.arrivals import Schedule, Stage
+from replay.engine import ReplayResult, Workload, run
+from replay.manifest import build_manifest, write_manifest
+from replay.sinks import SinkSpec, parse_kafka_target
+from replay.trace import TraceError, read_trace
+
+err = Console(stderr=True)
+
+
+class Profile(str, Enum):
+    steady = "steady"
+    burst = "burst"
+    flash = "flash"
+    diurnal = "diurnal"
+    stages = "stages"
+    mmpp = "mmpp"
+    trace = "trace"
+
+
+class ArrivalMode(str, Enum):
+    uniform = "uniform"
+    poisson = "poisson"
+
+
+class LogFormat(str, Enum):
+    json = "json"
+    multiline_json = "multiline-json"
+
+
+_DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m(?!s))?(?:(\d+(?:\.\d+)?)s)?(?:(\d+(?:\.\d+)?)ms)?$")
+
+
+def parse_duration_s(text: str | float | int) -> float:
+    """Seconds from a number or a k6 duration string (`90`, `30s`, `2m`, `1m30s`, `500ms`, `1h`)."""
+    if isinstance(text, (int, float)):
+        return float(text)
+    m = _DURATION.match(str(text).strip())
+    if not m or not any(m.groups()):
+        try:
+            return float(text)
+        except ValueError:
+            raise ValueError(f"{text!r} is not a duration (e.g. 30s, 2m, 1m30s)") from None
+    h, mins, s, ms = (float(g) if g else 0.0 for g in m.groups())
+    return h * 3600 + mins * 60 + s + ms / 1000
+
+
+def load_stages(path: Path) -> list[Stage]:
+    """Read k6-style stages, `[{duration, target}]`, from a YAML or JSON file."""
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise typer.BadParameter(f"cannot read {path}: {exc.strerror}", param_hint="--stages") from None
+    except yaml.YAMLError as exc:
+        raise typer.BadParameter(f"{path} is not YAML/JSON: {exc}", param_hint="--stages") from None
+    items = doc.get("stages") if isinstance(doc, dict) else doc
+    if not isinstance(items, list) or not items:
+        raise typer.BadParameter(f"{path} must hold a list of {{duration, target}} stages", param_hint="--stages")
+    plan = []
+    for i, item in enumerate(items):
+        try:
+            plan.append(Stage(parse_duration_s(item["duration"]), float(item["target"])))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise typer.BadParameter(f"stage {i} of {path}: needs duration (e.g. 30s) and target (events/s): {exc}",
+                                     param_hint="--stages") from None
+    return plan
+
+
+def _window(text: Optional[str], duration_s: float) -> tuple[float, float]:
+    if text is None:
+        return duration_s / 3, duration_s / 2
+    try:
+        start, end = (float(x) for x in text.split(":"))
+    except ValueError:
+        raise typer.BadParameter(f"expected START:END in seconds, got {text!r}", param_hint="--burst-at") from None
+    if not 0 <= start < end <= duration_s:
+        raise typer.BadParameter(f"window {start:g}:{end:g} must lie within the run, 0:{duration_s:g} s",
+                                 param_hint="--burst-at")
+    return start, end
+
+
+def build_schedule(profile: Profile, rate: float, duration: Optional[float], seed: int, poisson: bool,
+                   burst_at: Optional[str], burst_factor: Optional[float], stages_file: Optional[Path],
+                   trace_file: Optional[Path], time_scale: float, amplify: float, period: Optional[float],
+                   depth: float, mmpp_dwell: str) -> tuple[Schedule, Workload]:
+    """Turn the command's flags into a schedule and a workload, with errors naming the flag."""
+    if rate <= 0:
+        raise typer.BadParameter(f"must be > 0 events per second, got {rate:g}", param_hint="--rate")
+    if duration is not None and duration <= 0:
+        raise typer.BadParameter(f"must be > 0 seconds, got {duration:g}", param_hint="--duration")
+    if burst_factor is not None and burst_factor < 1:
+        raise typer.BadParameter(f"must be >= 1, got {burst_factor:g}", param_hint="--burst-factor")
+    length = duration if duration is not None else 180.0
+    if profile is Profile.steady:
+        return arrivals.steady(rate, length, poisson=poisson, seed=seed), Workload()
+    if profile is Profile.burst:
+        start, end = _window(burst_at, length)
+        return arrivals.step_burst(rate, length, start, end, burst_factor or 2.0, poisson=poisson, seed=seed), Workload()
+    if profile is Profile.flash:
+        start, end = _window(burst_at, length)
+        return arrivals.flash_sale(rate, length, start, end, burst_factor or 8.0, poisson=poisson, seed=seed), Workload()
+    if profile is Profile.diurnal:
+        if not 0 <= depth <= 1:
+            raise typer.BadParameter(f"must be in [0, 1], got {depth:g}", param_hint="--depth")
+        if period is not None and period <= 0:
+            raise typer.BadParameter(f"must be > 0 seconds, got {period:g}", param_hint="--period")
+        return arrivals.diurnal(rate, length, period or length, depth, poisson=poisson, seed=seed), Workload()
+    if profile is Profile.mmpp:
+        try:
+            normal_s, burst_s = (float(x) for x in mmpp_dwell.split(":"))
+            assert normal_s > 0 and burst_s > 0
+        except (ValueError, AssertionError):
+            raise typer.BadParameter(f"expected NORMAL_S:BURST_S, both > 0, got {mmpp_dwell!r}",
+                                     param_hint="--mmpp-dwell") from None
+        return arrivals.mmpp(rate, length, burst_factor or 4.0, normal_s, burst_s, seed=seed), Workload()
+    if profile is Profile.stages:
+        if stages_file is None:
+            raise typer.BadParameter("the stages profile needs --stages FILE", param_hint="--stages")
+        return arrivals.stages(load_stages(stages_file), poisson=poisson, seed=seed), Workload()
+    if trace_file is None:
+        raise typer.BadParameter("the trace profile needs --trace FILE", param_hint="--trace")
+    if time_scale <= 0 or amplify <= 0:
+        raise typer.BadParameter(f"--time-scale and --amplify must be > 0, got {time_scale:g}, {amplify:g}",
+                                 param_hint="--time-scale/--amplify")
+    try:
+        report = read_trace(trace_file)
+    except TraceError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--trace") from None
+    if report.malformed:
+        err.print(f"[yellow]trace: {report.summary()}[/]")
+    stamps = np.array([r.ts_s for r in report.records])
+    schedule = arrivals.trace(stamps, time_scale=time_scale, amplify=amplify, duration_s=duration, seed=seed)
+    return schedule, Workload(trace_records=tuple(report.records))
+
+
+def _sink(out: Optional[Path], http: Optional[str], kafka: Optional[str], stdout: bool, rotate_bytes: int,
+          rotate_keep: int) -> SinkSpec:
+    chosen = [name for name, v in (("--out", out), ("--http", http), ("--kafka", kafka), ("--stdout", stdout)) if v]
+    if len(chosen) != 1:
+        raise typer.BadParameter(f"give exactly one of --out PATH, --http URL, --kafka HOST:PORT/TOPIC, --stdout "
+                                 f"(got {', '.join(chosen) or 'none'}); or use --dry-run", param_hint="sink")
+    if out is not None:
+        directory = out.parent if str(out.parent) else Path(".")
+        if out.is_dir() or not directory.is_dir() or not os.access(directory, os.W_OK) or \
+                (out.exists() and not os.access(out, os.W_OK)):
+            raise typer.BadParameter(f"cannot write {out}: need a writable file in an existing directory",
+                                     param_hint="--out")
+        return SinkSpec("file", str(out), rotate_bytes, rotate_keep)
+    if http is not None:
+        if not re.match(r"^https?://[^/\s]+", http):
+            raise typer.BadParameter(f"expected http://HOST[:PORT][/PATH], got {http!r}", param_hint="--http")
+        return SinkSpec("http", http)
+    if kafka is not None:
+        try:
+            parse_kafka_target(kafka)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--kafka") from None
+        return SinkSpec("kafka", kafka)
+    return SinkSpec("stdout")
+
+
+class _LiveProgress:
+    """Progress bar with the target rate (from the schedule), the achieved rate and the send lag."""
+
+    def __init__(self, schedule: Schedule) -> None:
+        self.schedule = schedule
+        self.progress = Progress(TextColumn("[bold]replay"), BarColumn(), TextColumn("{task.completed:,}/{task.total:,}"),
+                                 TextColumn("{task.fields[rates]}"), TimeElapsedColumn(), console=err,
+                                 transient=False)
+        self.task = self.progress.add_task("replay", total=schedule.events, rates="")
+        self._last = (0, 0.0)
+
+    def __call__(self, sent: int, elapsed_s: float, lag_s: float) -> None:
+        prev_sent, prev_t = self._last
+        dt = elapsed_s - prev_t
+        if dt < 0.5 and sent < self.schedule.events:
+            return
+        window = (self.schedule.times_s >= prev_t) & (self.schedule.times_s < elapsed_s)
+        target = np.count_nonzero(window) / dt if dt > 0 else 0.0
+        actual = (sent - prev_sent) / dt if dt > 0 else 0.0
+        self._last = (sent, elapsed_s)
+        self.progress.update(self.task, completed=sent,
+                             rates=f"target {target:7.0f} ev/s  actual {actual:7.0f} ev/s  lag {lag_s * 1000:6.1f} ms")
+
+
+def _print_summary(summary: dict, title: str) -> None:
+    table = Table(title=title)
+    for col in ("phase", "start s", "end s", "target ev/s", "achieved ev/s"):
+        table.add_column(col, justify="right")
+    for i, p in enumerate(summary["phases"], start=1):
+        table.add_row(str(i), f"{p['start_s']:.1f}", f"{p['end_s']:.1f}", f"{p['target_eps']:.1f}",
+                      f"{p['achieved_eps']:.1f}")
+    err.print(table)
+    err.print(", ".join(f"{k}={v}" for k, v in summary.items() if k != "phases"))
+
+
+def _dry_run_summary(schedule: Schedule) -> dict:
+    times = schedule.times_s
+    gaps_ms = np.diff(times) * 1000 if times.size > 1 else np.zeros(1)
+    per_second = np.bincount(np.floor(times).astype(int)) if times.size else np.zeros(1)
+    return {
+        "events": schedule.events,
+        "duration_s": schedule.duration_s,
+        "achieved_eps": round(schedule.events / schedule.duration_s, 2),
+        "peak_1s_eps": int(per_second.max()),
+        "interarrival_p50_ms": round(float(np.percentile(gaps_ms, 50)), 3),
+        "interarrival_p99_ms": round(float(np.percentile(gaps_ms, 99)), 3),
+        "send_lag_p50_ms": 0.0,
+        "send_lag_p99_ms": 0.0,
+        "phases": [vars(p) | {"achieved_eps": round(float(np.count_nonzero((times >= p.start_s) & (times < p.end_s))
+                                                          / (p.end_s - p.start_s)), 2)}
+                   for p in schedule.phases],
+    }
+
+
+def _plot(result: ReplayResult, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    seconds = int(np.ceil(result.duration_s))
+    target = np.bincount(np.floor(result.schedule.times_s).astype(int), minlength=seconds)[:seconds]
+    achieved = np.bincount(np.floor(result.sent_at_s).astype(int), minlength=seconds)[:seconds]
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(9, 5.5), sharex=True)
+    ax1.step(np.arange(seconds), target, where="post", label="scheduled")
+    ax1.step(np.arange(seconds), achieved, where="post", label="sent", alpha=0.8)
+    ax1.set_ylabel("events / s")
+    ax1.legend()
+    ax1.set_title(f"pipetune replay — {result.schedule.profile}, {result.events:,} events")
+    order = np.argsort(result.sent_at_s)
+    ax2.plot(result.sent_at_s[order], result.send_lag_s[order] * 1000, ",", alpha=0.5)
+    ax2.set_ylabel("send lag (ms)")
+    ax2.set_xlabel("seconds from start")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def replay_command(
+    profile: Profile = typer.Option(Profile.steady, help="Arrival process."),
+    rate: float = typer.Option(300.0, help="Base rate in events per second (the paper's load is ~300)."),
+    duration: Optional[float] = typer.Option(None, help="Run length in seconds (default 180; stages and trace: their own length)."),
+    burst_at: Optional[str] = typer.Option(None, help="burst/flash window START:END in seconds (default: 1/3 to 1/2 of the run)."),
+    burst_factor: Optional[float] = typer.Option(None, help="Rate multiplier in the burst (default: burst 2, flash 8, mmpp 4)."),
+    stages: Optional[Path] = typer.Option(None, help="YAML/JSON list of k6-style {duration, target} stages."),
+    trace: Optional[Path] = typer.Option(None, help="Access log (combined or nginx JSON lines) whose arrivals to replay."),
+    time_scale: float = typer.Option(1.0, help="Trace: replay X times faster."),
+    amplify: float = typer.Option(1.0, help="Trace: M events per original request."),
+    period: Optional[float] = typer.Option(None, help="Diurnal: cycle length in seconds (default: the run)."),
+    depth: float = typer.Option(0.5, help="Diurnal: relative swing of the rate, 0..1."),
+    mmpp_dwell: str = typer.Option("20:5", help="MMPP: mean seconds in the normal and burst states."),
+    arrivals_mode: ArrivalMode = typer.Option(ArrivalMode.uniform, "--arrivals",
+                                              help="Even spacing (the paper's generator) or Poisson arrivals."),
+    out: Optional[Path] = typer.Option(None, help="Sink: append nginx-style JSON lines to this file."),
+    rotate_bytes: int = typer.Option(0, help="--out: rotate like logrotate past this size (0: never)."),
+    rotate_keep: int = typer.Option(0, help="--out: rotated files kept (0: all)."),
+    http: Optional[str] = typer.Option(None, help="Sink: send each event as its HTTP request to this base URL."),
+    kafka: Optional[str] = typer.Option(None, help="Sink: produce to HOST:PORT/TOPIC."),
+    stdout: bool = typer.Option(False, "--stdout", help="Sink: write the events to standard output."),
+    log_format: LogFormat = typer.Option(LogFormat.json, "--format", help="Single-line or the paper's multi-line JSON."),
+    seed: int = typer.Option(0, help="Seed of the arrival process and the shop users."),
+    processes: int = typer.Option(1, help="Spread the schedule over this many processes."),
+    run_id: Optional[str] = typer.Option(None, help="Prefix of every request_id (default: random)."),
+    manifest: Optional[Path] = typer.Option(None, help="Write the run manifest (JSON) here."),
+    plot: Optional[Path] = typer.Option(None, help="Write a PNG of scheduled vs sent rate and send lag."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Only print the schedule's statistics."),
+    as_json: bool = typer.Option(False, "--json", help="Print the machine-readable summary on stdout."),
+) -> None:
+    """Send production-like traffic (FSM shop users or a real trace) into a pipeline, open-loop."""
+    schedule, workload = build_schedule(profile, rate, duration, seed, arrivals_mode is ArrivalMode.poisson,
+                                        burst_at, burst_factor, stages, trace, time_scale, amplify, period, depth,
+                                        mmpp_dwell)
+    workload = dataclasses.replace(workload, fmt=log_format.value)
+    if processes < 1:
+        raise typer.BadParameter(f"must be >= 1, got {processes}", param_hint="--processes")
+    if dry_run:
+        summary = _dry_run_summary(schedule)
+        if as_json:
+            print(json.dumps(summary))
+        else:
+            _print_summary(summary, f"{profile.value} schedule (dry run)")
+        return
+    sink = _sink(out, http, kafka, stdout, rotate_bytes, rotate_keep)
+    if sink.kind == "stdout" and (as_json or processes > 1):
+        raise typer.BadParameter("--stdout cannot be combined with --json or --processes > 1", param_hint="--stdout")
+    live = _LiveProgress(schedule)
+    with live.progress:
+        result = run(schedule, sink, workload, run_id=run_id or secrets.token_hex(4), processes=processes,
+                     progress=live)
+    summary = result.summary()
+    if manifest is not None:
+        write_manifest(manifest, build_manifest(result, workload.fmt, f"{sink.kind}:{sink.target}"))
+    if plot is not None:
+        _plot(result, plot)
+    if as_json:
+        print(json.dumps(summary))
+    else:
+        _print_summary(summary, f"replay {result.run_id}: {profile.value} into {sink.kind} {sink.target}".rstrip())
+    if summary["failed"]:
+        err.print(f"[red]{summary['failed']} events could not be delivered (listed in the manifest)[/]")
+        raise typer.Exit(1)
