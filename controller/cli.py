@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from controller.replay_cmd import replay_command
+from controller.testbed_cli import testbed_app
 
 app = typer.Typer(
     name="pipetune",
@@ -21,3 +22,4 @@ def main() -> None:
     to minimise P95 end-to-end latency while throughput keeps up with the load."""
 
 app.command("replay")(replay_command)
+app.add_typer(testbed_app, name="testbed")

@@ -1,0 +1,66 @@
+"""`python -m agents.probe`: the probe as a long-running process (the testbed starts it)."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+import time
+from pathlib import Path
+
+from prometheus_client import start_http_server
+
+from agents.filebeat_stats import FilebeatCollector
+from agents.probe.consumer import Probe, consumer_settings
+from agents.probe.ledger import Ledger
+from agents.probe.metrics import ProbeMetrics
+from agents.probe.runs import RunTracker
+
+
+def _arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m agents.probe", description=__doc__)
+    parser.add_argument("--bootstrap", required=True, help="Kafka bootstrap servers, host:port")
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--group-id", default="pipetune-probe")
+    parser.add_argument("--metrics-port", type=int, required=True, help="Prometheus metrics on 127.0.0.1:PORT")
+    parser.add_argument("--manifests", type=Path, required=True, help="directory of replay manifests")
+    parser.add_argument("--reports", type=Path, required=True, help="directory the run reports go to")
+    parser.add_argument("--late-after-s", type=float, default=10.0)
+    parser.add_argument("--fetch-min-bytes", type=int, default=1)
+    parser.add_argument("--fetch-max-wait-ms", type=float, default=500.0)
+    parser.add_argument("--filebeat-stats-url", help="re-export this Filebeat's /stats")
+    parser.add_argument("--filebeat-data", type=Path, help="Filebeat's path.data (for the log backlog)")
+    parser.add_argument("--log-path", type=Path, help="the replayed log (for the log backlog)")
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = _arguments()
+    metrics = ProbeMetrics()
+    if args.filebeat_stats_url and args.filebeat_data and args.log_path:
+        metrics.registry.register(FilebeatCollector(args.filebeat_stats_url, args.log_path, args.filebeat_data))
+    ledger = Ledger(args.late_after_s)
+    args.manifests.mkdir(parents=True, exist_ok=True)
+    tracker = RunTracker(ledger, metrics, args.manifests, args.reports)
+    settings = consumer_settings(args.bootstrap, args.group_id, args.fetch_min_bytes, args.fetch_max_wait_ms)
+    probe = Probe(settings, args.topic, metrics, ledger)
+    start_http_server(args.metrics_port, addr="127.0.0.1", registry=metrics.registry)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    next_pass = 0.0
+    try:
+        while not stop.is_set():
+            probe.poll()
+            if time.monotonic() >= next_pass:  # bookkeeping once a second, between polls
+                next_pass = time.monotonic() + 1.0
+                tracker.scan()
+                with probe.lock:
+                    tracker.write_reports(time.time())
+                probe.update_lag()
+    finally:
+        probe.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+"""The probe's consume loop: Kafka records in, latencies and ledger entries out."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable
+
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+from agents.probe.events import parse_record
+from agents.probe.ledger import Ledger
+from agents.probe.metrics import ProbeMetrics
+
+
+def consumer_settings(bootstrap: str, group_id: str, fetch_min_bytes: int, fetch_max_wait_ms: float) -> dict:
+    """librdkafka settings; the two fetch settings are the tunable `kafka.consumer.*` parameters."""
+    return {"bootstrap.servers": bootstrap, "group.id": group_id, "auto.offset.reset": "earliest",
+            "enable.auto.commit": True, "fetch.min.bytes": int(fetch_min_bytes),
+            "fetch.wait.max.ms": int(fetch_max_wait_ms), "client.id": "pipetune-probe"}
+
+
+class Probe:
+    """Consumes one topic; every record updates the metrics and the ledger."""
+
+    def __init__(self, settings: dict, topic: str, metrics: ProbeMetrics, ledger: Ledger,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.consumer = Consumer(settings)
+        self.consumer.subscribe([topic])
+        self.topic = topic
+        self.metrics = metrics
+        self.ledger = ledger
+        self.clock = clock
+        self.lock = threading.Lock()  # the ledger is read by the report writer's thread
+
+    def poll(self, max_records: int = 2000, timeout_s: float = 0.2) -> int:
+        """Consume what is available (up to `max_records`); returns how many records were read."""
+        records = self.consumer.consume(max_records, timeout_s)
+        with self.lock:
+            for record in records:
+                if record.error() is not None:
+                    if record.error().code() != KafkaError._PARTITION_EOF:
+                        self.metrics.unparsed.inc()
+                    continue
+                received_at = self.clock()
+                try:
+                    stamps = parse_record(record.value(), record.timestamp()[1])
+                except ValueError:
+                    self.metrics.unparsed.inc()
+                    continue
+                self.metrics.observe(stamps.latencies(received_at))
+                self.metrics.events.inc()
+                duplicate, late = self.ledger.record(stamps.request_id, received_at)
+                if duplicate:
+                    self.metrics.duplicates.inc()
+                if late:
+                    self.metrics.late.inc()
+        return len(records)
+
+    def update_lag(self) -> int:
+        """Records between the consumer's position and the end of each assigned partition."""
+        lag = 0
+        for part in self.consumer.assignment():
+            low, high = self.consumer.get_watermark_offsets(part, timeout=1.0, cached=False)
+            position = self.consumer.position([TopicPartition(part.topic, part.partition)])[0].offset
+            lag += high - (position if position >= 0 else low)
+        self.metrics.lag.set(lag)
+        return lag
+
+    def run(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            self.poll()
+
+    def close(self) -> None:
+        self.consumer.close()

@@ -1,0 +1,73 @@
+"""Replay runs as the probe sees them: manifests dropped in a directory, reports written beside them.
+
+The replay engine (or `pipetune measure`) writes `<run_id>.json` into the manifests directory before
+its first event; the probe writes `<run_id>.json` into the reports directory every pass until the
+run is final, so any process can read how the run arrived.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from agents.probe.ledger import Ledger, Manifest, RunReport
+from agents.probe.metrics import ProbeMetrics
+
+
+class RunTracker:
+    """Registers new manifests with the ledger and keeps each open run's report file current."""
+
+    def __init__(self, ledger: Ledger, metrics: ProbeMetrics, manifests_dir: Path, reports_dir: Path) -> None:
+        self.ledger = ledger
+        self.metrics = metrics
+        self.manifests_dir = manifests_dir
+        self.reports_dir = reports_dir
+        self._final: set[str] = set()
+        self._done: set[Path] = set()  # manifests loaded, or unusable
+        reports_dir.mkdir(parents=True, exist_ok=True)
+
+    def scan(self) -> None:
+        """Pick up manifests not yet known (a half-written one is retried on the next pass)."""
+        for path in sorted(self.manifests_dir.glob("*.json")):
+            if path in self._done:
+                continue
+            try:
+                manifest = Manifest.from_file(path)
+            except (OSError, json.JSONDecodeError):
+                continue
+            except ValueError:
+                self._done.add(path)
+                continue
+            self._done.add(path)
+            earlier = read_report(self.reports_dir, manifest.run_id)
+            if earlier is None or not earlier.final:  # a run finished before this probe started stays done
+                self.ledger.add_manifest(manifest)
+
+    def write_reports(self, now: float) -> list[RunReport]:
+        """Write the report of every run not yet final; count a final run's lost events once."""
+        written = []
+        for manifest in self.ledger.manifests():
+            if manifest.run_id in self._final:
+                continue
+            report = self.ledger.report(manifest.run_id, now)
+            if report.final:
+                self._final.add(manifest.run_id)
+                self.metrics.lost.inc(report.lost_events)
+            write_json_atomically(self.reports_dir / f"{manifest.run_id}.json", report.to_dict())
+            written.append(report)
+        return written
+
+
+def write_json_atomically(path: Path, document: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(document))
+    os.replace(tmp, path)
+
+
+def read_report(reports_dir: Path, run_id: str) -> RunReport | None:
+    """The probe's latest report of a run, if it has written one."""
+    try:
+        return RunReport(**json.loads((reports_dir / f"{run_id}.json").read_text()))
+    except (OSError, ValueError):
+        return None

@@ -1,0 +1,69 @@
+"""`pipetune testbed up|down|status`: the real components on this machine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from testbed import bed
+from testbed.install import PrerequisiteError
+from testbed.pipeline import DEFAULT_PIPELINE, PipelineError, PipelineSpec, load_pipeline
+from testbed.processes import TestbedError
+
+testbed_app = typer.Typer(help="Run the real pipeline (Kafka, Filebeat, Prometheus, probe) on loopback.",
+                          no_args_is_help=True)
+
+PipelineOption = typer.Option(DEFAULT_PIPELINE, "--pipeline", help="pipeline file (YAML)")
+
+
+def _load(path: Path) -> PipelineSpec:
+    try:
+        return load_pipeline(path)
+    except PipelineError as err:
+        _fail(str(err))
+        raise  # unreachable: _fail exits
+
+
+def _fail(message: str) -> None:
+    typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
+    raise typer.Exit(2)
+
+
+def _print_status(spec: PipelineSpec) -> None:
+    rows = bed.status(spec)
+    if not rows:
+        typer.echo(f"testbed {spec.name!r}: not started (run dir {spec.resolved_run_dir()})")
+        return
+    typer.echo(f"testbed {spec.name!r} (run dir {spec.resolved_run_dir()})")
+    for row in rows:
+        state = f"running, pid {row.pid}" if row.pid else "stopped"
+        typer.echo(f"  {row.name:<10} {state:<20} {row.endpoint}  log {row.log_file}")
+    config = bed.recorded_config(spec)
+    changed = spec.start_config().diff(config) if config else {}
+    typer.echo(f"  config: preset {spec.config.preset!r}" + (f", changed since: {changed}" if changed else ""))
+
+
+@testbed_app.command()
+def up(pipeline: Path = PipelineOption) -> None:
+    """Install what is missing and start every component of the pipeline."""
+    spec = _load(pipeline)
+    try:
+        bed.up(spec)
+    except (TestbedError, PrerequisiteError) as err:
+        _fail(str(err))
+    _print_status(spec)
+
+
+@testbed_app.command()
+def down(pipeline: Path = PipelineOption) -> None:
+    """Stop exactly what `up` started."""
+    spec = _load(pipeline)
+    stopped = bed.down(spec)
+    typer.echo(f"stopped: {', '.join(stopped)}" if stopped else "nothing of this testbed was running")
+
+
+@testbed_app.command()
+def status(pipeline: Path = PipelineOption) -> None:
+    """Say what runs, where, with which config."""
+    _print_status(_load(pipeline))

@@ -1,0 +1,161 @@
+"""Bring the testbed up, down, and say what runs: Kafka, then Prometheus, the probe, Filebeat.
+
+`up` records what it started in `<run dir>/state.json`; `down` stops exactly those processes (by
+pid file, checked against the kernel's start time), in reverse order.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from agents.filebeat import FilebeatLayout, render_filebeat_config, render_filebeat_inputs
+from models.space import Config
+from testbed import processes
+from testbed.install import Installed, install_all
+from testbed.kafka import broker_ready, create_topics, kafka_service
+from testbed.pipeline import PipelineSpec
+from testbed.processes import Service, TestbedError
+from testbed.prometheus import prometheus_service, prometheus_url
+
+ORDER = ("kafka", "prometheus", "probe", "filebeat")
+
+
+@dataclass(frozen=True)
+class ServiceStatus:
+    name: str
+    pid: int | None
+    endpoint: str
+    log_file: Path
+
+
+def _http_ok(url: str) -> bool:
+    with urllib.request.urlopen(url, timeout=1.0) as response:
+        return response.status == 200
+
+
+def filebeat_layout(spec: PipelineSpec) -> FilebeatLayout:
+    return FilebeatLayout((spec.log_path(),), spec.filebeat.input, spec.log.format == "multiline-json",
+                          (spec.bootstrap,), spec.filebeat.topic, spec.filebeat.http_port,
+                          spec.resolved_run_dir() / "filebeat")
+
+
+def write_filebeat_config(spec: PipelineSpec, config: Config) -> Path:
+    """Render filebeat.yml and its reloadable inputs file; returns filebeat.yml's path."""
+    layout = filebeat_layout(spec)
+    inputs = layout.home_dir / "inputs.d"
+    inputs.mkdir(parents=True, exist_ok=True)
+    (inputs / "replay.yml").write_text(render_filebeat_inputs(layout, config))
+    main = layout.home_dir / "filebeat.yml"
+    main.write_text(render_filebeat_config(layout, config))
+    main.chmod(0o600)  # Filebeat refuses a config file others can write
+    return main
+
+
+def filebeat_service(spec: PipelineSpec, binary: Path, config: Config) -> Service:
+    main = write_filebeat_config(spec, config)
+    return Service("filebeat", (str(binary), "-c", str(main), "--path.home", str(main.parent)),
+                   spec.resolved_run_dir())
+
+
+def probe_service(spec: PipelineSpec, config: Config) -> Service:
+    run = spec.resolved_run_dir()
+    argv = (sys.executable, "-m", "agents.probe", "--bootstrap", spec.bootstrap, "--topic", spec.probe.topic,
+            "--group-id", spec.probe.group_id, "--metrics-port", str(spec.probe.metrics_port),
+            "--manifests", str(run / "manifests"), "--reports", str(run / "reports"),
+            "--late-after-s", str(spec.probe.late_after_s),
+            "--fetch-min-bytes", str(config["kafka.consumer.fetch.min.bytes"]),
+            "--fetch-max-wait-ms", str(config["kafka.consumer.fetch.max.wait.ms"]),
+            "--filebeat-stats-url", f"http://127.0.0.1:{spec.filebeat.http_port}/stats",
+            "--filebeat-data", str(filebeat_layout(spec).home_dir / "data"), "--log-path", str(spec.log_path()))
+    return Service("probe", argv, run, env=_probe_env())
+
+
+def _probe_env() -> dict[str, str]:
+    root = str(Path(__file__).resolve().parent.parent)
+    path = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": f"{root}:{path}" if path else root}
+
+
+def _endpoints(spec: PipelineSpec) -> dict[str, str]:
+    return {"kafka": spec.bootstrap, "prometheus": prometheus_url(spec),
+            "probe": f"http://127.0.0.1:{spec.probe.metrics_port}/metrics",
+            "filebeat": f"http://127.0.0.1:{spec.filebeat.http_port}/stats"}
+
+
+def services(spec: PipelineSpec, installed: Installed, config: Config) -> dict[str, Service]:
+    """Every testbed process, its config files written."""
+    return {"kafka": kafka_service(spec, installed.kafka_libs, config),
+            "prometheus": prometheus_service(spec, installed.prometheus),
+            "probe": probe_service(spec, config),
+            "filebeat": filebeat_service(spec, installed.filebeat, config)}
+
+
+def _recorded(spec: PipelineSpec) -> dict[str, Service]:
+    """The services `up` recorded for this run dir (what `down` and `status` act on)."""
+    state = spec.resolved_run_dir() / "state.json"
+    try:
+        record = json.loads(state.read_text())
+    except (OSError, ValueError):
+        return {}
+    return {name: Service(name, tuple(argv), spec.resolved_run_dir()) for name, argv in record["services"].items()}
+
+
+def up(spec: PipelineSpec, config: Config | None = None) -> list[ServiceStatus]:
+    """Install what is missing and start every component; on a failure, stop what this call started."""
+    config = config or spec.start_config()
+    already = {name for name, service in _recorded(spec).items() if processes.running_pid(service)}
+    if already:
+        raise TestbedError(f"the testbed {spec.name!r} already runs ({', '.join(sorted(already))}); "
+                           "run `pipetune testbed down` first")
+    for field, port in spec.ports().items():
+        processes.check_port_free(port, field)
+    installed = install_all()
+    run = spec.resolved_run_dir()
+    for sub in ("logs", "manifests", "reports"):
+        (run / sub).mkdir(parents=True, exist_ok=True)
+    spec.log_path().parent.mkdir(parents=True, exist_ok=True)
+    planned = services(spec, installed, config)
+    (run / "state.json").write_text(json.dumps({"pipeline": spec.name, "config": dict(config),
+                                                "services": {n: list(s.argv) for n, s in planned.items()}}))
+    endpoints = _endpoints(spec)
+    readiness = {"kafka": (lambda: broker_ready(spec.bootstrap), 60.0),
+                 "prometheus": (lambda: _http_ok(endpoints["prometheus"] + "/-/ready"), 20.0),
+                 "probe": (lambda: _http_ok(endpoints["probe"]), 20.0),
+                 "filebeat": (lambda: _http_ok(endpoints["filebeat"]), 30.0)}
+    try:
+        for name in ORDER:
+            processes.start(planned[name])
+            ready, timeout_s = readiness[name]
+            processes.wait_ready(planned[name], ready, timeout_s)
+            if name == "kafka":
+                create_topics(spec)  # before any event can flow
+    except BaseException:
+        down(spec)
+        raise
+    return status(spec)
+
+
+def down(spec: PipelineSpec) -> list[str]:
+    """Stop what `up` started for this pipeline, in reverse order; returns the names that were running."""
+    recorded = _recorded(spec)
+    stopped = [name for name in reversed(ORDER) if name in recorded and processes.stop(recorded[name])]
+    return stopped
+
+
+def status(spec: PipelineSpec) -> list[ServiceStatus]:
+    endpoints = _endpoints(spec)
+    return [ServiceStatus(name, processes.running_pid(service), endpoints[name], service.log_file)
+            for name, service in _recorded(spec).items()]
+
+
+def recorded_config(spec: PipelineSpec) -> dict:
+    """The config `up` started the components with (empty when the testbed never ran)."""
+    try:
+        return json.loads((spec.resolved_run_dir() / "state.json").read_text())["config"]
+    except (OSError, ValueError, KeyError):
+        return {}

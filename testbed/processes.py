@@ -1,0 +1,138 @@
+"""Plain background processes with pid files: start, check, stop exactly what was started.
+
+A pid file records the pid and the kernel's start time of the process, so `stop` never signals an
+unrelated process that reused the pid. Each process leads its own session; `stop` signals that whole
+process group, so nothing it spawned is left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+
+class TestbedError(RuntimeError):
+    """Something the testbed cannot do, said plainly (busy port, a component that would not start)."""
+
+
+@dataclass(frozen=True)
+class Service:
+    """One component process: how to start it and where its pid file and log go."""
+
+    name: str
+    argv: tuple[str, ...]
+    run_dir: Path
+    env: dict[str, str] | None = None
+
+    @property
+    def pid_file(self) -> Path:
+        return self.run_dir / "pids" / f"{self.name}.json"
+
+    @property
+    def log_file(self) -> Path:
+        return self.run_dir / "logs" / f"{self.name}.out"
+
+
+def _start_ticks(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # Field 22 (starttime) counted after the parenthesised command name, which may contain spaces.
+    return int(stat.rsplit(")", 1)[1].split()[19])
+
+
+def check_port_free(port: int, field: str) -> None:
+    """Raise `TestbedError` naming the pipeline field when 127.0.0.1:`port` is taken."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            raise TestbedError(f"port {port} ({field}) is already in use on 127.0.0.1; "
+                               f"stop what holds it or choose another {field} in the pipeline file") from None
+
+
+def running_pid(service: Service) -> int | None:
+    """The pid of the service's process if the one we started is still alive."""
+    try:
+        record = json.loads(service.pid_file.read_text())
+    except (OSError, ValueError):
+        return None
+    pid = int(record["pid"])
+    return pid if _start_ticks(pid) == record["start_ticks"] and not _zombie(pid) else None
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def start(service: Service) -> int:
+    """Start the service in its own session, logging to its log file; returns the pid."""
+    if running_pid(service) is not None:
+        raise TestbedError(f"{service.name} is already running (pid file {service.pid_file})")
+    service.pid_file.parent.mkdir(parents=True, exist_ok=True)
+    service.log_file.parent.mkdir(parents=True, exist_ok=True)
+    with open(service.log_file, "ab") as log:
+        proc = subprocess.Popen(service.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                cwd=service.run_dir, env=service.env, start_new_session=True)
+    record = {"pid": proc.pid, "start_ticks": _start_ticks(proc.pid), "argv": list(service.argv)}
+    service.pid_file.write_text(json.dumps(record))
+    return proc.pid
+
+
+def wait_ready(service: Service, ready: Callable[[], bool], timeout_s: float) -> None:
+    """Poll `ready` until it holds; fail with the log's tail if the process dies or time runs out."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if running_pid(service) is None:
+            raise TestbedError(f"{service.name} exited during start-up; last lines of {service.log_file}:\n"
+                               + log_tail(service))
+        try:
+            if ready():
+                return
+        except Exception:  # not listening yet: any client error means "try again"
+            pass
+        time.sleep(0.2)
+    raise TestbedError(f"{service.name} was not ready after {timeout_s:.0f} s; last lines of "
+                       f"{service.log_file}:\n" + log_tail(service))
+
+
+def log_tail(service: Service, lines: int = 15) -> str:
+    try:
+        return "\n".join(service.log_file.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def stop(service: Service, timeout_s: float = 15.0) -> bool:
+    """SIGTERM the service's process group, SIGKILL it after `timeout_s`; True if it had been running."""
+    pid = running_pid(service)
+    if pid is not None:
+        _signal_group(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        while running_pid(service) is not None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if running_pid(service) is not None:
+            _signal_group(pid, signal.SIGKILL)
+            while running_pid(service) is not None:
+                time.sleep(0.05)
+    service.pid_file.unlink(missing_ok=True)
+    return pid is not None
+
+
+def _signal_group(pid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pid, sig)
+    except ProcessLookupError:
+        pass
