@@ -21,5 +21,6 @@ def main() -> None:
     """pipetune: tune buffer sizes, flush timeouts and scan intervals of a log pipeline on line,
     to minimise P95 end-to-end latency while throughput keeps up with the load."""
 
+
 app.command("replay")(replay_command)
 app.add_typer(testbed_app, name="testbed")

@@ -10,6 +10,7 @@ wall-clock instant.
 from __future__ import annotations
 
 import multiprocessing as mp
+import queue
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -151,12 +152,12 @@ def _drive(shard: _Shard, start_wall: float, run_id: str, workload: Workload, se
     return sent_at, sent_at - times, stats
 
 
-def _worker(args, counters, lags, index):
+def _worker(args, counters, lags, index, results) -> None:
     def report(done: int, lag_s: float) -> None:
         counters[index] = done
         lags[index] = lag_s
 
-    return _drive(*args, index, len(counters), report)
+    results.put((index, _drive(*args, index, len(counters), report)))
 
 
 def _phase_results(phases: list[Phase], sent_at_s: np.ndarray) -> list[PhaseResult]:
@@ -194,13 +195,24 @@ def _run_processes(shards, start_wall, run_id, workload, seed, sink_spec, progre
     ctx = mp.get_context("spawn")
     counters = ctx.Array("q", len(shards), lock=False)
     lags = ctx.Array("d", len(shards), lock=False)
-    with ctx.Pool(len(shards)) as pool:
-        pending = [pool.apply_async(_worker, ((shard, start_wall, run_id, workload, seed, sink_spec), counters, lags, k))
-                   for k, shard in enumerate(shards)]
-        while not all(p.ready() for p in pending):
-            if progress:
-                progress(int(sum(counters)), time.time() - start_wall, max(lags))
-            time.sleep(_PROGRESS_EVERY_S)
-        results = [p.get() for p in pending]
-    return [(r[0], r[1]) for r in results], [r[2] for r in results]
-
+    results = ctx.Queue()
+    workers = [ctx.Process(target=_worker, args=((shard, start_wall, run_id, workload, seed, sink_spec), counters,
+                                                 lags, k, results), daemon=True)
+               for k, shard in enumerate(shards)]
+    for w in workers:
+        w.start()
+    collected: dict[int, tuple] = {}
+    while len(collected) < len(workers):
+        if progress:
+            progress(int(sum(counters)), time.time() - start_wall, max(lags))
+        try:
+            index, outcome = results.get(timeout=_PROGRESS_EVERY_S)
+            collected[index] = outcome
+        except queue.Empty:
+            dead = [w for i, w in enumerate(workers) if not w.is_alive() and i not in collected]
+            if dead and results.empty():
+                raise RuntimeError(f"replay process exited with code {dead[0].exitcode}")
+    for w in workers:
+        w.join()
+    ordered = [collected[k] for k in range(len(workers))]
+    return [(r[0], r[1]) for r in ordered], [r[2] for r in ordered]

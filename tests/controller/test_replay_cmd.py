@@ -1,0 +1,79 @@
+"""`pipetune replay` as a user runs it: outputs, and clear errors for bad input."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from controller.cli import app
+
+runner = CliRunner()
+
+
+def _replay(*args):
+    return runner.invoke(app, ["replay", *args])
+
+
+def test_json_summary_manifest_and_plot(tmp_path):
+    log, manifest, plot = tmp_path / "a.log", tmp_path / "m.json", tmp_path / "p.png"
+    result = _replay("--profile", "burst", "--rate", "400", "--duration", "3", "--burst-at", "1:2",
+                     "--out", str(log), "--manifest", str(manifest), "--plot", str(plot), "--json", "--run-id", "cli")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert {"events", "duration_s", "achieved_eps", "send_lag_p50_ms", "send_lag_p99_ms", "phases"} <= set(summary)
+    assert summary["events"] == 1600
+    assert [round(p["target_eps"]) for p in summary["phases"]] == [400, 800, 400]
+    assert [round(p["achieved_eps"]) for p in summary["phases"]] == [400, 800, 400]
+    m = json.loads(manifest.read_text())
+    assert m["events"] == 1600 and m["run_id"] == "cli" and m["profile"] == "burst"
+    assert len(log.read_text().splitlines()) == 1600
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_dry_run_only_describes_the_schedule(tmp_path):
+    result = _replay("--profile", "flash", "--rate", "100", "--duration", "60", "--dry-run", "--json")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["peak_1s_eps"] > 500 and summary["events"] > 6000
+    assert not list(tmp_path.iterdir())
+
+
+def test_stages_file_and_trace_profiles(tmp_path):
+    stages = tmp_path / "stages.yaml"
+    stages.write_text("- {duration: 1s, target: 200}\n- {duration: 1s, target: 200}\n")
+    result = _replay("--profile", "stages", "--stages", str(stages), "--dry-run", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["events"] == 300  # 100 on the ramp from 0, 200 at the plateau
+    trace = tmp_path / "access.log"
+    trace.write_text("".join(f'203.0.113.1 - - [21/Nov/2026:07:00:{s:02d} +0000] "GET /x/{s} HTTP/1.1" 200 10 "-" "ua"\n'
+                             for s in range(20) for _ in range(5)) + "junk line\n")
+    out = tmp_path / "out.log"
+    result = _replay("--profile", "trace", "--trace", str(trace), "--time-scale", "10", "--amplify", "2",
+                     "--out", str(out), "--json")
+    assert result.exit_code == 0, result.output
+    assert "1 malformed skipped" in result.stderr
+    events = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(events) == 200 and all(e["uri"].startswith("/x/") for e in events)
+    assert json.loads(result.stdout.strip().splitlines()[-1])["duration_s"] == pytest.approx(2.0, abs=0.2)
+
+
+@pytest.mark.parametrize("args, flag", [
+    (["--profile", "nope", "--stdout"], "--profile"),
+    (["--rate", "0", "--stdout"], "--rate"),
+    (["--rate", "-5", "--stdout"], "--rate"),
+    (["--duration", "0", "--stdout"], "--duration"),
+    (["--profile", "burst", "--duration", "60", "--burst-at", "50:70", "--stdout"], "--burst-at"),
+    (["--profile", "burst", "--burst-at", "abc", "--stdout"], "--burst-at"),
+    (["--profile", "trace", "--trace", "/nonexistent/trace.log", "--stdout"], "--trace"),
+    (["--profile", "trace", "--stdout"], "--trace"),
+    (["--profile", "stages", "--stdout"], "--stages"),
+    (["--out", "/nonexistent-dir/a.log"], "--out"),
+    (["--kafka", "localhost-no-port", ], "--kafka"),
+    (["--http", "ftp://x"], "--http"),
+    ([], "--out"),
+    (["--out", "a.log", "--stdout"], "--out"),
+])
+def test_bad_input_exits_non_zero_naming_the_flag(args, flag):
+    result = _replay("--duration", "1", *args) if "--duration" not in args else _replay(*args)
+    assert result.exit_code != 0
+    assert flag in result.output
