@@ -8,9 +8,10 @@ import threading
 import time
 from pathlib import Path
 
-from prometheus_client import start_http_server
+from prometheus_client import ProcessCollector, start_http_server
 
 from agents.filebeat_stats import FilebeatCollector
+from agents.log_stats import LogCollector
 from agents.probe.consumer import Probe, consumer_settings
 from agents.probe.ledger import Ledger
 from agents.probe.metrics import ProbeMetrics
@@ -37,6 +38,9 @@ def _arguments() -> argparse.Namespace:
 def main() -> None:
     args = _arguments()
     metrics = ProbeMetrics()
+    ProcessCollector(registry=metrics.registry)
+    if args.log_path:
+        metrics.registry.register(LogCollector(args.log_path))
     if args.filebeat_stats_url and args.filebeat_data and args.log_path:
         metrics.registry.register(FilebeatCollector(args.filebeat_stats_url, args.log_path, args.filebeat_data))
     ledger = Ledger(args.late_after_s)
