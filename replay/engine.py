@@ -113,10 +113,18 @@ def _drive(shard: _Shard, start_wall: float, run_id: str, workload: Workload, se
     """Send one shard of the schedule; returns (sent_at_s, send_lag_s, sink stats)."""
     sink = sink_spec.open(index, processes)
     source = workload.source(seed + index)
-    times, seqs, n = shard.times_s, shard.seqs, shard.times_s.size
+    times, n = shard.times_s, shard.times_s.size
+    times_list, seqs = shard.times_s.tolist(), shard.seqs.tolist()  # plain floats: cheaper per event
     sent_at = np.empty(n)
     ready: deque = deque()
     rendered = done = 0
+
+    def render_until(limit: int) -> None:
+        nonlocal rendered
+        for k in range(rendered, limit):
+            ready.append(prepare(seqs[k], run_id, start_wall + times_list[k], source.next_request(), workload.fmt))
+        rendered = max(rendered, limit)
+
     # Map the monotonic clock onto the shared wall-clock start once, so stamps never jump.
     mono0 = time.perf_counter() + (start_wall - time.time())
     next_progress = 0.0
@@ -126,22 +134,16 @@ def _drive(shard: _Shard, start_wall: float, run_id: str, workload: Workload, se
             due = int(np.searchsorted(times, now, side="right"))
             if due > done:
                 end = min(due, done + _MAX_BATCH)
-                while rendered < end:  # behind the schedule: render what is due right now
-                    ready.append(prepare(int(seqs[rendered]), run_id, start_wall + times[rendered],
-                                         source.next_request(), workload.fmt))
-                    rendered += 1
+                render_until(end)  # behind the schedule: render what is due right now
                 batch = [ready.popleft() for _ in range(end - done)]
                 write_s = time.perf_counter() - mono0
                 sink.send(batch, start_wall + write_s)
                 sent_at[done:end] = write_s
                 done = end
-            elif rendered < min(n, done + _LOOKAHEAD) and times[done] - now > 0.0005:
-                for _ in range(min(_RENDER_CHUNK, n - rendered)):
-                    ready.append(prepare(int(seqs[rendered]), run_id, start_wall + times[rendered],
-                                         source.next_request(), workload.fmt))
-                    rendered += 1
+            elif rendered < min(n, done + _LOOKAHEAD) and times_list[done] - now > 0.0005:
+                render_until(min(n, rendered + _RENDER_CHUNK))
             else:
-                time.sleep(max(0.0, times[done] - now))
+                time.sleep(max(0.0, times_list[done] - now))
             if progress is not None and now >= next_progress:
                 progress(done, float(sent_at[done - 1] - times[done - 1]) if done else 0.0)
                 next_progress = now + _PROGRESS_EVERY_S

@@ -9,6 +9,10 @@ deeper it goes. Many sessions are interleaved, as on a real site.
 
 from __future__ import annotations
 
+import bisect
+import functools
+import itertools
+import math
 import random
 from dataclasses import dataclass, field
 
@@ -79,7 +83,7 @@ _ERRORS = {  # endpoint -> (client-error status, probability)
     "add_to_cart": (409, 0.01),
 }
 _SERVER_ERROR_P = 0.003
-_QUERIES = ("sneakers", "laptop", "lipstick", "yoga mat", "desk lamp", "novel", "lego", "coffee", "headphones",
+_QUERIES = ("sneakers", "laptop", "lipstick", "yoga+mat", "desk+lamp", "novel", "lego", "coffee", "headphones",
             "jacket", "serum", "tent", "blender", "puzzle", "rice")
 _USER_AGENTS = (
     "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0 Safari/537.36",
@@ -102,7 +106,7 @@ class Session:
     has_account: bool
     user_agent: str
     remote_addr: str
-    category_weights: tuple[float, ...]
+    category_cum_weights: tuple[float, ...]
     state: str = "start"
     logged_in: bool = False
     cart: list[int] = field(default_factory=list)
@@ -110,27 +114,47 @@ class Session:
     page_depth: int = 0
 
 
-def allowed_next(session: Session) -> dict[str, float]:
-    """The endpoints (or `END`) that may follow, with their weights, given the session context."""
-    weights = dict(_BASE_WEIGHTS[session.state])
-    if not session.logged_in:
+@functools.lru_cache(maxsize=None)
+def _transitions(state: str, logged_in: bool, has_account: bool, cart: bool, pending: bool
+                 ) -> tuple[tuple[str, ...], tuple[float, ...], float]:
+    """Endpoints allowed after `state` in this context, their cumulative weights, and the base END weight."""
+    weights = dict(_BASE_WEIGHTS[state])
+    if not logged_in:
         for name in _LOGIN_ONLY:
             weights.pop(name, None)
-        if session.has_account:
+        if has_account:
             weights.pop("signup", None)
     else:
         weights.pop("login", None)
         weights.pop("signup", None)
-    if not session.cart:
+    if not cart:
         weights.pop("checkout", None)
         weights.pop("remove_from_cart", None)
-    if session.pending_order is None:
+    if not pending:
         weights.pop("pay", None)
-    if session.state != "start":
-        # Sessions end: ever more likely with depth, and always possible once a page was seen.
-        weights[END] = weights.get(END, 0.0) + 0.02 * session.page_depth + (0.0 if session.logged_in else 0.15)
-    if not weights:
-        weights[END] = 1.0
+    end = weights.pop(END, 0.0)
+    return tuple(weights), tuple(itertools.accumulate(weights.values())), end
+
+
+def _end_weight(session: Session, base: float) -> float:
+    """Sessions end: ever more likely with depth, and always possible once a page was seen."""
+    if session.state == "start":
+        return base
+    return base + 0.02 * session.page_depth + (0.0 if session.logged_in else 0.15)
+
+
+def _context(session: Session) -> tuple[str, bool, bool, bool, bool]:
+    return (session.state, session.logged_in, session.has_account, bool(session.cart),
+            session.pending_order is not None)
+
+
+def allowed_next(session: Session) -> dict[str, float]:
+    """The endpoints (or `END`) that may follow, with their weights, given the session context."""
+    names, cumulative, base_end = _transitions(*_context(session))
+    weights = dict(zip(names, (b - a for a, b in zip((0.0,) + cumulative, cumulative))))
+    end = _end_weight(session, base_end)
+    if end > 0 or not weights:
+        weights[END] = end or 1.0
     return weights
 
 
@@ -160,27 +184,28 @@ class ShopUsers:
             has_account=rng.random() < 0.8,
             user_agent=rng.choice(_USER_AGENTS),
             remote_addr=f"198.51.100.{rng.randrange(1, 255)}",
-            category_weights=weights,
+            category_cum_weights=tuple(itertools.accumulate(weights)),
         )
 
     def next_request(self) -> dict:
         """Advance one random live session by one step and describe the request it made."""
         rng = self._rng
-        slot = rng.randrange(len(self.sessions))
+        slot = int(rng.random() * len(self.sessions))
         session = self.sessions[slot]
         while True:
-            options = allowed_next(session)
-            endpoint = rng.choices(list(options), weights=list(options.values()))[0]
-            if endpoint != END:
-                break
+            names, cumulative, base_end = _transitions(*_context(session))
+            total = cumulative[-1] if names else 0.0
+            u = rng.random() * (total + _end_weight(session, base_end))
+            if u < total:
+                return self._step(session, names[bisect.bisect(cumulative, u)])
             session = self.sessions[slot] = self._new_session()
-        return self._step(session, endpoint)
 
     def _step(self, s: Session, endpoint: str) -> dict:
         rng = self._rng
         method, template, typical_bytes, typical_s = _ROUTES[endpoint]
-        category = rng.choices(CATEGORIES, weights=s.category_weights)[0]
-        product = s.cart[-1] if endpoint == "remove_from_cart" else rng.randrange(1, 100_000)
+        cum = s.category_cum_weights
+        category = CATEGORIES[bisect.bisect(cum, rng.random() * cum[-1])]
+        product = s.cart[-1] if endpoint == "remove_from_cart" else 1 + int(rng.random() * 99_999)
         status = 201 if method == "POST" else 200
         error = _ERRORS.get(endpoint)
         if error and rng.random() < error[1]:
@@ -190,8 +215,8 @@ class ShopUsers:
         ok = status < 400
         if ok:
             self._apply(s, endpoint, product)
-        uri = template.format(category=category, page=rng.randint(1, 5), product=product,
-                              query=rng.choice(_QUERIES).replace(" ", "+"), order=s.pending_order or 0)
+        uri = template.format(category=category, page=1 + int(rng.random() * 5), product=product,
+                              query=_QUERIES[int(rng.random() * len(_QUERIES))], order=s.pending_order or 0)
         s.state = endpoint
         s.page_depth += 1
         return {
@@ -199,8 +224,8 @@ class ShopUsers:
             "uri": uri,
             "endpoint": endpoint,
             "status": status,
-            "bytes": int(typical_bytes * rng.lognormvariate(0.0, 0.35)) if ok else 180,
-            "rt": round(typical_s * rng.lognormvariate(0.0, 0.5), 3),
+            "bytes": int(typical_bytes * math.exp(rng.gauss(0.0, 0.35))) if ok else 180,
+            "rt": round(typical_s * math.exp(rng.gauss(0.0, 0.5)), 3),
             "category": category,
             "session_id": s.session_id,
             "user_id": s.user_id,
