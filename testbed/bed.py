@@ -95,7 +95,7 @@ def services(spec: PipelineSpec, installed: Installed, config: Config) -> dict[s
             "filebeat": filebeat_service(spec, installed.filebeat, config)}
 
 
-def _recorded(spec: PipelineSpec) -> dict[str, Service]:
+def recorded_services(spec: PipelineSpec) -> dict[str, Service]:
     """The services `up` recorded for this run dir (what `down` and `status` act on)."""
     state = spec.resolved_run_dir() / "state.json"
     try:
@@ -108,7 +108,7 @@ def _recorded(spec: PipelineSpec) -> dict[str, Service]:
 def up(spec: PipelineSpec, config: Config | None = None) -> list[ServiceStatus]:
     """Install what is missing and start every component; on a failure, stop what this call started."""
     config = config or spec.start_config()
-    already = {name for name, service in _recorded(spec).items() if processes.running_pid(service)}
+    already = {name for name, service in recorded_services(spec).items() if processes.running_pid(service)}
     if already:
         raise TestbedError(f"the testbed {spec.name!r} already runs ({', '.join(sorted(already))}); "
                            "run `pipetune testbed down` first")
@@ -142,7 +142,7 @@ def up(spec: PipelineSpec, config: Config | None = None) -> list[ServiceStatus]:
 
 def down(spec: PipelineSpec) -> list[str]:
     """Stop what `up` started for this pipeline, in reverse order; returns the names that were running."""
-    recorded = _recorded(spec)
+    recorded = recorded_services(spec)
     stopped = [name for name in reversed(ORDER) if name in recorded and processes.stop(recorded[name])]
     return stopped
 
@@ -150,7 +150,7 @@ def down(spec: PipelineSpec) -> list[str]:
 def status(spec: PipelineSpec) -> list[ServiceStatus]:
     endpoints = _endpoints(spec)
     return [ServiceStatus(name, processes.running_pid(service), endpoints[name], service.log_file)
-            for name, service in _recorded(spec).items()]
+            for name, service in recorded_services(spec).items()]
 
 
 def recorded_config(spec: PipelineSpec) -> dict:

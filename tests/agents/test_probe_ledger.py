@@ -1,0 +1,75 @@
+"""The probe's bookkeeping: stamps read from Filebeat's records, and lost/duplicate/late runs."""
+
+import json
+
+import pytest
+
+from agents.probe.events import parse_record
+from agents.probe.ledger import Ledger, Manifest, split_request_id
+from agents.probe.metrics import ProbeMetrics
+from agents.probe.runs import RunTracker, read_report
+
+
+def _manifest(run_id="run-a", events=5, started_at=1000.0, duration_s=10.0) -> Manifest:
+    return Manifest(run_id, events, 0, events - 1, started_at, duration_s)
+
+
+def test_filebeat_record_gives_every_stage():
+    line = json.dumps({"request_id": "run-a-00000003", "ts_nginx": 100.0, "ts_scheduled": 100.0})
+    value = json.dumps({"@timestamp": "1970-01-01T00:01:40.250Z", "message": line}).encode()
+    stamps = parse_record(value, kafka_timestamp_ms=100_400)
+    latencies = stamps.latencies(received_at=100.5)
+    assert stamps.request_id == "run-a-00000003"
+    assert latencies == pytest.approx({"e2e": 0.5, "filebeat_read": 0.25, "filebeat_publish": 0.15,
+                                       "kafka_consume": 0.1})
+
+
+def test_decoded_record_and_missing_stamps():
+    stamps = parse_record(json.dumps({"request_id": "x-00000001", "ts_nginx": 5}).encode(), None)
+    assert stamps.latencies(6.0) == {"e2e": 1.0}
+
+
+@pytest.mark.parametrize("value", [b"not json", b"[1, 2]", json.dumps({"message": "{}"}).encode(),
+                                   json.dumps({"message": "plain text"}).encode()])
+def test_records_that_are_not_events_are_rejected(value):
+    with pytest.raises(ValueError):
+        parse_record(value, None)
+
+
+def test_request_id_split_keeps_dashes_of_the_run_id():
+    assert split_request_id("run-a-00000042") == ("run-a", 42)
+    assert split_request_id("no-sequence-here") is None
+
+
+def test_report_counts_lost_duplicate_and_late():
+    ledger = Ledger(late_after_s=5.0)
+    manifest = _manifest()
+    ledger.add_manifest(manifest)
+    for seq, when in [(0, 1001.0), (1, 1002.0), (1, 1003.0), (3, 1016.0), (9, 1004.0)]:
+        ledger.record(manifest.request_id(seq), when)
+    report = ledger.report("run-a", now=1012.0)
+    assert (report.expected, report.received, report.lost_events) == (5, 3, 2)
+    assert report.lost_sample == ["run-a-00000002", "run-a-00000004"]
+    assert report.duplicate_events == 1 and report.late_events == 1
+    assert not report.complete and not report.final
+    assert ledger.report("run-a", now=1015.1).final
+
+
+def test_tracker_writes_reports_and_counts_lost_once(tmp_path):
+    manifests, reports = tmp_path / "manifests", tmp_path / "reports"
+    manifests.mkdir()
+    ledger, metrics = Ledger(late_after_s=1.0), ProbeMetrics()
+    tracker = RunTracker(ledger, metrics, manifests, reports)
+    (manifests / "run-a.json").write_text(json.dumps({"run_id": "run-a", "events": 3, "first_seq": 0, "last_seq": 2,
+                                                      "started_at": 0.0, "duration_s": 1.0}))
+    (manifests / "broken.json").write_text(json.dumps({"run_id": "broken"}))
+    tracker.scan()
+    ledger.record("run-a-00000000", 0.5)
+    tracker.write_reports(now=5.0)
+    tracker.write_reports(now=6.0)
+    assert read_report(reports, "run-a").lost_events == 2
+    assert metrics.registry.get_sample_value("pipetune_lost_events_total") == 2
+    # A restarted probe leaves a finished run alone instead of declaring all of it lost again.
+    fresh = Ledger(late_after_s=1.0)
+    RunTracker(fresh, ProbeMetrics(), manifests, reports).scan()
+    assert fresh.manifests() == []

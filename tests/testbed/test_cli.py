@@ -1,0 +1,68 @@
+"""`pipetune testbed up|status|down` as a user runs it: clear errors, and nothing left behind."""
+
+import socket
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from controller.cli import app
+from testbed.pipeline import load_pipeline
+
+runner = CliRunner()
+
+
+def _our_processes(run_dir: Path) -> list[int]:
+    """Live (non-zombie) processes whose command line mentions the run dir."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if str(run_dir) in cmdline and state != "Z":
+            found.append(int(proc.name))
+    return found
+
+
+def test_bad_pipeline_file_is_an_error_not_a_traceback(tmp_path):
+    bad = tmp_path / "p.yaml"
+    bad.write_text("name: x\nkafka: {port: nope}\n")
+    result = runner.invoke(app, ["testbed", "status", "--pipeline", str(bad)])
+    assert result.exit_code == 2
+    assert "kafka.port" in result.output and "Traceback" not in result.output
+
+
+def test_busy_port_stops_up_before_anything_starts(tmp_path, make_pipeline):
+    path = make_pipeline(tmp_path, "busy")
+    spec = load_pipeline(path)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", spec.prometheus.port))
+        sock.listen()
+        result = runner.invoke(app, ["testbed", "up", "--pipeline", str(path)])
+    assert result.exit_code == 2
+    assert f"port {spec.prometheus.port} (prometheus.port) is already in use" in result.output
+    assert _our_processes(spec.resolved_run_dir()) == []
+
+
+@pytest.mark.slow
+def test_up_status_down_leaves_nothing_behind(installed, tmp_path, make_pipeline):
+    path = make_pipeline(tmp_path, "cli")
+    spec = load_pipeline(path)
+    try:
+        up = runner.invoke(app, ["testbed", "up", "--pipeline", str(path)])
+        assert up.exit_code == 0, up.output
+        status = runner.invoke(app, ["testbed", "status", "--pipeline", str(path)])
+        for name in ("kafka", "prometheus", "probe", "filebeat"):
+            assert any(line.split()[:2] == [name, "running,"] for line in status.output.splitlines()), status.output
+        assert len(_our_processes(spec.resolved_run_dir())) == 4
+        again = runner.invoke(app, ["testbed", "up", "--pipeline", str(path)])
+        assert again.exit_code == 2 and "already runs" in again.output
+    finally:
+        down = runner.invoke(app, ["testbed", "down", "--pipeline", str(path)])
+    assert down.exit_code == 0 and "stopped: filebeat, probe, prometheus, kafka" in down.output
+    assert _our_processes(spec.resolved_run_dir()) == []
+    assert "stopped" in runner.invoke(app, ["testbed", "status", "--pipeline", str(path)]).output
