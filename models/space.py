@@ -210,6 +210,9 @@ PIPELINE_PARAMS: tuple[Param, ...] = (
        help="bytes the broker waits for before answering a fetch"),
     _p("kafka.consumer.fetch.max.wait.ms", "float", 500.0, 0.0, 10000.0, unit="ms", cost=RESTART,
        help="longest the broker holds a fetch waiting for fetch.min.bytes"),
+    # Spark Structured Streaming sink (the paper's Kafka -> Spark -> Hive stage); a change restarts the query.
+    _p("spark.trigger.interval", "float", 0.0, 0.0, 60.0, unit="s", cost=RESTART,
+       help="micro-batch trigger interval (0: start the next batch as soon as the previous one ends)"),
 )
 
 PIPELINE_SPACE = SearchSpace(PIPELINE_PARAMS)

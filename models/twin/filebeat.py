@@ -1,0 +1,348 @@
+"""Filebeat 7.17: `log` input harvester, memory queue, and the Logstash (lumberjack) output.
+
+Semantics, each from the component's own source (libbeat / filebeat 7.17):
+- Harvester (filebeat/input/log/log.go `Log.Read`/`wait`): reads until EOF, then sleeps `backoff`;
+  each further empty read multiplies the sleep by `backoff_factor` up to `max_backoff`; any data read
+  resets it to `backoff`. So a continuously written file is read every `backoff` (1 s by default),
+  whatever `scan_frequency` is, and a quiet file is re-checked ever more rarely.
+- `close_inactive` (log.go `errorChecks`): at EOF, a harvester whose last line is older than it
+  closes; the file is then only picked up again by the prospector's next scan, every `scan_frequency`.
+  At rotation the new file is likewise found by the next scan. (Approximation: events are read in
+  write order, so a new file's lines are not read before the rotated file's tail.)
+- Multiline (`multiline.pattern` + negate/match after): an event is complete when the first line of
+  the next one is read, or `multiline.timeout` after its last line if none comes.
+- Memory queue (libbeat/publisher/queue/memqueue `bufferingEventLoop`): with flush.min_events > 1
+  and flush.timeout > 0, events gather in a buffer that is handed to the output when it holds
+  min_events or `flush.timeout` after its first event. A buffer flushed by the timer stays open and
+  later events in it are visible at once, until the output empties it (`advanceFlushList`) or it
+  reaches min_events. Otherwise (min_events <= 1 or timeout 0) events are visible at once.
+  `queue.mem.events` counts events until the output ACKs them; a full queue blocks the harvester.
+- Output (`output.logstash`): batches of at most `bulk_max_size`; each of `worker` connections keeps
+  `pipelining` batches in flight (0: synchronous, one); a slot frees when Logstash ACKs the batch.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from models.space import Config
+from models.twin.core import packets_for
+
+if TYPE_CHECKING:
+    from models.twin.twin import Twin
+
+FB = 1  # index of filebeat in core.COMPONENTS
+
+
+class Harvester:
+    """One `log` input following the current log file (and its rotations)."""
+
+    def __init__(self, twin: "Twin", rotations_s: np.ndarray, multiline: bool, scan_phase: float) -> None:
+        self.tw = twin
+        self.ptr = 0  # next event (line) to read
+        self.multiline = multiline
+        self.pending = -1  # multiline: the event whose end is not yet seen
+        self.pending_deadline = math.inf
+        self.rotation_idx = np.searchsorted(twin.write_s, rotations_s).tolist() + [twin.n]
+        self.file = 0
+        self.scan_phase = scan_phase
+        self.last_read = 0.0
+        self.busy_until = 0.0
+        self.blocked = False
+        self.paused_until = 0.0
+        self.scan_charged_to = 0.0
+        self.token = 0
+        self.configure(twin.config)
+        self.next_wait = self.backoff
+
+    def configure(self, config: Config) -> None:
+        self.backoff = float(config["filebeat.backoff"])
+        self.max_backoff = max(float(config["filebeat.max_backoff"]), self.backoff)
+        self.factor = int(config["filebeat.backoff_factor"])
+        self.scan_s = float(config["filebeat.scan_frequency"])
+        self.close_inactive = float(config["filebeat.close_inactive"])
+        self.ml_timeout = float(config["filebeat.multiline.timeout"])
+
+    def start(self, t_s: float) -> None:
+        self._schedule(t_s)
+
+    def _schedule(self, t_s: float) -> None:
+        self.token += 1
+        self.tw.clock.at(max(t_s, self.paused_until), self.poll, self.token)
+
+    def next_scan(self, t_s: float) -> float:
+        k = math.ceil((t_s - self.scan_phase) / self.scan_s)
+        return self.scan_phase + max(k, 0) * self.scan_s
+
+    def restart(self, t_s: float, pause_s: float, rewind_to: int) -> None:
+        """Filebeat restarts: reading resumes after `pause_s` from the last event handed to the output."""
+        self.ptr = min(self.ptr, rewind_to)
+        self.pending = -1
+        self.blocked = False
+        self.paused_until = t_s + pause_s
+        while self.file > 0 and self.rotation_idx[self.file - 1] > self.ptr:
+            self.file -= 1
+        self.next_wait = self.backoff
+        self._schedule(self.paused_until)
+
+    def wake(self) -> None:
+        """The queue has room again: a blocked harvester carries on reading without an EOF wait."""
+        if self.blocked:
+            self.blocked = False
+            self._schedule(max(self.tw.clock.now, self.busy_until))
+
+    def poll(self, token: int) -> None:
+        if token != self.token:
+            return
+        tw = self.tw
+        t = tw.clock.now
+        self._charge_scans(t)
+        file_end = self.rotation_idx[self.file]
+        if self.ptr >= file_end and file_end < tw.n:
+            # the writer moved to a new file: a harvester for it starts at the prospector's next scan
+            self.file += 1
+            self.next_wait = self.backoff
+            self._schedule(self.next_scan(max(t, float(tw.write_s[file_end]))))
+            return
+        hi = min(int(np.searchsorted(tw.write_s, t, "right")), file_end)
+        if hi <= self.ptr:
+            self._at_eof(t)
+            return
+        m = min(hi - self.ptr, tw.queue.space())
+        if m <= 0:
+            self.blocked = True
+            return
+        cost = tw.cal.filebeat.cpu_per_event_s * tw.cpu.slowdown(t) * tw.jitter()
+        times = t + cost * np.arange(1, m + 1)
+        tw.cpu.charge(FB, t, cost * m)
+        lo = self.ptr
+        self.ptr += m
+        self.last_read = self.busy_until = float(times[-1])
+        self._emit(lo, self.ptr, times)
+        self.next_wait = min(self.backoff * self.factor, self.max_backoff)
+        if self.ptr < hi:
+            self.blocked = True  # the queue is full: wait for ACKs
+        elif self.ptr < file_end and tw.write_s[self.ptr] <= self.busy_until:
+            self._schedule(self.busy_until)  # lines arrived while reading: no EOF, no wait
+        else:
+            self._schedule(self.busy_until + self.backoff)
+
+    def _at_eof(self, t: float) -> None:
+        tw = self.tw
+        tw.cpu.charge(FB, t, tw.cal.filebeat.cpu_per_poll_s)
+        if t - self.last_read >= self.close_inactive:
+            self.next_wait = self.backoff
+            if self.ptr < tw.n:
+                self._schedule(self.next_scan(float(tw.write_s[self.ptr])))
+            return
+        self._schedule(t + self.next_wait)
+        self.next_wait = min(self.next_wait * self.factor, self.max_backoff)
+
+    def _charge_scans(self, t: float) -> None:
+        scans = (t - self.scan_charged_to) / self.scan_s
+        self.tw.cpu.charge(FB, t, scans * self.tw.cal.filebeat.cpu_per_scan_s)
+        self.scan_charged_to = t
+
+    def _emit(self, lo: int, hi: int, times: np.ndarray) -> None:
+        """Publish lines [lo, hi) read at `times` as events (multiline: each ends at the next one's start)."""
+        tw = self.tw
+        if not self.multiline:
+            tw.stamps.read[lo:hi] = times
+            tw.queue.insert(lo, hi, times)
+            return
+        first = lo
+        if self.pending >= 0:
+            if times[0] <= self.pending_deadline:
+                first = self.pending
+            else:  # its timeout fell while this read was under way
+                tw.stamps.read[self.pending] = self.pending_deadline
+                tw.queue.insert(self.pending, lo, np.array([self.pending_deadline]))
+            self.pending = -1
+        created = (times if first < lo else times[1:])[: hi - 1 - first]
+        if hi - 1 > first:
+            tw.stamps.read[first:hi - 1] = created
+            tw.queue.insert(first, hi - 1, created)
+        self.pending = hi - 1
+        self.pending_deadline = float(times[-1]) + self.ml_timeout
+        tw.clock.at(self.pending_deadline, self._multiline_timeout, hi - 1)
+
+    def _multiline_timeout(self, index: int) -> None:
+        if self.pending != index:
+            return
+        self.pending = -1
+        t = np.array([self.tw.clock.now])
+        self.tw.stamps.read[index] = t[0]
+        self.tw.queue.insert(index, index + 1, t)
+
+
+class MemQueue:
+    """`queue.mem`: events [ack, taken) are in flight, [taken, inserted) wait for the output."""
+
+    def __init__(self, twin: "Twin") -> None:
+        self.tw = twin
+        self.inserted = self.taken = self.acked = 0
+        self.available_at = np.full(twin.n, math.inf)  # when each event became visible to the output
+        self.buf_lo = 0
+        self.buf_flushed = False
+        self.timer_token = 0
+        self.in_flight: deque[list[int]] = deque()  # [lo, hi, acked]
+        self.configure(twin.config)
+
+    def configure(self, config: Config) -> None:
+        self.capacity = int(config["filebeat.queue.mem.events"])
+        self.min_events = min(int(config["filebeat.queue.mem.flush.min_events"]), self.capacity)
+        self.timeout_s = float(config["filebeat.queue.mem.flush.timeout"])
+        self.direct = self.min_events <= 1 or self.timeout_s <= 0
+
+    def space(self) -> int:
+        return self.capacity - (self.inserted - self.acked)
+
+    def restart(self) -> int:
+        """Drop what the output has not taken (it will be re-read); return the harvester's rewind point."""
+        self.available_at[self.taken:self.inserted] = math.inf
+        self.inserted = self.buf_lo = self.taken
+        self.buf_flushed = False
+        self.timer_token += 1
+        return self.taken
+
+    def insert(self, lo: int, hi: int, times: np.ndarray) -> None:
+        assert lo == self.inserted, (lo, self.inserted)
+        i = lo
+        while i < hi:
+            if self.direct:
+                self.available_at[i:hi] = times[i - lo:]
+                i = hi
+            elif self.buf_flushed:
+                room = self.min_events - (i - max(self.buf_lo, self.taken))
+                k = min(max(room, 0), hi - i)
+                self.available_at[i:i + k] = times[i - lo:i - lo + k]
+                i += k
+                if k == room or room <= 0:
+                    self._new_buffer(i)
+            else:
+                if i == self.buf_lo:
+                    self.deadline = float(times[i - lo]) + self.timeout_s
+                    self.timer_token += 1
+                    self.tw.clock.at(self.deadline, self._timer, self.timer_token)
+                to_min = self.buf_lo + self.min_events - i
+                before_deadline = int(np.searchsorted(times[i - lo:], self.deadline, "right"))
+                if to_min <= min(before_deadline, hi - i):
+                    j = i + to_min
+                    self.available_at[self.buf_lo:j] = times[j - 1 - lo]
+                    self._new_buffer(j)
+                    i = j
+                elif before_deadline < hi - i:
+                    j = i + before_deadline  # the timer fires while these lines are being read
+                    self.available_at[self.buf_lo:j] = self.deadline
+                    self.timer_token += 1
+                    self.buf_flushed = True
+                    i = j
+                else:
+                    i = hi
+        self.inserted = hi
+        self.tw.output.kick()
+
+    def _new_buffer(self, at: int) -> None:
+        self.buf_lo = at
+        self.buf_flushed = False
+        self.timer_token += 1
+
+    def _timer(self, token: int) -> None:
+        if token != self.timer_token or self.buf_flushed:
+            return
+        self.available_at[self.buf_lo:self.inserted] = self.tw.clock.now
+        self.buf_flushed = True
+        self.tw.output.kick()
+
+    def next_available(self) -> float:
+        return float(self.available_at[self.taken]) if self.taken < self.inserted else math.inf
+
+    def take(self, max_events: int, t_s: float) -> tuple[int, int]:
+        """The output takes up to `max_events` visible events; returns the index range."""
+        visible = int(np.searchsorted(self.available_at[self.taken:self.inserted], t_s, "right"))
+        k = min(visible, max_events)
+        lo = self.taken
+        self.taken += k
+        if k:
+            self.in_flight.append([lo, self.taken, 0])
+            if self.buf_flushed and self.taken >= self.inserted:
+                self._new_buffer(self.taken)
+        return lo, self.taken
+
+    def ack(self, lo: int) -> None:
+        for batch in self.in_flight:
+            if batch[0] == lo:
+                batch[2] = 1
+                break
+        freed = False
+        while self.in_flight and self.in_flight[0][2]:
+            self.acked = self.in_flight.popleft()[1]
+            freed = True
+        if freed:
+            self.tw.harvester.wake()
+
+
+class LumberjackOutput:
+    """`output.logstash`: `worker` connections, each with `pipelining` batches in flight."""
+
+    def __init__(self, twin: "Twin") -> None:
+        self.tw = twin
+        self.in_flight = 0
+        self.kick_at = math.inf
+        self.paused_until = 0.0
+        self.configure(twin.config)
+
+    def configure(self, config: Config) -> None:
+        self.bulk = int(config["filebeat.output.bulk_max_size"])
+        self.workers = int(config["filebeat.output.worker"])
+        self.slots = self.workers * max(1, int(config["filebeat.output.pipelining"]))
+        self.encoder_free = [0.0] * self.workers
+        self.next_worker = 0
+
+    def kick(self) -> None:
+        """Try to send once the earliest waiting event is visible and a slot is free."""
+        tw = self.tw
+        if self.in_flight >= self.slots:
+            return
+        t = max(tw.queue.next_available(), tw.clock.now, self.paused_until)
+        if t < self.kick_at:
+            self.kick_at = t
+            tw.clock.at(t, self._send)
+
+    def _send(self, _: object) -> None:
+        tw = self.tw
+        t = tw.clock.now
+        if t < self.kick_at:
+            return
+        self.kick_at = math.inf
+        if t < self.paused_until:
+            self.kick()
+            return
+        cal = tw.cal
+        while self.in_flight < self.slots:
+            lo, hi = tw.queue.take(self.bulk, t)
+            if hi == lo:
+                break
+            self.in_flight += 1
+            w = self.next_worker
+            self.next_worker = (w + 1) % self.workers
+            cost = (cal.filebeat.cpu_per_batch_s + cal.filebeat.cpu_per_event_out_s * (hi - lo))
+            cost *= tw.cpu.slowdown(t) * tw.jitter()
+            tw.cpu.charge(FB, t, cost)
+            sent = max(t, self.encoder_free[w]) + cost
+            self.encoder_free[w] = sent
+            tw.stamps.sent[lo:hi] = sent
+            size = (hi - lo) * cal.event_bytes
+            tw.cpu.send(sent, packets_for(size, cal.network.mss_bytes))
+            arrive = sent + cal.network.rtt_s / 2 + size / cal.network.bandwidth_bytes_per_s
+            tw.downstream.receive(lo, hi, arrive, w)
+        self.kick()
+
+    def acked(self, lo: int) -> None:
+        self.in_flight -= 1
+        self.tw.queue.ack(lo)
+        self.kick()
