@@ -82,8 +82,7 @@ class LivePipeline:
         self.telemetry = telemetry or PrometheusTelemetry(prometheus_url(spec))
 
     def current(self) -> Config:
-        recorded = bed.recorded_config(self.spec)
-        return Config(recorded) if recorded else self.spec.start_config()
+        return bed.recorded_config(self.spec) or self.spec.start_config()
 
     def observe(self, seconds: float) -> Observation:
         """Wait `seconds`, then summarise that window (the same `Observation` the twin returns)."""

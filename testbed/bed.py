@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agents.filebeat import FilebeatLayout, render_filebeat_config, render_filebeat_inputs
-from models.space import Config
+from models.space import PIPELINE_SPACE, ChangeCost, Config
 from testbed import processes
 from testbed.install import Installed, install_all
-from testbed.kafka import broker_ready, create_topics, kafka_service
+from testbed.kafka import alter_broker_threads, broker_ready, create_topics, kafka_service
 from testbed.pipeline import PipelineSpec
 from testbed.processes import Service, TestbedError
 from testbed.prometheus import prometheus_service, prometheus_url
@@ -81,6 +81,18 @@ def _probe_env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": f"{root}:{path}" if path else root}
 
 
+def _start_ready(spec: PipelineSpec, service: Service) -> None:
+    """Start a service and wait until it answers (Kafka can take several seconds)."""
+    endpoints = _endpoints(spec)
+    checks = {"kafka": (lambda: broker_ready(spec.bootstrap), 60.0),
+              "prometheus": (lambda: _http_ok(endpoints["prometheus"] + "/-/ready"), 20.0),
+              "probe": (lambda: _http_ok(endpoints["probe"]), 20.0),
+              "filebeat": (lambda: _http_ok(endpoints["filebeat"]), 30.0)}
+    ready, timeout_s = checks[service.name]
+    processes.start(service)
+    processes.wait_ready(service, ready, timeout_s)
+
+
 def _endpoints(spec: PipelineSpec) -> dict[str, str]:
     return {"kafka": spec.bootstrap, "prometheus": prometheus_url(spec),
             "probe": f"http://127.0.0.1:{spec.probe.metrics_port}/metrics",
@@ -120,18 +132,10 @@ def up(spec: PipelineSpec, config: Config | None = None) -> list[ServiceStatus]:
         (run / sub).mkdir(parents=True, exist_ok=True)
     spec.log_path().parent.mkdir(parents=True, exist_ok=True)
     planned = services(spec, installed, config)
-    (run / "state.json").write_text(json.dumps({"pipeline": spec.name, "config": dict(config),
-                                                "services": {n: list(s.argv) for n, s in planned.items()}}))
-    endpoints = _endpoints(spec)
-    readiness = {"kafka": (lambda: broker_ready(spec.bootstrap), 60.0),
-                 "prometheus": (lambda: _http_ok(endpoints["prometheus"] + "/-/ready"), 20.0),
-                 "probe": (lambda: _http_ok(endpoints["probe"]), 20.0),
-                 "filebeat": (lambda: _http_ok(endpoints["filebeat"]), 30.0)}
+    _record(spec, config, planned)
     try:
         for name in ORDER:
-            processes.start(planned[name])
-            ready, timeout_s = readiness[name]
-            processes.wait_ready(planned[name], ready, timeout_s)
+            _start_ready(spec, planned[name])
             if name == "kafka":
                 create_topics(spec)  # before any event can flow
     except BaseException:
@@ -153,9 +157,50 @@ def status(spec: PipelineSpec) -> list[ServiceStatus]:
             for name, service in recorded_services(spec).items()]
 
 
-def recorded_config(spec: PipelineSpec) -> dict:
-    """The config `up` started the components with (empty when the testbed never ran)."""
+def _changed(old: Config, new: Config, prefix: str) -> bool:
+    return any(name.startswith(prefix) for name in new.diff(old))
+
+
+def apply(spec: PipelineSpec, config: Config) -> list[str]:
+    """Move the running testbed to `config` the cheapest way each change allows; says what it did.
+
+    Filebeat input settings reload live (the inputs file is rewritten); any other Filebeat change
+    restarts Filebeat; consumer settings restart the probe; broker thread counts change live.
+    """
+    recorded = recorded_services(spec)
+    if not recorded or any(processes.running_pid(s) is None for s in recorded.values()):
+        raise TestbedError(f"the testbed {spec.name!r} is not running; start it with `pipetune testbed up`")
+    old = recorded_config(spec) or spec.start_config()
+    done: list[str] = []
+    filebeat_changes = {n for n in config.diff(old) if n.startswith("filebeat.")}
+    if filebeat_changes:
+        write_filebeat_config(spec, config)
+        if all(PIPELINE_SPACE[name].cost is ChangeCost.LIVE for name in filebeat_changes):
+            done.append("filebeat inputs reloaded")
+        else:
+            processes.stop(recorded["filebeat"])
+            _start_ready(spec, recorded["filebeat"])
+            done.append("filebeat restarted")
+    if _changed(old, config, "kafka.consumer."):
+        processes.stop(recorded["probe"])
+        _start_ready(spec, probe_service(spec, config))
+        done.append("probe restarted")
+    if _changed(old, config, "kafka.broker."):
+        alter_broker_threads(spec.bootstrap, config)
+        done.append("broker threads altered")
+    _record(spec, config, {**recorded, "probe": probe_service(spec, config)})
+    return done
+
+
+def _record(spec: PipelineSpec, config: Config, started: dict[str, Service]) -> None:
+    (spec.resolved_run_dir() / "state.json").write_text(json.dumps(
+        {"pipeline": spec.name, "config": dict(config), "services": {n: list(s.argv) for n, s in started.items()}}))
+
+
+def recorded_config(spec: PipelineSpec) -> Config | None:
+    """The config `up` (or the last `apply`) set, completed with defaults for parameters added since."""
     try:
-        return json.loads((spec.resolved_run_dir() / "state.json").read_text())["config"]
+        raw = json.loads((spec.resolved_run_dir() / "state.json").read_text())["config"]
     except (OSError, ValueError, KeyError):
-        return {}
+        return None
+    return Config({**PIPELINE_SPACE.defaults(), **{k: v for k, v in raw.items() if k in PIPELINE_SPACE}})
