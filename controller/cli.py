@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from controller.replay_cmd import replay_command
+from controller.scenarios import scenarios_command
 from controller.measure_cmd import measure_command
 from controller.testbed_cli import testbed_app
 
@@ -24,5 +25,6 @@ def main() -> None:
 
 
 app.command("replay")(replay_command)
+app.command("scenarios")(scenarios_command)
 app.add_typer(testbed_app, name="testbed")
 app.command("measure")(measure_command)

@@ -12,7 +12,12 @@ from typing import Mapping
 
 from models.space import PIPELINE_SPACE, Config, SearchSpace, Value
 
+# The paper's sink is a Spark Streaming job whose consumption delay "is set by its batch period"
+# (Section III.1); the period is not given. Every paper scenario runs it with a 1 s trigger, the
+# canonical DStream batch duration, so the scenarios differ only in what Table 4 changes.
+_PAPER_SINK: dict[str, Value] = {"spark.trigger.interval": 1.0}
 _HYBRID: dict[str, Value] = {
+    **_PAPER_SINK,
     "filebeat.scan_frequency": 0.01,
     "filebeat.close_inactive": 60.0,
     "filebeat.output.bulk_max_size": 50,
@@ -21,6 +26,7 @@ _HYBRID: dict[str, Value] = {
     "logstash.output.kafka.linger_ms": 0.0,
 }
 _MICRO_BATCHING: dict[str, Value] = {
+    **_PAPER_SINK,
     "logstash.pipeline.batch.size": 1,
     "logstash.pipeline.batch.delay": 1.0,
     "logstash.output.kafka.linger_ms": 5.0,
@@ -30,8 +36,9 @@ PRESETS: dict[str, dict[str, Value]] = {
     "defaults": {},
     # The paper's five scenarios (Table 4). Zero-Wait also switches the log to single-line JSON,
     # which is a property of the workload, not of the pipeline config.
-    "baseline": {},
+    "baseline": _PAPER_SINK,
     "zero-wait": {
+        **_PAPER_SINK,
         "filebeat.queue.mem.flush.min_events": 1,
         "filebeat.queue.mem.flush.timeout": 0.0,
         "filebeat.output.bulk_max_size": 1,
