@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from controller.autotune_cmd import autotune_command
 from controller.replay_cmd import replay_command
 from controller.scenarios import scenarios_command
 from controller.measure_cmd import measure_command
@@ -24,6 +25,7 @@ def main() -> None:
     to minimise P95 end-to-end latency while throughput keeps up with the load."""
 
 
+app.command("autotune")(autotune_command)
 app.command("replay")(replay_command)
 app.command("scenarios")(scenarios_command)
 app.add_typer(testbed_app, name="testbed")

@@ -1,0 +1,223 @@
+"""The autotune loop: observe a window → guardrails → decide → apply → settle → record.
+
+Level-triggered, as a Kubernetes controller is: each step compares the config the pipeline runs with
+the one it should run, acts only when they differ, and writes down why. Guardrails come first: a
+window whose output falls behind its input, whose backlog grows, or whose P95 crosses the ceiling
+sends the pipeline back to the incumbent at once, and the learner is told the window failed, so it
+marks that region unsafe. When the offered load changes clearly, the incumbent is measured again
+before its old figure is trusted. Modes: `auto` applies, `advise` only recommends, `frozen` holds.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from controller.guardrails import breaches
+from controller.pipelines import Pipeline
+from controller.state import Incumbent, StateStore
+from models.learning import Context, Learner
+from models.observation import Observation
+from models.policy import Policy
+from models.space import PIPELINE_SPACE, ChangeCost, Config
+
+LOAD_SHIFT = 0.25  # a change of offered load beyond this fraction re-measures the incumbent
+
+
+class DaemonMetrics:
+    """The daemon's own Prometheus metrics, in a registry of its own."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        self.decisions = Counter("pipetune_decisions_total", "Decisions taken, by action", ["action"],
+                                 registry=self.registry)
+        self.rollbacks = Counter("pipetune_rollbacks_total", "Rollbacks to the incumbent", registry=self.registry)
+        self.restarts = Counter("pipetune_component_restarts_total", "Config changes that restarted a component",
+                                registry=self.registry)
+        self.incumbent_p95 = Gauge("pipetune_incumbent_p95_seconds", "P95 the incumbent measured",
+                                   registry=self.registry)
+        self.window_p95 = Gauge("pipetune_window_p95_seconds", "P95 of the last window", registry=self.registry)
+        self.throughput_ratio = Gauge("pipetune_throughput_ratio", "Output over offered load in the last window",
+                                      registry=self.registry)
+        self.violation_seconds = Counter("pipetune_violation_seconds_total",
+                                         "Seconds of windows that breached a guardrail", registry=self.registry)
+
+
+@dataclass
+class Decision:
+    """One step of the loop, as the decision log records it."""
+
+    window: int
+    t_s: float
+    config: dict
+    observed: dict
+    action: str  # measure | explore | hold | rollback | remeasure | advise | frozen
+    reason: str
+    change: dict = field(default_factory=dict)  # name -> [from, to] of what was applied after the window
+    predicted: dict = field(default_factory=dict)
+    guardrail: list[str] = field(default_factory=list)
+    incumbent_p95_s: float | None = None
+    pause_s: float = 0.0
+
+
+def _summary(observation: Observation) -> dict:
+    return {"p95_s": observation.p95_s, "p50_s": observation.p50_s, "throughput_ratio": observation.throughput_ratio,
+            "offered_eps": observation.offered_eps, "throughput_eps": observation.throughput_eps,
+            "backlog_events": observation.backlog_total, "duration_s": observation.duration_s}
+
+
+def _restarts(old: Config, new: Config) -> bool:
+    return any(PIPELINE_SPACE[name].cost is ChangeCost.RESTART for name in old.diff(new))
+
+
+class Daemon:
+    """Drives one pipeline with one learner under one policy."""
+
+    def __init__(self, pipeline: Pipeline, learner: Learner, policy: Policy, *, window_s: float,
+                 store: StateStore | None = None, metrics: DaemonMetrics | None = None,
+                 explain: Callable[[], tuple[str, dict]] | None = None) -> None:
+        self.pipeline = pipeline
+        self.learner = learner
+        self.policy = policy
+        self.window_s = window_s
+        self.store = store
+        self.metrics = metrics or DaemonMetrics()
+        self.explain = explain or (lambda: ("learner's suggestion", {}))
+        self.incumbent: Incumbent | None = store.load_incumbent() if store else None
+        self.window = len(store.decisions()) if store else 0
+        self.previous: Observation | None = None
+        self.t_s = 0.0
+        self.rollbacks = 0
+        self.violation_s = 0.0
+        self._dwell = 0
+        self._restart_times: list[float] = []
+        if store:
+            store.save_policy(policy)
+
+    def resume(self) -> int:
+        """Tell the learner every observation in the state directory; returns how many."""
+        if not self.store:
+            return 0
+        history = self.store.observations()
+        for config, offered_eps, observation in history:
+            self.learner.tell(config, Context(offered_eps), observation)
+        return len(history)
+
+    def step(self) -> Decision:
+        """Measure one window and act on it."""
+        observation = self.pipeline.observe(self.window_s)
+        self.t_s += self.window_s
+        config = self.pipeline.current()
+        context = Context(observation.offered_eps)
+        found = breaches(observation, self.policy, self.previous)
+        self.previous = observation
+        self.learner.tell(config, context, observation)
+        if self.store:
+            self.store.append_observation(config, context.offered_eps, observation)
+        if found:
+            self.violation_s += observation.duration_s
+            self.metrics.violation_seconds.inc(observation.duration_s)
+        else:
+            self._update_incumbent(config, observation)
+        target, action, reason, predicted = self._decide(config, context, observation, found)
+        decision = Decision(self.window, self.t_s, dict(config), _summary(observation), action, reason,
+                            predicted=predicted, guardrail=found,
+                            incumbent_p95_s=self.incumbent.p95_s if self.incumbent else None)
+        if target != config:
+            self._apply(config, target, decision)
+        else:
+            self._dwell += 1
+        self._record(decision, observation)
+        self.window += 1
+        return decision
+
+    def _update_incumbent(self, config: Config, observation: Observation) -> None:
+        inc = self.incumbent
+        remeasured = inc is not None and config == inc.config
+        better = inc is not None and not self._load_moved(inc, observation.offered_eps) and observation.p95_s < inc.p95_s
+        if inc is None or remeasured or better:
+            self.incumbent = Incumbent(config, observation.p95_s, observation.offered_eps)
+            if self.store:
+                self.store.save_incumbent(self.incumbent)
+
+    def _decide(self, config: Config, context: Context, observation: Observation, found: list[str]
+                ) -> tuple[Config, str, str, dict]:
+        inc = self.incumbent
+        if found:
+            if inc is not None and inc.config != config:
+                return inc.config, "rollback", "guardrail: " + "; ".join(found), {}
+            return config, "hold", "guardrail on the incumbent itself, nothing safer known: " + "; ".join(found), {}
+        if self.policy.mode == "frozen":
+            return config, "frozen", "mode frozen: the config is held", {}
+        if inc is not None and inc.config != config and self._load_moved(inc, context.offered_eps):
+            return inc.config, "remeasure", (f"offered load moved {inc.offered_eps:.0f} → {context.offered_eps:.0f} ev/s:"
+                                             " re-measure the incumbent before trusting it"), {}
+        if self._dwell + 1 < self.policy.min_dwell_windows:
+            return config, "hold", f"minimum dwell of {self.policy.min_dwell_windows} windows", {}
+        candidate = self.policy.enforce(self.learner.suggest(context))
+        reason, predicted = self.explain()
+        if candidate != config and _restarts(config, candidate) and not self._restart_allowed():
+            return config, "hold", f"restart budget of {self.policy.max_restarts_per_hour}/h spent", predicted
+        if self.policy.mode == "advise":
+            return config, "advise", "mode advise, recommended: " + reason, predicted
+        if candidate == config:
+            return config, "hold", reason, predicted
+        return candidate, "explore", reason, predicted
+
+    @staticmethod
+    def _load_moved(incumbent: Incumbent, offered_eps: float) -> bool:
+        return abs(offered_eps - incumbent.offered_eps) > LOAD_SHIFT * max(incumbent.offered_eps, 1.0)
+
+    def _restart_allowed(self) -> bool:
+        limit = self.policy.max_restarts_per_hour
+        recent = [t for t in self._restart_times if self.t_s - t < 3600]
+        return limit is None or len(recent) < limit
+
+    def _apply(self, config: Config, target: Config, decision: Decision) -> None:
+        decision.change = {k: [a, b] for k, (a, b) in config.diff(target).items()}
+        report = self.pipeline.apply(target)
+        if not report.ok:
+            back = self.pipeline.apply(config)
+            decision.action, decision.reason = "rollback", f"apply failed ({report.message}); back: {back.message}"
+            self.rollbacks += 1
+            self.metrics.rollbacks.inc()
+            return
+        self._dwell = 0
+        if decision.action == "rollback":
+            self.rollbacks += 1
+            self.metrics.rollbacks.inc()
+        if _restarts(config, target):
+            self._restart_times.append(self.t_s)
+            self.metrics.restarts.inc()
+        if report.pause_s > 0:
+            # Let it settle: the window spent restarting and refilling is not a fair measurement.
+            settle_s = min(self.window_s, 2 * report.pause_s)
+            self.pipeline.observe(settle_s)
+            self.t_s += settle_s
+            decision.pause_s = settle_s
+
+    def _record(self, decision: Decision, observation: Observation) -> None:
+        self.metrics.decisions.labels(decision.action).inc()
+        self.metrics.window_p95.set(observation.p95_s)
+        self.metrics.throughput_ratio.set(observation.throughput_ratio)
+        if self.incumbent:
+            self.metrics.incumbent_p95.set(self.incumbent.p95_s)
+        if self.store:
+            self.store.append_decision(dict(vars(decision), wall_time=time.time()))
+
+    def run(self, windows: int, on_decision: Callable[[Decision], None] | None = None,
+            wall_s_per_window: float = 0.0) -> list[Decision]:
+        """Run `windows` steps, pacing each to at least `wall_s_per_window` of wall time."""
+        decisions = []
+        for _ in range(windows):
+            started = time.monotonic()
+            decision = self.step()
+            decisions.append(decision)
+            if on_decision:
+                on_decision(decision)
+            time.sleep(max(0.0, wall_s_per_window - (time.monotonic() - started)))
+        return decisions
+

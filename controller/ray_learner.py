@@ -1,0 +1,77 @@
+"""The learner on Ray: an actor holds it and its observations; acquisition scoring fans out as tasks.
+
+`start_ray` joins a cluster (`--ray-address`) or starts a quiet local one. `RemoteLearner` wraps the
+actor in the plain `Learner` interface, so the daemon cannot tell it from an in-process learner;
+each tuned pipeline gets an actor of its own.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Callable, Iterable
+
+import ray
+
+from models.learning import Box, Context
+from models.observation import Observation
+from models.space import Config
+from models.strategies import build_learner
+
+
+def start_ray(address: str | None = None) -> None:
+    """Connect to `address`, or start a local Ray without dashboard or log noise (once per process)."""
+    if ray.is_initialized():
+        return
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    os.environ.setdefault("RAY_TMPDIR", "/tmp/pipetune-ray")
+    if address:
+        ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
+    else:
+        ray.init(num_cpus=os.cpu_count(), include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False,
+                 configure_logging=True)
+
+
+@ray.remote
+def _call(fn: Callable, chunk):
+    return fn(chunk)
+
+
+def ray_map(fn: Callable, chunks: Iterable) -> list:
+    """`map` whose calls run as Ray tasks (the function is shipped once)."""
+    fn_ref = ray.put(fn)
+    return ray.get([_call.remote(fn_ref, chunk) for chunk in chunks])
+
+
+@ray.remote
+class LearnerActor:
+    """Holds one learner and its history in its own process."""
+
+    def __init__(self, strategy: str, box: Box, start: Config, seed: int) -> None:
+        self.learner = build_learner(strategy, box, start, seed=seed, parallel_map=ray_map)
+
+    def suggest(self, context: Context) -> Config:
+        return self.learner.suggest(context)
+
+    def tell(self, config: Config, context: Context, observation: Observation) -> None:
+        self.learner.tell(config, context, observation)
+
+    def explain(self) -> tuple[str, dict]:
+        return (getattr(self.learner, "last_reason", "strategy's suggestion"),
+                getattr(self.learner, "last_prediction", {}))
+
+
+class RemoteLearner:
+    """The `Learner` interface over a `LearnerActor`."""
+
+    def __init__(self, strategy: str, box: Box, start: Config, seed: int = 0) -> None:
+        self.actor = LearnerActor.remote(strategy, box, start, seed)
+
+    def suggest(self, context: Context) -> Config:
+        return ray.get(self.actor.suggest.remote(context))
+
+    def tell(self, config: Config, context: Context, observation: Observation) -> None:
+        ray.get(self.actor.tell.remote(config, context, observation))
+
+    def explain(self) -> tuple[str, dict]:
+        return ray.get(self.actor.explain.remote())

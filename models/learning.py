@@ -1,0 +1,116 @@
+"""The one interface every tuning strategy implements, and the unit box strategies search in.
+
+`Learner` is ask/tell: `suggest(context)` proposes the config for the next window, `tell(config,
+context, observation)` reports what that window measured. The context is the offered load, so a
+strategy that can use it learns across rates. `Box` maps the tuned parameters of a config to
+[0, 1]^d and back: log-warped for parameters whose range spans orders of magnitude (sizes, times),
+linear otherwise, clipped to the policy's bounds, with pins and untuned parameters taken from a base
+config.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from models.observation import Observation
+from models.policy import Policy
+from models.space import PIPELINE_SPACE, Config, Param, SearchSpace
+
+# Parameters each topology's learner tunes by default: the ones the twin models as moving latency or
+# throughput. Categoricals (acks, compression) and thread counts stay with the operator.
+TUNED_BY_TOPOLOGY: dict[str, tuple[str, ...]] = {
+    "paper": (
+        "filebeat.scan_frequency", "filebeat.backoff", "filebeat.max_backoff",
+        "filebeat.queue.mem.flush.min_events", "filebeat.queue.mem.flush.timeout",
+        "filebeat.output.bulk_max_size", "filebeat.output.pipelining",
+        "logstash.pipeline.batch.size", "logstash.pipeline.batch.delay", "logstash.output.kafka.linger_ms",
+        "spark.trigger.interval",
+    ),
+    "filebeat-kafka": (
+        "filebeat.scan_frequency", "filebeat.backoff", "filebeat.max_backoff",
+        "filebeat.queue.mem.flush.min_events", "filebeat.queue.mem.flush.timeout",
+        "filebeat.output.bulk_max_size", "kafka.consumer.fetch.max.wait.ms",
+    ),
+}
+_RESOLUTION = {"s": 1e-3, "ms": 1.0, "events": 1.0, "bytes": 1.0}  # smallest step worth telling apart
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the pipeline faces in a window that the config does not decide."""
+
+    offered_eps: float
+
+
+class Learner(Protocol):
+    """A tuning strategy: ask for a config, tell what it did."""
+
+    def suggest(self, context: Context) -> Config: ...
+
+    def tell(self, config: Config, context: Context, observation: Observation) -> None: ...
+
+
+def _warp_shift(param: Param) -> float | None:
+    """Offset of the log warp for `param`, or None when it is searched linearly."""
+    if param.log_scale and (param.low or 0) > 0:
+        return 0.0
+    resolution = _RESOLUTION.get(param.unit)
+    if resolution and param.low == 0 and (param.high or 0) >= 100 * resolution:
+        return resolution  # 0 stays reachable, yet 1 ms and 10 ms are as far apart as 1 s and 10 s
+    return None
+
+
+class Box:
+    """The tuned parameters as a unit hypercube, within the policy's bounds."""
+
+    def __init__(self, names: tuple[str, ...] | list[str], policy: Policy, space: SearchSpace = PIPELINE_SPACE) -> None:
+        self.space = space
+        self.policy = policy
+        self.names = tuple(n for n in names if n not in policy.pins)
+        self.params = [space[n] for n in self.names]
+        self._shift = [_warp_shift(p) for p in self.params]
+        lows, highs = zip(*(policy.range_of(n, space) for n in self.names)) if self.names else ((), ())
+        self._lo = np.array([self._warp(i, v) for i, v in enumerate(lows)])
+        self._hi = np.array([self._warp(i, v) for i, v in enumerate(highs)])
+
+    @property
+    def dims(self) -> int:
+        return len(self.names)
+
+    def _warp(self, i: int, value: float) -> float:
+        shift = self._shift[i]
+        return float(value) if shift is None else math.log(float(value) + shift)
+
+    def _unwarp(self, i: int, value: float) -> float:
+        shift = self._shift[i]
+        return value if shift is None else math.exp(value) - shift
+
+    def encode(self, config: Config) -> np.ndarray:
+        """The tuned values of `config` in [0, 1]^d (clipped into the policy's bounds)."""
+        width = np.where(self._hi > self._lo, self._hi - self._lo, 1.0)
+        raw = np.array([self._warp(i, float(config[n])) for i, n in enumerate(self.names)])
+        return np.clip((raw - self._lo) / width, 0.0, 1.0)
+
+    def decode(self, u: np.ndarray, base: Config) -> Config:
+        """A config with the tuned values from `u`, the rest from `base`, pins and bounds enforced."""
+        raw = self._lo + np.clip(u, 0.0, 1.0) * (self._hi - self._lo)
+        changes: dict[str, float | int] = {}
+        for i, (name, param) in enumerate(zip(self.names, self.params)):
+            value = self._unwarp(i, float(raw[i]))
+            low, high = self.policy.range_of(name, self.space)
+            value = min(max(value, low), high)
+            changes[name] = int(round(value)) if param.kind == "int" else round(value, 6)
+        return self.policy.enforce(self.space.config(changes, base=base), self.space)
+
+    def restart_mask(self) -> np.ndarray:
+        """Which tuned dimensions restart a component when changed."""
+        return np.array([p.cost.value == "restart" for p in self.params])
+
+
+def tuned_names(policy: Policy, topology: str) -> tuple[str, ...]:
+    """The parameters to tune: the policy's list, else the topology's default set."""
+    return tuple(policy.tuned) if policy.tuned is not None else TUNED_BY_TOPOLOGY[topology]

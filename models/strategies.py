@@ -1,0 +1,26 @@
+"""Every tuning strategy by name, built on the same box and start config."""
+
+from __future__ import annotations
+
+from models.baselines import OptunaTpe, OvatSweep, RandomSearch, StaticLearner
+from models.bayes import MapFn, SafeBayesLearner
+from models.learning import Box, Learner
+from models.presets import preset
+from models.space import Config
+
+STRATEGIES = ("pipetune", "defaults", "hybrid", "latency", "random", "ovat", "optuna-tpe")
+
+
+def build_learner(name: str, box: Box, start: Config, *, seed: int = 0, parallel_map: MapFn = map) -> Learner:
+    """The strategy called `name` (one of `STRATEGIES`); static ones ignore the box."""
+    if name == "pipetune":
+        return SafeBayesLearner(box, start, seed=seed, parallel_map=parallel_map)
+    if name in ("defaults", "hybrid", "latency"):
+        return StaticLearner(box.policy.enforce(preset(name)))
+    if name == "random":
+        return RandomSearch(box, start, seed=seed)
+    if name == "ovat":
+        return OvatSweep(box, start)
+    if name == "optuna-tpe":
+        return OptunaTpe(box, start, seed=seed)
+    raise ValueError(f"unknown strategy {name!r}; known: {', '.join(STRATEGIES)}")
