@@ -9,7 +9,7 @@ file -> Filebeat (output.kafka) -> Kafka -> a consumer governed by fetch.min.byt
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping
@@ -119,12 +119,13 @@ class Calibration:
         return cls(**values)
 
     def scaled(self, **changes: Any) -> "Calibration":
-        """A copy with `section__field=value` overrides (e.g. `logstash__cpu_per_event_s=0.002`)."""
-        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        """A copy with overrides: `jitter_cv=0.0`, or `section__field=value` (`logstash__reload_s=1.0`)."""
+        top = {k: v for k, v in changes.items() if "__" not in k}
         for key, value in changes.items():
-            section, _, name = key.partition("__")
-            data[section] = type(data[section])(**{**vars(data[section]), name: value})
-        return Calibration(**data)
+            if "__" in key:
+                section, name = key.split("__", 1)
+                top[section] = replace(top.get(section, getattr(self, section)), **{name: value})
+        return replace(self, **top)
 
 
 _SECTIONS = {"node": Node, "network": Network, "writer": Writer, "filebeat": Filebeat, "logstash": Logstash,

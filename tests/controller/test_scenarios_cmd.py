@@ -1,0 +1,35 @@
+"""`pipetune scenarios` end to end on a short run: table, JSON document, plots, errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from controller.cli import app
+
+
+def test_scenarios_writes_the_table_json_and_plots(tmp_path: Path) -> None:
+    out = tmp_path / "out.json"
+    result = CliRunner().invoke(app, ["scenarios", "--duration", "30", "--reps", "2", "--only",
+                                      "baseline,hybrid,zero-wait,burst", "--json", str(out),
+                                      "--plots", str(tmp_path / "plots")])
+    assert result.exit_code == 0, result.output
+    assert "Hybrid" in result.output and "paper" in result.output and "Burst check" in result.output
+    doc = json.loads(out.read_text())
+    assert doc["calibration"] == "paper-2vcpu" and doc["rate_eps"] == 300 and doc["duration_s"] == 30
+    assert set(doc["scenarios"]) == {"baseline", "hybrid", "zero-wait"}
+    for row in doc["scenarios"].values():
+        assert {"p95_s", "mean_s", "steady_p95_s", "peak_throughput_eps", "sustained_throughput_eps",
+                "offered_eps", "packets_per_s", "backlog_end_events", "lost_events"} <= set(row)
+    assert set(doc["burst"]["baseline"]) >= {"burst_p95_s", "recovery_p95_s", "max_stage_lag_s"}
+    pngs = sorted(p.name for p in (tmp_path / "plots").iterdir())
+    assert pngs == ["baseline_stages.png", "burst.png", "e2e_over_time.png", "throughput_per_stage.png"]
+
+
+def test_unknown_names_are_rejected_with_the_known_ones() -> None:
+    result = CliRunner().invoke(app, ["scenarios", "--only", "hybird", "--duration", "10", "--reps", "1"])
+    assert result.exit_code != 0 and "hybird" in result.output and "baseline" in result.output
+    result = CliRunner().invoke(app, ["scenarios", "--calibration", "nowhere", "--duration", "10"])
+    assert result.exit_code != 0 and "paper-2vcpu" in result.output
