@@ -71,10 +71,10 @@ class Cpu:
         """Charge `cpu_s` for each time in `t_s` (sorted)."""
         if t_s.size:
             self.slot(float(t_s[-1]))
-            slots, counts = np.unique((t_s / self.slice_s).astype(np.int64), return_counts=True)
+            counts = np.bincount((t_s / self.slice_s).astype(np.int64))
             row = self._used[component]
-            for k, c in zip(slots.tolist(), counts.tolist()):
-                row[k] += c * cpu_s
+            for k in np.flatnonzero(counts).tolist():
+                row[k] += counts[k] * cpu_s
 
     def send(self, t_s: float, packets: float) -> None:
         self._packets[self.slot(t_s)] += packets

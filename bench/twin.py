@@ -1,0 +1,58 @@
+"""Twin speed: simulated seconds per wall second at 300, 3000 and 30000 ev/s.
+
+Run: `python -m bench.twin [--json PATH] [--presets baseline,hybrid,zero-wait]`. Each figure runs a
+Poisson load through the twin in one process and divides the simulated time (load plus a 20 s drain)
+by the wall time. At 3000 and 30000 ev/s the paper's node is overloaded in most presets, so the twin
+simulates a pipeline running flat out with backpressure to the log file; that is the realistic case.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from models.presets import preset
+from models.twin import Twin, load
+
+RATES_EPS = (300, 3000, 30000)
+DRAIN_S = 20.0
+
+
+def speed(preset_name: str, rate_eps: float, duration_s: float, seed: int = 0) -> float:
+    """Simulated seconds per wall second for one run."""
+    rng = np.random.default_rng(seed)
+    arrivals = np.sort(rng.uniform(0.0, duration_s, rng.poisson(rate_eps * duration_s)))
+    started = time.perf_counter()
+    twin = Twin(preset(preset_name), arrivals, load("paper-2vcpu"), seed=seed, multiline=preset_name != "zero-wait")
+    twin.run_until(duration_s + DRAIN_S)
+    twin.observe(0.0, duration_s + DRAIN_S)
+    return (duration_s + DRAIN_S) / (time.perf_counter() - started)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--presets", default="baseline,hybrid,zero-wait")
+    parser.add_argument("--duration", type=float, default=180.0, help="seconds of load per run")
+    parser.add_argument("--json", help="also write the figures here")
+    args = parser.parse_args()
+    names = [n.strip() for n in args.presets.split(",") if n.strip()]
+    figures = {name: {str(rate): speed(name, rate, args.duration) for rate in RATES_EPS} for name in names}
+    table = Table(title=f"twin: simulated s per wall s ({args.duration:g} s load + {DRAIN_S:g} s drain, one process)")
+    table.add_column("preset")
+    for rate in RATES_EPS:
+        table.add_column(f"{rate} ev/s", justify="right")
+    for name, row in figures.items():
+        table.add_row(name, *(f"{row[str(rate)]:,.0f}x" for rate in RATES_EPS))
+    Console().print(table)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(figures, fh, indent=2)
+
+
+if __name__ == "__main__":
+    main()
