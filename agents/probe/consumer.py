@@ -36,6 +36,7 @@ class Probe:
     def poll(self, max_records: int = 2000, timeout_s: float = 0.2) -> int:
         """Consume what is available (up to `max_records`); returns how many records were read."""
         records = self.consumer.consume(max_records, timeout_s)
+        parsed = 0
         with self.lock:
             for record in records:
                 if record.error() is not None:
@@ -49,12 +50,13 @@ class Probe:
                     self.metrics.unparsed.inc()
                     continue
                 self.metrics.observe(stamps.latencies(received_at))
-                self.metrics.events.inc()
+                parsed += 1
                 duplicate, late = self.ledger.record(stamps.request_id, received_at)
                 if duplicate:
                     self.metrics.duplicates.inc()
                 if late:
                     self.metrics.late.inc()
+            self.metrics.events.inc(parsed)
         return len(records)
 
     def update_lag(self) -> int:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import orjson
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -36,10 +36,10 @@ def parse_record(value: bytes, kafka_timestamp_ms: int | None) -> Stamps:
     Filebeat ships the raw line in `message`; a pipeline that decodes the JSON on the way puts the
     fields at the top level instead, so both shapes are read.
     """
-    event = json.loads(value)
+    event = orjson.loads(value)
     if not isinstance(event, dict):
         raise ValueError("record is not a JSON object")
-    line = event if "request_id" in event else json.loads(event["message"]) if "message" in event else event
+    line = event if "request_id" in event else orjson.loads(event["message"]) if "message" in event else event
     try:
         request_id = line["request_id"]
         ts_nginx = float(line["ts_nginx"])
