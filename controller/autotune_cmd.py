@@ -149,7 +149,7 @@ def autotune_command(
 
     err.print(f"[dim]starting Ray{' at ' + ray_address if ray_address else ''}; state in {directory}[/]")
     start_ray(ray_address)
-    learner = RemoteLearner(strategy, box, start, seed)
+    learner = RemoteLearner(strategy, box, start, cal.topology, seed)
     arrivals_s = workload(profile, rate, windows * window * 1.5 + 120.0, seed)
     twin = TwinPipeline(start, arrivals_s, cal, seed=seed)
     daemon = Daemon(twin, learner, policy, window_s=window, store=store, explain=learner.explain)

@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from controller.guardrails import breaches
 from controller.pipelines import Pipeline
-from controller.state import Incumbent, StateStore
+from controller.state import Incumbent, Override, StateStore
 from models.learning import Context, Learner
 from models.observation import Observation
 from models.policy import Policy
@@ -54,9 +54,10 @@ class Decision:
     t_s: float
     config: dict
     observed: dict
-    action: str  # measure | explore | hold | rollback | remeasure | advise | frozen
+    action: str  # explore | hold | rollback | remeasure | override | advise | frozen | paused
     reason: str
     change: dict = field(default_factory=dict)  # name -> [from, to] of what was applied after the window
+    recommendation: dict = field(default_factory=dict)  # advise mode: name -> [from, to] it would apply
     predicted: dict = field(default_factory=dict)
     guardrail: list[str] = field(default_factory=list)
     incumbent_p95_s: float | None = None
@@ -78,7 +79,8 @@ class Daemon:
 
     def __init__(self, pipeline: Pipeline, learner: Learner, policy: Policy, *, window_s: float,
                  store: StateStore | None = None, metrics: DaemonMetrics | None = None,
-                 explain: Callable[[], tuple[str, dict]] | None = None) -> None:
+                 explain: Callable[[], tuple[str, dict]] | None = None, name: str = "pipeline") -> None:
+        self.name = name
         self.pipeline = pipeline
         self.learner = learner
         self.policy = policy
@@ -94,6 +96,8 @@ class Daemon:
         self.violation_s = 0.0
         self._dwell = 0
         self._restart_times: list[float] = []
+        self._vetoed: set[str] = set()  # overrides a guardrail rolled back: not re-applied
+        self.paused = False
         if store:
             store.save_policy(policy)
 
@@ -106,8 +110,28 @@ class Daemon:
             self.learner.tell(config, Context(offered_eps), observation)
         return len(history)
 
+    def warm_up(self) -> None:
+        """Let a freshly started pipeline fill its buffers; that window measures the start, not the config."""
+        self.pipeline.observe(self.window_s)
+        self.t_s += self.window_s
+
+    def _sync(self) -> None:
+        """Adopt what people changed in the state directory since the last decision."""
+        if not self.store:
+            return
+        stored = self.store.load_policy()
+        if stored is not None and stored != self.policy:
+            self.policy = stored
+            self.learner.update_policy(stored)
+        self.paused = self.store.paused()
+
+    def _active_override(self) -> Override | None:
+        live = [o for o in (self.store.overrides() if self.store else []) if o.id not in self._vetoed]
+        return max(live, key=lambda o: o.created_at) if live else None
+
     def step(self) -> Decision:
         """Measure one window and act on it."""
+        self._sync()
         observation = self.pipeline.observe(self.window_s)
         self.t_s += self.window_s
         config = self.pipeline.current()
@@ -122,9 +146,10 @@ class Daemon:
             self.metrics.violation_seconds.inc(observation.duration_s)
         else:
             self._update_incumbent(config, observation)
+        self._recommendation: dict = {}
         target, action, reason, predicted = self._decide(config, context, observation, found)
         decision = Decision(self.window, self.t_s, dict(config), _summary(observation), action, reason,
-                            predicted=predicted, guardrail=found,
+                            recommendation=self._recommendation, predicted=predicted, guardrail=found,
                             incumbent_p95_s=self.incumbent.p95_s if self.incumbent else None)
         if target != config:
             self._apply(config, target, decision)
@@ -146,10 +171,22 @@ class Daemon:
     def _decide(self, config: Config, context: Context, observation: Observation, found: list[str]
                 ) -> tuple[Config, str, str, dict]:
         inc = self.incumbent
+        override = self._active_override()
         if found:
+            if override is not None and PIPELINE_SPACE.config(override.params, base=config) == config:
+                self._vetoed.add(override.id)
+                if self.store:
+                    self.store.append_audit({"actor": "daemon", "action": "override_rolled_back", "id": override.id,
+                                             "why": found})
             if inc is not None and inc.config != config:
                 return inc.config, "rollback", "guardrail: " + "; ".join(found), {}
             return config, "hold", "guardrail on the incumbent itself, nothing safer known: " + "; ".join(found), {}
+        if override is not None and override.id not in self._vetoed:
+            target = PIPELINE_SPACE.config(override.params, base=config)
+            return target, "override", (f"override {override.id} ({override.reason}), "
+                                        f"{override.remaining_s():.0f}s left"), {}
+        if self.paused:
+            return config, "paused", "paused by a person: the config is held", {}
         if self.policy.mode == "frozen":
             return config, "frozen", "mode frozen: the config is held", {}
         if inc is not None and inc.config != config and self._load_moved(inc, context.offered_eps):
@@ -162,6 +199,7 @@ class Daemon:
         if candidate != config and _restarts(config, candidate) and not self._restart_allowed():
             return config, "hold", f"restart budget of {self.policy.max_restarts_per_hour}/h spent", predicted
         if self.policy.mode == "advise":
+            self._recommendation = {k: [a, b] for k, (a, b) in config.diff(candidate).items()}
             return config, "advise", "mode advise, recommended: " + reason, predicted
         if candidate == config:
             return config, "hold", reason, predicted
@@ -192,9 +230,10 @@ class Daemon:
         if _restarts(config, target):
             self._restart_times.append(self.t_s)
             self.metrics.restarts.inc()
-        if report.pause_s > 0:
-            # Let it settle: the window spent restarting and refilling is not a fair measurement.
-            settle_s = min(self.window_s, 2 * report.pause_s)
+        # Let it settle: a window spent restarting, refilling or draining a rollback's backlog is not
+        # a fair measurement of the new config.
+        settle_s = self.window_s if decision.action == "rollback" else min(self.window_s, 2 * report.pause_s)
+        if settle_s > 0:
             self.pipeline.observe(settle_s)
             self.t_s += settle_s
             decision.pause_s = settle_s
@@ -207,10 +246,31 @@ class Daemon:
             self.metrics.incumbent_p95.set(self.incumbent.p95_s)
         if self.store:
             self.store.append_decision(dict(vars(decision), wall_time=time.time()))
+            self.store.save_status(self.status(decision))
+
+    def status(self, last: Decision | None = None) -> dict:
+        """What `GET /status` shows: mode, pipeline, incumbent, last window, guardrails, overrides, progress."""
+        return {
+            "pipeline": self.name,
+            "mode": self.policy.mode,
+            "paused": self.paused,
+            "window": self.window,
+            "t_s": self.t_s,
+            "updated_at": time.time(),
+            "current_config": dict(self.pipeline.current()),
+            "incumbent": self.incumbent.to_dict() if self.incumbent else None,
+            "last_decision": vars(last) if last else None,
+            "guardrail": {"last_breaches": last.guardrail if last else [], "rollbacks": self.rollbacks,
+                          "violation_s": self.violation_s},
+            "overrides": [vars(o) | {"remaining_s": o.remaining_s(), "vetoed": o.id in self._vetoed}
+                          for o in (self.store.overrides() if self.store else [])],
+            "learner": {"observations": self.window + 1, "last_reason": last.reason if last else ""},
+        }
 
     def run(self, windows: int, on_decision: Callable[[Decision], None] | None = None,
             wall_s_per_window: float = 0.0) -> list[Decision]:
-        """Run `windows` steps, pacing each to at least `wall_s_per_window` of wall time."""
+        """Warm up, then run `windows` steps, pacing each to at least `wall_s_per_window` of wall time."""
+        self.warm_up()
         decisions = []
         for _ in range(windows):
             started = time.monotonic()

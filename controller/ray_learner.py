@@ -15,6 +15,7 @@ import ray
 
 from models.learning import Box, Context
 from models.observation import Observation
+from models.policy import Policy
 from models.space import Config
 from models.strategies import build_learner
 
@@ -47,14 +48,17 @@ def ray_map(fn: Callable, chunks: Iterable) -> list:
 class LearnerActor:
     """Holds one learner and its history in its own process."""
 
-    def __init__(self, strategy: str, box: Box, start: Config, seed: int) -> None:
-        self.learner = build_learner(strategy, box, start, seed=seed, parallel_map=ray_map)
+    def __init__(self, strategy: str, box: Box, start: Config, topology: str, seed: int) -> None:
+        self.learner = build_learner(strategy, box, start, topology=topology, seed=seed, parallel_map=ray_map)
 
     def suggest(self, context: Context) -> Config:
         return self.learner.suggest(context)
 
     def tell(self, config: Config, context: Context, observation: Observation) -> None:
         self.learner.tell(config, context, observation)
+
+    def update_policy(self, policy: Policy) -> None:
+        self.learner.update_policy(policy)
 
     def explain(self) -> tuple[str, dict]:
         return (getattr(self.learner, "last_reason", "strategy's suggestion"),
@@ -64,14 +68,17 @@ class LearnerActor:
 class RemoteLearner:
     """The `Learner` interface over a `LearnerActor`."""
 
-    def __init__(self, strategy: str, box: Box, start: Config, seed: int = 0) -> None:
-        self.actor = LearnerActor.remote(strategy, box, start, seed)
+    def __init__(self, strategy: str, box: Box, start: Config, topology: str, seed: int = 0) -> None:
+        self.actor = LearnerActor.remote(strategy, box, start, topology, seed)
 
     def suggest(self, context: Context) -> Config:
         return ray.get(self.actor.suggest.remote(context))
 
     def tell(self, config: Config, context: Context, observation: Observation) -> None:
         ray.get(self.actor.tell.remote(config, context, observation))
+
+    def update_policy(self, policy: Policy) -> None:
+        ray.get(self.actor.update_policy.remote(policy))
 
     def explain(self) -> tuple[str, dict]:
         return ray.get(self.actor.explain.remote())

@@ -1,17 +1,24 @@
-"""The daemon's state directory: policy, incumbent, every observation, and the decision log.
+"""The daemon's state directory: the one interface between the daemon and the people steering it.
 
-Files (JSON, so a person can read them): `policy.json`, `incumbent.json`, `observations.jsonl` (one
-line per measured window: config, offered load, the observation without its time series) and
-`decisions.jsonl` (one line per decision: time, config diff, predicted vs observed, reason). Appends
-are flushed line by line; whole-file writes go through a temp file and a rename, so a daemon killed
-at any moment leaves a readable directory that a restarted daemon resumes from.
+Files (JSON, so a person can read them), each with one writer:
+- written by the API (people): `policy.json`, `overrides.json` (active overrides with their expiry),
+  `control.json` (paused or not); the daemon re-reads them at every decision (level-triggered);
+- written by the daemon: `incumbent.json`, `status.json` (mode, pipeline, incumbent, last observation,
+  guardrail state, learner progress; rewritten every window), `observations.jsonl` (one line per
+  measured window: config, offered load, the observation without its time series) and
+  `decisions.jsonl` (one line per decision: time, config diff, predicted vs observed, reason);
+- appended by both: `audit.jsonl` (every change people made, and every override the daemon applied).
+Appends are flushed line by line; whole-file writes go through a temp file and a rename, so a
+process killed at any moment leaves a readable directory that a restarted daemon resumes from.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass
+import secrets
+import time
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterator
 
@@ -30,6 +37,21 @@ class Incumbent:
 
     def to_dict(self) -> dict:
         return {"config": dict(self.config), "p95_s": self.p95_s, "offered_eps": self.offered_eps}
+
+
+@dataclass
+class Override:
+    """A config forced by a person for a while; control returns to the learner when it expires."""
+
+    id: str
+    params: dict
+    expires_at: float  # epoch seconds
+    reason: str
+    created_at: float = field(default_factory=time.time)
+    override_bounds: bool = False
+
+    def remaining_s(self, now: float | None = None) -> float:
+        return max(0.0, self.expires_at - (time.time() if now is None else now))
 
 
 def _observation_from(doc: dict) -> Observation:
@@ -95,3 +117,42 @@ class StateStore:
 
     def decisions(self) -> list[dict]:
         return list(self._lines("decisions.jsonl"))
+
+    def _read(self, name: str, default: object) -> object:
+        path = self.dir / name
+        return json.loads(path.read_text()) if path.exists() else default
+
+    def add_override(self, params: dict, ttl_s: float, reason: str, override_bounds: bool = False) -> Override:
+        override = Override(secrets.token_hex(6), dict(params), time.time() + ttl_s, reason,
+                            override_bounds=override_bounds)
+        self._write("overrides.json", [asdict(o) for o in self.overrides()] + [asdict(override)])
+        return override
+
+    def overrides(self, active_at: float | None = None) -> list[Override]:
+        """Overrides not yet expired at `active_at` (now by default)."""
+        now = time.time() if active_at is None else active_at
+        return [o for o in (Override(**d) for d in self._read("overrides.json", [])) if o.expires_at > now]
+
+    def delete_override(self, override_id: str) -> bool:
+        kept = [o for o in self.overrides() if o.id != override_id]
+        found = len(kept) < len(self.overrides())
+        self._write("overrides.json", [asdict(o) for o in kept])
+        return found
+
+    def set_paused(self, paused: bool) -> None:
+        self._write("control.json", {"paused": paused, "changed_at": time.time()})
+
+    def paused(self) -> bool:
+        return bool(self._read("control.json", {}).get("paused", False))
+
+    def save_status(self, status: dict) -> None:
+        self._write("status.json", status)
+
+    def load_status(self) -> dict:
+        return dict(self._read("status.json", {}))
+
+    def append_audit(self, event: dict) -> None:
+        self._append("audit.jsonl", {"time": time.time(), **event})
+
+    def audit(self) -> list[dict]:
+        return list(self._lines("audit.jsonl"))

@@ -12,6 +12,7 @@ import numpy as np
 
 from models.learning import Box, Context
 from models.observation import Observation
+from models.policy import Policy
 from models.space import Config
 
 
@@ -33,6 +34,9 @@ class StaticLearner:
     def tell(self, config: Config, context: Context, observation: Observation) -> None:
         """A static config learns nothing."""
 
+    def update_policy(self, policy: Policy) -> None:
+        self.config = policy.enforce(self.config)
+
 
 class RandomSearch:
     """The running config first, then uniform draws in the (log-warped) box."""
@@ -50,6 +54,9 @@ class RandomSearch:
 
     def tell(self, config: Config, context: Context, observation: Observation) -> None:
         """Random search ignores what it observes."""
+
+    def update_policy(self, policy: Policy) -> None:
+        self.box, self.start = self.box.with_policy(policy), policy.enforce(self.start)
 
 
 class OvatSweep:
@@ -79,12 +86,17 @@ class OvatSweep:
         if self._level >= len(self.grid):
             self._dim, self._level = (self._dim + 1) % max(self.box.dims, 1), 0
 
+    def update_policy(self, policy: Policy) -> None:
+        self.box, self.best = self.box.with_policy(policy), policy.enforce(self.best)
+        self._dim %= max(self.box.dims, 1)
+
 
 class OptunaTpe:
     """Optuna's TPE sampler through its ask/tell interface, with its constraint support.
 
     TPE searches the same warped unit box as every other strategy (so it gets the log scales too). The
-    running config is enqueued as the first trial; the constraint is `min ratio − observed ratio`
+    daemon measures the running config first; that and any config TPE did not ask for (a rollback) are
+    added as finished trials. The constraint is `min ratio − observed ratio`
     (feasible when ≤ 0). Needs the `bench` extra (optuna).
     """
 
@@ -92,12 +104,32 @@ class OptunaTpe:
         import optuna
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        self.box, self.start = box, box.policy.enforce(start)
-        sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=5,
+        self.box, self.start, self.seed = box, box.policy.enforce(start), seed
+        self._told: list[tuple[Config, float, list[float]]] = []
+        self._new_study()
+
+    def _new_study(self) -> None:
+        import optuna
+
+        sampler = optuna.samplers.TPESampler(seed=self.seed, n_startup_trials=5,
                                              constraints_func=lambda trial: trial.user_attrs["constraint"])
         self.study = optuna.create_study(direction="minimize", sampler=sampler)
-        self.study.enqueue_trial(dict(zip(box.names, box.encode(self.start).tolist())))
         self._trials: dict[Config, object] = {}
+        for config, value, constraint in self._told:
+            self._add_finished(config, value, constraint)
+
+    def _add_finished(self, config: Config, value: float, constraint: list[float]) -> None:
+        import optuna
+
+        params = dict(zip(self.box.names, self.box.encode(config).tolist()))
+        distributions = {n: optuna.distributions.FloatDistribution(0.0, 1.0) for n in self.box.names}
+        self.study.add_trial(optuna.trial.create_trial(params=params, distributions=distributions, value=value,
+                                                       user_attrs={"constraint": constraint}))
+
+    def update_policy(self, policy: Policy) -> None:
+        """New bounds change TPE's space: start a study over the new box with every finished trial re-added."""
+        self.box, self.start = self.box.with_policy(policy), policy.enforce(self.start)
+        self._new_study()
 
     def suggest(self, context: Context) -> Config:
         trial = self.study.ask()
@@ -107,6 +139,12 @@ class OptunaTpe:
         return config
 
     def tell(self, config: Config, context: Context, observation: Observation) -> None:
-        trial = self._trials.pop(config)
-        trial.set_user_attr("constraint", [self.box.policy.min_throughput_ratio - observation.throughput_ratio])
-        self.study.tell(trial, math.log(max(observation.p95_s, 1e-4)))
+        constraint = [self.box.policy.min_throughput_ratio - observation.throughput_ratio]
+        value = math.log(max(observation.p95_s, 1e-4))
+        self._told.append((config, value, constraint))
+        trial = self._trials.pop(config, None)
+        if trial is None:  # a config TPE did not ask for (the start, a rollback): add it as a finished trial
+            self._add_finished(config, value, constraint)
+            return
+        trial.set_user_attr("constraint", constraint)
+        self.study.tell(trial, value)

@@ -1,19 +1,23 @@
-"""The safe Bayesian learner: GP surrogates, a trust region around the incumbent, safe acquisition.
+"""The safe Bayesian learner: stage-wise GP surrogates, safe acquisition, a trust region around the incumbent.
 
-- Two Gaussian processes (scikit-learn; Matérn 5/2 with one length scale per dimension and a noise
-  term) over the tuned parameters in the unit box plus the offered load (log-scaled) as a context
-  input: one for log P95, one for the throughput margin (output / offered − 1).
+- Latency is modelled stage by stage, as the paper decomposes it (T_E2E ≈ Σ stages): one Gaussian
+  process (scikit-learn; Matérn 5/2, one length scale per dimension, a noise term) per pipeline stage
+  for log stage-P95, over only the parameters that move that stage (`STAGE_PARAMS`) plus the offered
+  load (log-scaled) as a context input. Each is a function of two to four inputs, which a few windows
+  pin down; their sum predicts the end-to-end P95. Without stage data the whole pipeline is one stage.
+- Throughput is modelled by one GP over every tuned parameter for the margin (output / offered − 1).
 - Safety: a candidate is proposed only if the margin GP's lower confidence bound clears the policy's
-  floor (margin ≥ min_throughput_ratio − 1) and, with a P95 ceiling, the P95 GP's upper bound stays
-  under it. The margin GP's prior mean is 0 with a fixed prior spread, so far from every observation
-  the bound fails and the learner expands the safe set outward from the configs it has seen work
-  (SafeOpt's idea); the first config is the running one (the component defaults), never a random one.
+  floor (margin ≥ min_throughput_ratio − 1) and, with a P95 ceiling, the predicted P95's upper bound
+  stays under it. The margin GP's prior mean is 0 with a fixed prior spread, so far from every
+  observation the bound fails and the learner expands the safe set outward from the configs it has
+  seen work (SafeOpt's idea); the first config is the running one, never a random one.
 - Trust region (TuRBO's idea): candidates are drawn in a box of side `length` around the incumbent,
   perturbing a few dimensions at a time; the box doubles after successive improvements and halves
-  after successive failures; a window that breached a guardrail counts as a failure at once.
-- Acquisition: expected improvement on log P95 against the incumbent's predicted value at the
-  current load. A candidate that restarts a component (Filebeat queue/output, the sink) must promise
-  more: its EI is multiplied by `restart_discount`, and restart dimensions are perturbed less often.
+  after successive failures; a window that failed the throughput floor counts as several failures.
+- Acquisition: the optimistic gain, incumbent's predicted P95 minus the candidate's lower bound
+  (Σ exp(μ − κσ) over stages). A candidate that restarts a component (Filebeat queue/output, the sink)
+  must promise more: its gain is multiplied by `restart_discount`, and restart dimensions are
+  perturbed less often. When nothing promises a gain, the most uncertain safe candidate is measured.
 """
 
 from __future__ import annotations
@@ -21,10 +25,9 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
-from scipy.stats import norm
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
@@ -36,6 +39,7 @@ from models.space import Config
 
 MapFn = Callable[[Callable, Iterable], Iterable]
 _RATE_LOG_RANGE = (math.log(10.0), math.log(1e6))  # offered load, events/s, mapped onto [0, 1]
+_MIN_STAGE_S = 1e-3  # stage latencies below a millisecond are all "nothing" to the model
 
 
 def context_feature(context: Context) -> float:
@@ -53,9 +57,9 @@ class Surrogate:
     def __init__(self, dims: int, prior_std: float | None = None, seed: int = 0) -> None:
         self.prior_std = prior_std
         if prior_std:
-            # Length scales capped at the box size: a flat run of feasible windows must not make the
-            # model vouch for configs far from anything it has seen.
-            signal = ConstantKernel(prior_std**2, "fixed") * Matern(np.full(dims, 0.3), (0.05, 1.0), nu=2.5)
+            # Length scales capped: a flat run of feasible windows must not make the model vouch for
+            # configs far from anything it has seen.
+            signal = ConstantKernel(prior_std**2, "fixed") * Matern(np.full(dims, 0.3), (0.05, 2.0), nu=2.5)
             noise = WhiteKernel((prior_std / 10) ** 2, (1e-8, (prior_std / 3) ** 2))
         else:
             signal = ConstantKernel(1.0, (1e-2, 1e2)) * Matern(np.full(dims, 0.3), (1e-2, 1e2), nu=2.5)
@@ -65,7 +69,7 @@ class Surrogate:
         self._gp: GaussianProcessRegressor | None = None
 
     def fit(self, x: np.ndarray, y: np.ndarray) -> None:
-        # Refit from the last fitted hyperparameters: one optimiser run, no restarts, keeps suggest() fast.
+        # Refit from the last fitted hyperparameters: one optimiser run, no restarts, keeps tell() fast.
         kernel = self._gp.kernel_ if self._gp is not None else self.kernel
         gp = GaussianProcessRegressor(kernel, normalize_y=self.prior_std is None, n_restarts_optimizer=0,
                                       random_state=self.seed)
@@ -85,8 +89,9 @@ class Surrogate:
 @dataclass
 class _History:
     configs: list[Config] = field(default_factory=list)
-    x: list[np.ndarray] = field(default_factory=list)
-    log_p95: list[float] = field(default_factory=list)
+    contexts: list[Context] = field(default_factory=list)
+    x: list[np.ndarray] = field(default_factory=list)  # unit-box coordinates, then the context feature
+    stage_log_p95: list[dict[str, float]] = field(default_factory=list)
     margin: list[float] = field(default_factory=list)
     feasible: list[bool] = field(default_factory=list)
 
@@ -94,23 +99,26 @@ class _History:
 class SafeBayesLearner:
     """Minimise P95 subject to throughput keeping up, safely, around the incumbent."""
 
-    def __init__(self, box: Box, start: Config, *, seed: int = 0, beta: float = 2.0, candidates: int = 1024,
-                 length_init: float = 0.2, length_min: float = 0.02, length_max: float = 0.8,
-                 restart_discount: float = 0.6, margin_prior_std: float = 0.15, parallel_map: MapFn = map) -> None:
+    def __init__(self, box: Box, start: Config, *, stage_params: Mapping[str, Sequence[str]] | None = None,
+                 seed: int = 0, beta: float = 2.0, kappa: float = 1.0, candidates: int = 1024,
+                 length_init: float = 0.8, length_min: float = 0.1, length_max: float = 1.6,
+                 restart_discount: float = 0.8, margin_prior_std: float = 0.15, parallel_map: MapFn = map) -> None:
         self.box = box
         self.start = box.policy.enforce(start)
         self.rng = np.random.default_rng(seed)
-        self.beta = beta
+        self.seed = seed
+        self.beta, self.kappa = beta, kappa
         self.candidates = candidates
         self.length = self.length_init = length_init
         self.length_min, self.length_max = length_min, length_max
         self.restart_discount = restart_discount
         self.parallel_map = parallel_map
         self.history = _History()
-        self._p95_gp = Surrogate(box.dims + 1, seed=seed)
-        self._margin_gp = Surrogate(box.dims + 1, prior_std=margin_prior_std, seed=seed)
+        self.stage_params = dict(stage_params) if stage_params else None
+        self.margin_prior_std = margin_prior_std
+        self._new_models()
         self._successes = self._failures = 0
-        self._best_value = math.inf
+        self._best_p95_s = math.inf
         self._current = self.start
         self.last_reason = "start from the running config"
         self.last_prediction: dict[str, float] = {}
@@ -119,52 +127,93 @@ class SafeBayesLearner:
     def policy(self) -> Policy:
         return self.box.policy
 
+    def _new_models(self) -> None:
+        self.stage_dims = self.box.stage_dims(self.stage_params)
+        self._stage_gps: dict[str, Surrogate] = {}
+        self._margin_gp = Surrogate(self.box.dims + 1, prior_std=self.margin_prior_std, seed=self.seed)
+
+    def update_policy(self, policy: Policy) -> None:
+        """Adopt new bounds and pins: re-encode every observation in the new box and refit."""
+        self.box = self.box.with_policy(policy)
+        self.start = policy.enforce(self.start)
+        h = self.history
+        h.x = [self._features(c, ctx) for c, ctx in zip(h.configs, h.contexts)]
+        self._new_models()
+        if h.configs:
+            self._fit()
+
     @property
     def margin_floor(self) -> float:
         return self.policy.min_throughput_ratio - 1.0
 
-    def incumbent(self, context: Context | None = None) -> Config:
-        """The best feasible config seen (by predicted P95 at `context` once the model exists)."""
-        h = self.history
-        feasible = [i for i, ok in enumerate(h.feasible) if ok]
-        if not feasible:
-            return self.start
-        if context is None or len(h.x) < 2:
-            return h.configs[min(feasible, key=lambda i: h.log_p95[i])]
-        x = np.array([self._features(h.configs[i], context) for i in feasible])
-        mean, _ = self._p95_gp.predict(x)
-        return h.configs[feasible[int(np.argmin(mean))]]
-
     def _features(self, config: Config, context: Context) -> np.ndarray:
         return np.append(self.box.encode(config), context_feature(context))
+
+    def _stage_values(self, observation: Observation) -> dict[str, float]:
+        if set(self.stage_dims) == {"e2e"}:
+            return {"e2e": math.log(max(observation.p95_s, _MIN_STAGE_S))}
+        return {stage: math.log(max(observation.stage_p95_s[stage], _MIN_STAGE_S))
+                for stage in self.stage_dims if stage in observation.stage_p95_s}
 
     def tell(self, config: Config, context: Context, observation: Observation) -> None:
         h = self.history
         margin = float(np.clip(observation.throughput_ratio - 1.0, -1.0, 0.5))
         ceiling = self.policy.p95_ceiling_s
         feasible = margin >= self.margin_floor and (ceiling is None or observation.p95_s <= ceiling)
-        value = math.log(max(observation.p95_s, 1e-4))
         h.configs.append(config)
+        h.contexts.append(context)
         h.x.append(self._features(config, context))
-        h.log_p95.append(value)
+        h.stage_log_p95.append(self._stage_values(observation))
         h.margin.append(margin)
         h.feasible.append(feasible)
         self._current = config
-        improved = feasible and value < self._best_value - 0.01
-        if improved:
-            self._best_value = value
+        self._update_trust_region(feasible, observation.p95_s)
+        self._fit()
+
+    def _update_trust_region(self, feasible: bool, p95_s: float) -> None:
+        if feasible and p95_s < 0.99 * self._best_p95_s:
+            self._best_p95_s = p95_s
             self._successes, self._failures = self._successes + 1, 0
         else:
-            self._successes, self._failures = 0, self._failures + (3 if not feasible else 1)
+            self._successes, self._failures = 0, self._failures + (1 if feasible else 4)
         if self._successes >= 2:
             self.length, self._successes = min(2 * self.length, self.length_max), 0
-        if self._failures >= 3:
+        if self._failures >= 4:
             self.length, self._failures = self.length / 2, 0
             if self.length < self.length_min:
                 self.length = self.length_init  # converged here: look around afresh
-        x, y_p95, y_margin = np.array(h.x), np.array(h.log_p95), np.array(h.margin)
-        self._p95_gp.fit(x, y_p95)
-        self._margin_gp.fit(x, y_margin)
+
+    def _fit(self) -> None:
+        h = self.history
+        x = np.array(h.x)
+        context_col = x.shape[1] - 1
+        for stage, dims in self.stage_dims.items():
+            rows = [i for i, values in enumerate(h.stage_log_p95) if stage in values]
+            if not rows:
+                continue
+            columns = np.append(dims, context_col)
+            gp = self._stage_gps.setdefault(stage, Surrogate(len(columns), seed=self.seed))
+            gp.fit(x[np.ix_(rows, columns)], np.array([h.stage_log_p95[i][stage] for i in rows]))
+        self._margin_gp.fit(x, np.array(h.margin))
+
+    def _predict_p95(self, features: np.ndarray, kappa: float) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Σ over stages of exp(μ − κσ): the predicted P95 (κ = 0) or its optimistic bound (κ > 0)."""
+        total = np.zeros(len(features))
+        per_stage = {}
+        for stage, gp in self._stage_gps.items():
+            mean, std = gp.predict(features[:, np.append(self.stage_dims[stage], features.shape[1] - 1)])
+            per_stage[stage] = np.exp(mean - kappa * std)
+            total += per_stage[stage]
+        return total, per_stage
+
+    def incumbent(self, context: Context) -> Config:
+        """The feasible config seen whose predicted P95 at `context` is lowest."""
+        h = self.history
+        feasible = [i for i, ok in enumerate(h.feasible) if ok]
+        if not feasible:
+            return self.start
+        predicted, _ = self._predict_p95(np.array([self._features(h.configs[i], context) for i in feasible]), 0.0)
+        return h.configs[feasible[int(np.argmin(predicted))]]
 
     def suggest(self, context: Context) -> Config:
         if not self.history.configs:
@@ -172,45 +221,43 @@ class SafeBayesLearner:
             self._current = self.start
             return self.start
         incumbent = self.incumbent(context)
-        center = self.box.encode(incumbent)
-        cand = self._candidates(center)
+        cand = self._candidates(self.box.encode(incumbent))
         features = np.column_stack([cand, np.full(len(cand), context_feature(context))])
         chunks = np.array_split(features, max(1, len(features) // 256))
         scored = list(self.parallel_map(self._score_chunk, chunks))
-        mean = np.concatenate([s[0] for s in scored])
-        std = np.concatenate([s[1] for s in scored])
-        m_mean = np.concatenate([s[2] for s in scored])
-        m_std = np.concatenate([s[3] for s in scored])
+        mean, optimistic, m_mean, m_std = (np.concatenate([s[k] for s in scored]) for k in range(4))
         safe = m_mean - self.beta * m_std >= self.margin_floor
         if self.policy.p95_ceiling_s is not None:
-            safe &= mean + self.beta * std <= math.log(self.policy.p95_ceiling_s)
-        inc_mean, _ = self._p95_gp.predict(self._features(incumbent, context)[None, :])
-        best = float(inc_mean[0])
-        z = (best - mean) / std
-        ei = (best - mean) * norm.cdf(z) + std * norm.pdf(z)
-        current = self.box.encode(self._current)
-        restarts = np.any(np.abs(cand - current)[:, self.box.restart_mask()] > 1e-9, axis=1)
-        ei = np.where(restarts, ei * self.restart_discount, ei)
+            safe &= self._predict_p95(features, -self.beta)[0] <= self.policy.p95_ceiling_s
+        inc_p95 = float(self._predict_p95(self._features(incumbent, context)[None, :], 0.0)[0][0])
+        gain = inc_p95 - optimistic
+        restarts = np.any(np.abs(cand - self.box.encode(self._current))[:, self.box.restart_mask()] > 1e-9, axis=1)
+        gain = np.where(restarts, gain * self.restart_discount, gain)
         if not np.any(safe):
-            self.last_reason = f"no candidate predicted safe within trust region {self.length:.2f}: keep the incumbent"
             self.length = max(self.length / 2, self.length_min)
+            self.last_reason = f"no candidate predicted safe in trust region {self.length:.2f}: keep the incumbent"
+            self.last_prediction = {"p95_s": inc_p95}
             self._current = incumbent
-            self.last_prediction = {"p95_s": math.exp(best)}
             return incumbent
-        i = int(np.argmax(np.where(safe, ei, -np.inf)))
-        self.last_prediction = {"p95_s": math.exp(mean[i]), "p95_std_log": float(std[i]),
-                                "margin": float(m_mean[i]), "margin_lcb": float(m_mean[i] - self.beta * m_std[i]),
-                                "expected_improvement": float(ei[i])}
-        self.last_reason = (f"EI {ei[i]:.3f} in trust region {self.length:.2f}, predicted P95 {math.exp(mean[i]):.3f}s "
-                            f"vs incumbent {math.exp(best):.3f}s, margin LCB {m_mean[i] - self.beta * m_std[i]:+.3f}, "
-                            f"{int(safe.sum())}/{len(safe)} candidates safe")
+        if float(np.max(np.where(safe, gain, -np.inf))) > 0.01 * inc_p95:
+            i = int(np.argmax(np.where(safe, gain, -np.inf)))
+            why = f"optimistic gain {gain[i]:.3f}s"
+        else:  # nothing it trusts promises a gain: measure where it is least sure, safely
+            i = int(np.argmax(np.where(safe, mean - optimistic + m_std, -np.inf)))
+            why = "explore the most uncertain safe candidate"
+        lcb = m_mean[i] - self.beta * m_std[i]
+        self.last_prediction = {"p95_s": float(mean[i]), "p95_lower_s": float(optimistic[i]),
+                                "margin": float(m_mean[i]), "margin_lcb": float(lcb)}
+        self.last_reason = (f"{why}: predicted P95 {mean[i]:.3f}s vs incumbent {inc_p95:.3f}s, margin LCB "
+                            f"{lcb:+.3f}, trust region {self.length:.2f}, {int(safe.sum())}/{len(safe)} safe")
         self._current = self.box.decode(cand[i], base=incumbent)
         return self._current
 
     def _score_chunk(self, features: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        mean, std = self._p95_gp.predict(features)
+        mean, _ = self._predict_p95(features, 0.0)
+        optimistic, _ = self._predict_p95(features, self.kappa)
         m_mean, m_std = self._margin_gp.predict(features)
-        return mean, std, m_mean, m_std
+        return mean, optimistic, m_mean, m_std
 
     def _candidates(self, center: np.ndarray) -> np.ndarray:
         """Points in the trust region around `center`, a few dimensions perturbed at a time."""

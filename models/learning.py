@@ -36,6 +36,28 @@ TUNED_BY_TOPOLOGY: dict[str, tuple[str, ...]] = {
         "filebeat.output.bulk_max_size", "kafka.consumer.fetch.max.wait.ms",
     ),
 }
+# Which tuned parameters move each stage's latency (the paper's Table 3 stages). A stage's latency
+# model sees only these, so each is a low-dimensional function the learner pins down in a few windows.
+STAGE_PARAMS: dict[str, dict[str, tuple[str, ...]]] = {
+    "paper": {
+        "nginx->filebeat": ("filebeat.scan_frequency", "filebeat.backoff", "filebeat.max_backoff"),
+        "filebeat": ("filebeat.queue.mem.flush.min_events", "filebeat.queue.mem.flush.timeout",
+                     "filebeat.output.bulk_max_size", "filebeat.output.pipelining"),
+        "filebeat->logstash": ("filebeat.output.bulk_max_size", "filebeat.output.pipelining",
+                               "logstash.pipeline.batch.size"),
+        "logstash": ("logstash.pipeline.batch.size", "logstash.pipeline.batch.delay",
+                     "logstash.output.kafka.linger_ms"),
+        "logstash->kafka": ("logstash.pipeline.batch.size", "logstash.output.kafka.linger_ms"),
+        "kafka->sink": ("spark.trigger.interval",),
+    },
+    "filebeat-kafka": {
+        "nginx->filebeat": ("filebeat.scan_frequency", "filebeat.backoff", "filebeat.max_backoff"),
+        "filebeat": ("filebeat.queue.mem.flush.min_events", "filebeat.queue.mem.flush.timeout",
+                     "filebeat.output.bulk_max_size"),
+        "filebeat->kafka": ("filebeat.output.bulk_max_size",),
+        "kafka->sink": ("kafka.consumer.fetch.max.wait.ms",),
+    },
+}
 _RESOLUTION = {"s": 1e-3, "ms": 1.0, "events": 1.0, "bytes": 1.0}  # smallest step worth telling apart
 
 
@@ -47,11 +69,13 @@ class Context:
 
 
 class Learner(Protocol):
-    """A tuning strategy: ask for a config, tell what it did."""
+    """A tuning strategy: ask for a config, tell what it did, and follow the people's policy."""
 
     def suggest(self, context: Context) -> Config: ...
 
     def tell(self, config: Config, context: Context, observation: Observation) -> None: ...
+
+    def update_policy(self, policy: Policy) -> None: ...
 
 
 def _warp_shift(param: Param) -> float | None:
@@ -70,6 +94,7 @@ class Box:
     def __init__(self, names: tuple[str, ...] | list[str], policy: Policy, space: SearchSpace = PIPELINE_SPACE) -> None:
         self.space = space
         self.policy = policy
+        self.tuned = tuple(names)
         self.names = tuple(n for n in names if n not in policy.pins)
         self.params = [space[n] for n in self.names]
         self._shift = [_warp_shift(p) for p in self.params]
@@ -105,6 +130,23 @@ class Box:
             value = min(max(value, low), high)
             changes[name] = int(round(value)) if param.kind == "int" else round(value, 6)
         return self.policy.enforce(self.space.config(changes, base=base), self.space)
+
+    def stage_dims(self, stage_params: dict[str, tuple[str, ...]] | None) -> dict[str, np.ndarray]:
+        """For each stage, the indices of the tuned dimensions that move it.
+
+        A tuned parameter no stage claims is given to every stage; with no stage map the whole
+        pipeline is one stage, `e2e`, over every dimension.
+        """
+        if not stage_params:
+            return {"e2e": np.arange(self.dims)}
+        claimed = {n for names in stage_params.values() for n in names}
+        unclaimed = [i for i, n in enumerate(self.names) if n not in claimed]
+        return {stage: np.array(sorted({i for i, n in enumerate(self.names) if n in names} | set(unclaimed)), dtype=int)
+                for stage, names in stage_params.items()}
+
+    def with_policy(self, policy: Policy) -> "Box":
+        """The same tuned parameters under another policy's bounds and pins."""
+        return Box(self.tuned, policy, self.space)
 
     def restart_mask(self) -> np.ndarray:
         """Which tuned dimensions restart a component when changed."""

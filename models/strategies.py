@@ -4,17 +4,19 @@ from __future__ import annotations
 
 from models.baselines import OptunaTpe, OvatSweep, RandomSearch, StaticLearner
 from models.bayes import MapFn, SafeBayesLearner
-from models.learning import Box, Learner
+from models.learning import STAGE_PARAMS, Box, Learner
 from models.presets import preset
 from models.space import Config
 
 STRATEGIES = ("pipetune", "defaults", "hybrid", "latency", "random", "ovat", "optuna-tpe")
 
 
-def build_learner(name: str, box: Box, start: Config, *, seed: int = 0, parallel_map: MapFn = map) -> Learner:
-    """The strategy called `name` (one of `STRATEGIES`); static ones ignore the box."""
+def build_learner(name: str, box: Box, start: Config, *, topology: str = "paper", seed: int = 0,
+                  parallel_map: MapFn = map) -> Learner:
+    """The strategy called `name` (one of `STRATEGIES`) for a pipeline of `topology`; static ones ignore the box."""
     if name == "pipetune":
-        return SafeBayesLearner(box, start, seed=seed, parallel_map=parallel_map)
+        return SafeBayesLearner(box, start, stage_params=STAGE_PARAMS.get(topology), seed=seed,
+                                parallel_map=parallel_map)
     if name in ("defaults", "hybrid", "latency"):
         return StaticLearner(box.policy.enforce(preset(name)))
     if name == "random":

@@ -1,0 +1,236 @@
+"""Every tuning strategy on the twin, same budget, same windows: how close each gets, how safely.
+
+Run (after `scripts/pipetune --help` has set up the venv; Ray starts locally):
+    python -m bench.tuners [--seeds 5] [--windows 30] [--json out.json] [--plot best.png] [--quick]
+
+For each calibration × workload × strategy × seed, the daemon runs `--windows` windows on a twin fed
+that workload (the twin's own jitter is the measurement noise of a real window). Reported per
+strategy: final incumbent P95 measured on fresh windows, simple regret against an oracle (the best of
+a large search over the noise-free twin, fanned out on Ray), windows until a window within 10 % of
+the oracle, seconds of guardrail violation, restarts caused, and suggest() latency.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import ray
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+from controller.daemon import Daemon
+from controller.pipelines import TwinPipeline
+from controller.ray_learner import start_ray
+from controller.twin_runs import measure_fresh, workload
+from models.learning import Box, Context, tuned_names
+from models.observation import Observation
+from models.policy import Policy
+from models.presets import preset
+from models.space import Config
+from models.strategies import STRATEGIES, build_learner
+from models.twin import Calibration, load
+
+console = Console()
+
+
+class TimedLearner:
+    """Wraps a learner to time its suggest() calls."""
+
+    def __init__(self, learner) -> None:
+        self.learner = learner
+        self.suggest_s: list[float] = []
+
+    def suggest(self, context: Context) -> Config:
+        started = time.perf_counter()
+        config = self.learner.suggest(context)
+        self.suggest_s.append(time.perf_counter() - started)
+        return config
+
+    def tell(self, config: Config, context: Context, observation: Observation) -> None:
+        self.learner.tell(config, context, observation)
+
+    def update_policy(self, policy: Policy) -> None:
+        self.learner.update_policy(policy)
+
+    def explain(self) -> tuple[str, dict]:
+        return getattr(self.learner, "last_reason", ""), getattr(self.learner, "last_prediction", {})
+
+
+def noise_free(calibration: Calibration) -> Calibration:
+    return dataclasses.replace(calibration, jitter_cv=0.0)
+
+
+def capacity_eps(calibration: Calibration, window_s: float) -> float:
+    """The highest steady load the default config keeps up with (≥ 95 % out/in), by bisection."""
+    low, high = 50.0, 20000.0
+    for _ in range(12):
+        mid = (low * high) ** 0.5
+        ok = measure_fresh(preset("defaults"), noise_free(calibration), mid, window_s, windows=2).throughput_ratio >= 0.95
+        low, high = (mid, high) if ok else (low, mid)
+    return low
+
+
+@ray.remote
+def _fresh(config: Config, calibration: Calibration, rate_eps: float, window_s: float) -> tuple[float, float]:
+    m = measure_fresh(config, calibration, rate_eps, window_s)
+    return m.p95_s, m.throughput_ratio
+
+
+def oracle(box: Box, calibration: Calibration, rate_eps: float, window_s: float, samples: int, seed: int) -> float:
+    """Best feasible P95 found by random search plus a local refinement around the best, on Ray."""
+    rng = np.random.default_rng(seed)
+    cal = noise_free(calibration)
+    start = box.encode(preset("defaults"))
+    points = [start] + [rng.uniform(size=box.dims) for _ in range(samples)]
+
+    def evaluate(us: list[np.ndarray]) -> list[tuple[float, float]]:
+        return ray.get([_fresh.remote(box.decode(u, preset("defaults")), cal, rate_eps, window_s) for u in us])
+
+    results = evaluate(points)
+    best = min((p for p, r in results if r >= box.policy.min_throughput_ratio), default=float("inf"))
+    best_u = points[[p for p, _ in results].index(best)] if np.isfinite(best) else start
+    for scale in (0.1, 0.03):
+        local = [np.clip(best_u + rng.normal(0, scale, box.dims), 0, 1) for _ in range(samples // 4)]
+        for u, (p, r) in zip(local, evaluate(local)):
+            if r >= box.policy.min_throughput_ratio and p < best:
+                best, best_u = p, u
+    return best
+
+
+@ray.remote
+def run_one(strategy: str, calibration: Calibration, profile: str, rate_eps: float, windows: int, window_s: float,
+            seed: int) -> dict:
+    """One tuning run: the daemon with `strategy` for `windows` windows, then the fresh measurement."""
+    policy = Policy()
+    box = Box(tuned_names(policy, calibration.topology), policy)
+    start = preset("defaults")
+    learner = TimedLearner(build_learner(strategy, box, start, topology=calibration.topology, seed=seed))
+    pipeline = TwinPipeline(start, workload(profile, rate_eps, windows * window_s * 1.5 + 120, seed), calibration,
+                            seed=seed)
+    daemon = Daemon(pipeline, learner, policy, window_s=window_s, explain=learner.explain)
+    decisions = daemon.run(windows)
+    final = daemon.incumbent.config if daemon.incumbent else pipeline.current()
+    fresh = measure_fresh(final, calibration, rate_eps, window_s, seed=seed + 1000)
+    restarts = int(daemon.metrics.restarts._value.get())
+    return {"strategy": strategy, "seed": seed, "final_p95_s": fresh.p95_s, "final_ratio": fresh.throughput_ratio,
+            "window_p95_s": [d.observed["p95_s"] if not d.guardrail else None for d in decisions],
+            "violation_s": daemon.violation_s, "tuning_s": daemon.t_s, "restarts": restarts,
+            "rollbacks": daemon.rollbacks, "suggest_s": learner.suggest_s}
+
+
+def summarise(runs: list[dict], oracle_p95: float) -> dict:
+    """Per-strategy medians of the figures the benchmark reports."""
+    out = {}
+    for strategy in dict.fromkeys(r["strategy"] for r in runs):
+        mine = [r for r in runs if r["strategy"] == strategy]
+        to_within = []
+        for r in mine:
+            hits = [i + 1 for i, p in enumerate(r["window_p95_s"]) if p is not None and p <= 1.1 * oracle_p95]
+            to_within.append(hits[0] if hits else None)
+        suggest = [s for r in mine for s in r["suggest_s"]]
+        out[strategy] = {
+            "final_p95_s": float(np.median([r["final_p95_s"] for r in mine])),
+            "regret": float(np.median([r["final_p95_s"] / oracle_p95 - 1 for r in mine])),
+            "windows_to_10pct": (float(np.median([w for w in to_within if w is not None]))
+                                 if any(w is not None for w in to_within) else None),
+            "reached_10pct": sum(w is not None for w in to_within),
+            "violation_pct": float(np.median([100 * r["violation_s"] / r["tuning_s"] for r in mine])),
+            "restarts": float(np.median([r["restarts"] for r in mine])),
+            "suggest_ms_median": float(np.median(suggest) * 1000) if suggest else 0.0,
+            "runs": len(mine),
+        }
+    return out
+
+
+def best_so_far_plot(results: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cases = list(results)
+    fig, axes = plt.subplots(1, len(cases), figsize=(5 * len(cases), 4), squeeze=False)
+    for ax, case in zip(axes[0], cases):
+        for strategy, runs in results[case]["runs_by_strategy"].items():
+            curves = []
+            for r in runs:
+                best, curve = np.inf, []
+                for p in r["window_p95_s"]:
+                    best = min(best, p) if p is not None else best
+                    curve.append(best)
+                curves.append(curve)
+            ax.plot(np.arange(1, len(curves[0]) + 1), np.median(curves, axis=0), label=strategy)
+        ax.axhline(results[case]["oracle_p95_s"], color="k", ls="--", lw=1, label="oracle")
+        ax.set_yscale("log")
+        ax.set_title(case, fontsize=9)
+        ax.set_xlabel("window")
+        ax.set_ylabel("best feasible window P95 (s), median over seeds")
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--calibrations", default="paper-2vcpu")
+    parser.add_argument("--workloads", default="steady,near-capacity,burst")
+    parser.add_argument("--strategies", default=",".join(STRATEGIES))
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--windows", type=int, default=30)
+    parser.add_argument("--window", type=float, default=30.0)
+    parser.add_argument("--rate", type=float, default=300.0, help="the paper's load")
+    parser.add_argument("--oracle-samples", type=int, default=400)
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--plot", type=Path, default=Path("bench-tuners.png"))
+    args = parser.parse_args()
+    start_ray()
+    strategies = args.strategies.split(",")
+    results: dict = {}
+    for cal_name in args.calibrations.split(","):
+        cal = load(cal_name)
+        box = Box(tuned_names(Policy(), cal.topology), Policy())
+        for wl in args.workloads.split(","):
+            rate = 0.8 * capacity_eps(cal, args.window) if wl == "near-capacity" else args.rate
+            profile = "burst" if wl == "burst" else "steady"
+            case = f"{cal_name} / {wl} ({rate:.0f} ev/s)"
+            console.print(f"[bold]{case}[/]: oracle search ({args.oracle_samples} + local) ...")
+            best = oracle(box, cal, rate, args.window, args.oracle_samples, seed=0)
+            pending = [run_one.remote(s, cal, profile, rate, args.windows, args.window, seed)
+                       for s in strategies for seed in range(args.seeds)]
+            runs = []
+            with Progress(console=console, transient=True) as progress:
+                task = progress.add_task(case, total=len(pending))
+                while pending:
+                    done, pending = ray.wait(pending)
+                    runs.extend(ray.get(done))
+                    progress.advance(task, len(done))
+            summary = summarise(runs, best)
+            results[case] = {"oracle_p95_s": best, "rate_eps": rate, "strategies": summary,
+                             "runs_by_strategy": {s: [r for r in runs if r["strategy"] == s] for s in strategies}}
+            table = Table(title=f"{case}: oracle P95 {best:.3f} s, {args.windows} windows × {args.window:g} s, "
+                                f"{args.seeds} seeds (medians)")
+            for col in ("strategy", "final P95 s", "regret", "windows to ≤1.1×oracle", "violation %", "restarts",
+                        "suggest ms"):
+                table.add_column(col, justify="right" if col != "strategy" else "left")
+            for s, f in summary.items():
+                reach = (f"{f['windows_to_10pct']:.0f} ({f['reached_10pct']}/{f['runs']})"
+                         if f["windows_to_10pct"] is not None else f"never (0/{f['runs']})")
+                table.add_row(s, f"{f['final_p95_s']:.3f}", f"{f['regret']:.2f}", reach, f"{f['violation_pct']:.1f}",
+                              f"{f['restarts']:.0f}", f"{f['suggest_ms_median']:.0f}")
+            console.print(table)
+    best_so_far_plot(results, args.plot)
+    console.print(f"plot: {args.plot}")
+    if args.json:
+        slim = {case: {k: v for k, v in r.items() if k != "runs_by_strategy"} for case, r in results.items()}
+        args.json.write_text(json.dumps(slim, indent=1))
+
+
+if __name__ == "__main__":
+    main()
