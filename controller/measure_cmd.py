@@ -43,12 +43,13 @@ def resolve_config(choice: str) -> Config:
         raise typer.BadParameter(f"{path}: {err}", param_hint="--config") from None
 
 
-def observe_run(spec: PipelineSpec, run: LiveRun, scrape_s: float) -> Observation:
-    """The run's observation: latency over all of its arrivals; rates over the replay's length, the
-    output window shifted by the median latency so a pipeline that keeps up shows throughput = offered."""
+def observe_run(spec: PipelineSpec, run: LiveRun, scrape_s: float, warmup_s: float = 0.0) -> Observation:
+    """The run's observation: latency of the events that arrived after the warm-up; rates over the
+    replay's length, the output window shifted by the median latency so that a pipeline that keeps
+    up shows throughput = offered."""
     time.sleep(2.5 * scrape_s)  # the last arrivals' scrape
     telemetry = PrometheusTelemetry(prometheus_url(spec))
-    latency = telemetry.window(run.started_at, time.time())
+    latency = telemetry.window(run.started_at + warmup_s, time.time())
     lag = latency.p50_s if math.isfinite(latency.p50_s) else 0.0
     length = run.ended_at - run.started_at
     consumed = telemetry.scalar(f"increase(pipetune_events_total[{max(round(length), 1)}s])", run.ended_at + lag)
@@ -89,6 +90,7 @@ def measure_command(
     rate: float = typer.Option(1000.0, "--rate", help="offered events per second"),
     duration: float = typer.Option(60.0, "--duration", help="replay length in seconds"),
     config: str = typer.Option("defaults", "--config", help="a preset (defaults, hybrid, latency, ...) or a YAML file"),
+    warmup: float = typer.Option(0.0, "--warmup", help="seconds of the run whose arrivals the latency ignores"),
     seed: int = typer.Option(0, "--seed"),
     json_out: Optional[Path] = typer.Option(None, "--json", help="write the result as JSON here"),
     plot: Optional[Path] = typer.Option(None, "--plot", help="PNG time series (default: measure-<run>.png)"),
@@ -97,6 +99,8 @@ def measure_command(
     if profile in (Profile.trace, Profile.stages):
         raise typer.BadParameter("measure replays generated profiles; use steady, burst, flash, diurnal or mmpp",
                                  param_hint="--profile")
+    if not 0 <= warmup < duration:
+        raise typer.BadParameter(f"must be in [0, --duration), got {warmup:g}", param_hint="--warmup")
     chosen = resolve_config(config)
     try:
         spec = load_pipeline(pipeline)
@@ -109,7 +113,7 @@ def measure_command(
     typer.echo(f"config {config}: {', '.join(done) or 'already in place'}", err=True)
     time.sleep(2 * spec.prometheus.scrape_interval_s)  # a restarted component's first scrape
     run = replay_and_check(spec, schedule)
-    observation = observe_run(spec, run, spec.prometheus.scrape_interval_s)
+    observation = observe_run(spec, run, spec.prometheus.scrape_interval_s, warmup)
     result = {"p50_s": observation.p50_s, "p95_s": observation.p95_s, "p99_s": observation.p99_s,
               "offered_eps": observation.offered_eps, "throughput_eps": observation.throughput_eps,
               "lost_events": run.report.lost_events, "duplicate_events": run.report.duplicate_events,

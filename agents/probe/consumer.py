@@ -35,7 +35,12 @@ class Probe:
 
     def poll(self, max_records: int = 2000, timeout_s: float = 0.2) -> int:
         """Consume what is available (up to `max_records`); returns how many records were read."""
-        records = self.consumer.consume(max_records, timeout_s)
+        # consume() with a timeout waits for all `max_records` (or the timeout), which would add up to
+        # `timeout_s` of latency: take what is queued, and block only while nothing is.
+        records = self.consumer.consume(max_records, 0)
+        if not records:
+            first = self.consumer.poll(timeout_s)
+            records = [first, *self.consumer.consume(max_records - 1, 0)] if first is not None else []
         parsed = 0
         with self.lock:
             for record in records:
