@@ -96,7 +96,7 @@ class Daemon:
         self.violation_s = 0.0
         self._dwell = 0
         self._restart_times: list[float] = []
-        self._vetoed: set[str] = set()  # overrides a guardrail rolled back: not re-applied
+        self._vetoed: set[str] = store.vetoed_overrides() if store else set()  # rolled back: not re-applied
         self.paused = False
         if store:
             store.save_policy(policy)
@@ -232,7 +232,7 @@ class Daemon:
             self.metrics.restarts.inc()
         # Let it settle: a window spent restarting, refilling or draining a rollback's backlog is not
         # a fair measurement of the new config.
-        settle_s = self.window_s if decision.action == "rollback" else min(self.window_s, 2 * report.pause_s)
+        settle_s = self.window_s if decision.action == "rollback" or report.pause_s > 0 else 0.0
         if settle_s > 0:
             self.pipeline.observe(settle_s)
             self.t_s += settle_s

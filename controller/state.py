@@ -156,3 +156,7 @@ class StateStore:
 
     def audit(self) -> list[dict]:
         return list(self._lines("audit.jsonl"))
+
+    def vetoed_overrides(self) -> set[str]:
+        """Ids of overrides a guardrail rolled back (the daemon audits each); they are not applied again."""
+        return {e["id"] for e in self.audit() if e.get("action") == "override_rolled_back" and "id" in e}

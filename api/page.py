@@ -1,0 +1,12 @@
+"""The status page: one static HTML file with vanilla JS and an inline SVG chart (no build step)."""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib.resources import files
+
+
+@cache
+def page_html() -> str:
+    """The page's HTML; it reads `/status` and `/decisions` itself, and sends the token only on pause/resume."""
+    return files("api").joinpath("static/index.html").read_text()

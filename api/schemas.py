@@ -1,0 +1,159 @@
+"""Request and response bodies of the REST API, with the examples its OpenAPI schema shows.
+
+The policy body is `models.policy.Policy` itself; `PolicyPatch` is the same fields, each optional
+(a PATCH replaces the top-level fields it names and keeps the rest).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic.fields import FieldInfo
+
+from models.policy import Mode, Policy
+from models.space import PIPELINE_SPACE, Value
+
+MAX_TTL_S = 7 * 86400.0
+MIN_TTL_S = 1.0
+
+POLICY_EXAMPLE = {
+    "mode": "auto", "min_throughput_ratio": 0.95, "p95_ceiling_s": 2.0,
+    "bounds": {"filebeat.queue.mem.flush.timeout": [0.0, 1.0]},
+    "pins": {"filebeat.output.bulk_max_size": 512}, "tuned": None,
+    "min_dwell_windows": 2, "max_restarts_per_hour": 6,
+}
+
+PolicyPatch = create_model(
+    "PolicyPatch",
+    __config__=ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"mode": "frozen"}, {"pins": {"filebeat.output.bulk_max_size": 512}, "p95_ceiling_s": 1.5}]}),
+    __doc__="Some of the policy's fields; those named replace the stored ones, the rest are kept.",
+    **{name: (f.annotation, FieldInfo.merge_field_infos(f, default=None, default_factory=None))
+       for name, f in Policy.model_fields.items()},
+)
+
+
+class ErrorOut(BaseModel):
+    """An error that is not about one field (401, 403, 404, 413)."""
+
+    detail: str = Field(examples=["missing bearer token"])
+
+
+class FieldError(BaseModel):
+    """One invalid field: where it is, and what is allowed there."""
+
+    loc: list[str | int] = Field(examples=[["body", "params", "filebeat.output.bulk_max_size"]])
+    msg: str = Field(examples=["filebeat.output.bulk_max_size=0 is not allowed: expected an integer in [1, 65536] events"])
+    type: str = Field(examples=["param_range"])
+
+
+class ValidationErrorOut(BaseModel):
+    """422: every field the request got wrong."""
+
+    detail: list[FieldError]
+
+
+class OverrideRequest(BaseModel):
+    """Force some parameters for a while; the learner takes over again when the TTL runs out."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, json_schema_extra={"examples": [
+        {"params": {"filebeat.queue.mem.flush.timeout": 0.1, "filebeat.output.bulk_max_size": 256},
+         "ttl_s": 600, "reason": "incident 4711: latency first"}]})
+
+    params: dict[str, Value] = Field(min_length=1, max_length=len(PIPELINE_SPACE.params),
+                                     description="parameter -> value, each within its hard limits")
+    ttl_s: float = Field(ge=MIN_TTL_S, le=MAX_TTL_S, description="seconds the override holds")
+    reason: str = Field(min_length=1, max_length=500, description="why (kept in the audit log)")
+    override_bounds: bool = Field(False, description="allow values outside the policy's bounds and pins (audited)")
+
+
+class OverrideOut(BaseModel):
+    """An active override and how long it has left."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"id": "3f2a9c1b7d4e", "params": {"filebeat.output.bulk_max_size": 256}, "reason": "incident 4711",
+         "created_at": 1767000000.0, "expires_at": 1767000600.0, "remaining_s": 598.2, "override_bounds": False,
+         "vetoed": False}]})
+
+    id: str
+    params: dict[str, Value]
+    reason: str
+    created_at: float
+    expires_at: float
+    remaining_s: float
+    override_bounds: bool
+    vetoed: bool = Field(description="a guardrail rolled it back; the daemon no longer applies it")
+
+
+class DeletedOut(BaseModel):
+    deleted: str = Field(examples=["3f2a9c1b7d4e"])
+
+
+class PausedOut(BaseModel):
+    paused: bool
+
+
+class HealthOut(BaseModel):
+    status: Literal["ok"] = "ok"
+
+
+class DecisionOut(BaseModel):
+    """One decision of the daemon: the window's config and measurement, what it did and why."""
+
+    model_config = ConfigDict(extra="allow", json_schema_extra={"examples": [
+        {"seq": 12, "window": 12, "t_s": 390.0, "wall_time": 1767000000.0, "action": "explore",
+         "reason": "expected improvement 0.12 s, feasible with 97 %",
+         "config": {"filebeat.output.bulk_max_size": 2048}, "change": {"filebeat.output.bulk_max_size": [2048, 512]},
+         "predicted": {"p95_s": 0.41}, "observed": {"p95_s": 0.52, "throughput_ratio": 1.0},
+         "guardrail": [], "recommendation": {}, "incumbent_p95_s": 0.5, "pause_s": 2.0}]})
+
+    seq: int = Field(description="position in the decision log; pass it as `before` to page back")
+    window: int
+    t_s: float = Field(description="pipeline time at the end of the window, s")
+    wall_time: float | None = None
+    action: str = Field(description="explore | hold | rollback | remeasure | override | advise | frozen | paused")
+    reason: str
+    config: dict[str, Value] = Field(description="the config the window ran")
+    change: dict[str, list[Value]] = Field(description="parameter -> [from, to] applied after the window")
+    predicted: dict = Field(description="what the learner expected of the change")
+    observed: dict[str, float | None] = Field(description="what the window measured")
+    guardrail: list[str] = Field(description="guardrails the window breached")
+    recommendation: dict[str, list[Value]] = Field(default_factory=dict,
+                                                   description="advise mode: parameter -> [from, to]")
+    incumbent_p95_s: float | None = None
+    pause_s: float = 0.0
+
+
+class DecisionPage(BaseModel):
+    """Decisions, newest first; `next_before` fetches the page before this one (null: no more)."""
+
+    items: list[DecisionOut]
+    next_before: int | None
+
+
+class RecommendationsOut(BaseModel):
+    """What the learner recommends while the mode is `advise` (newest first; empty in other modes)."""
+
+    mode: Mode
+    items: list[DecisionOut]
+
+
+class StatusOut(BaseModel):
+    """The daemon's last report (null fields until it has run a window) with the current steering."""
+
+    model_config = ConfigDict(extra="allow")
+
+    pipeline: str | None = Field(None, examples=["pipeline"])
+    mode: Mode
+    paused: bool
+    window: int | None = None
+    t_s: float | None = None
+    updated_at: float | None = Field(None, description="wall time of the daemon's last report")
+    current_config: dict[str, Value] | None = None
+    incumbent: dict | None = Field(None, description="best safe config, its P95 and the load it met")
+    last_decision: dict | None = Field(None, description="the last decision, with the window's observation")
+    guardrail: dict | None = None
+    learner: dict | None = None
+    overrides: list[OverrideOut]
+    policy: Policy
