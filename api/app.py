@@ -69,7 +69,8 @@ def _checked(policy: Policy) -> Policy:
         raise _invalid([(_param_error_loc(policy, exc), str(exc), "param_range")]) from None
     if policy.p95_ceiling_s is not None and not math.isfinite(policy.p95_ceiling_s):
         raise _invalid([(["body", "p95_ceiling_s"], "expected a finite number of seconds > 0", "value_error")])
-    return policy
+    # Pins stored in each parameter's own type, so `"512"` from a command line reads back as 512.
+    return policy.model_copy(update={"pins": {k: PIPELINE_SPACE[k].validate(v) for k, v in policy.pins.items()}})
 
 
 def _override_values(body: OverrideRequest, policy: Policy) -> tuple[dict[str, Value], list[str]]:
@@ -149,7 +150,8 @@ def create_app(store: StateStore, token: str, metrics_registry: CollectorRegistr
     def put_policy(request: Request, policy: Annotated[Policy, Body(
             openapi_examples={"pin and bound": {"value": POLICY_EXAMPLE}})]) -> Policy:
         with lock:
-            store.save_policy(_checked(policy))
+            policy = _checked(policy)
+            store.save_policy(policy)
             audit(request, "policy_set", policy=policy.model_dump())
         return policy
 
@@ -162,7 +164,8 @@ def create_app(store: StateStore, token: str, metrics_registry: CollectorRegistr
                 policy = Policy.model_validate(policy_now().model_dump() | changes)
             except ValidationError as exc:
                 raise _invalid([(["body", *e["loc"]], e["msg"], e["type"]) for e in exc.errors()]) from None
-            store.save_policy(_checked(policy))
+            policy = _checked(policy)
+            store.save_policy(policy)
             audit(request, "policy_patched", changes=changes)
         return policy
 

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from controller.api_cmd import require_token, start_api_thread
 from controller.daemon import Daemon, Decision
 from controller.pipelines import TwinPipeline
 from controller.state import StateStore
@@ -116,6 +117,9 @@ def autotune_command(
     seed: int = typer.Option(0, help="Seed of the workload and the learner."),
     plot: Optional[Path] = typer.Option(None, help="PNG of P95 over time with changes marked (default: in the state dir)."),
     json_path: Optional[Path] = typer.Option(None, "--json", help="Write the run's figures as JSON here."),
+    api_port: Optional[int] = typer.Option(None, help="Serve the REST API and status page on this port while tuning."),
+    api_host: str = typer.Option("127.0.0.1", help="Address the API binds (loopback unless told otherwise)."),
+    token_file: Optional[Path] = typer.Option(None, help="File holding the API token (default: $PIPETUNE_API_TOKEN)."),
 ) -> None:
     """Tune the pipeline on line: observe a window, check guardrails, decide, apply, settle, record."""
     if pipeline != "twin":
@@ -135,6 +139,7 @@ def autotune_command(
         policy = Policy(mode=mode, min_throughput_ratio=min_throughput_ratio, p95_ceiling_s=slo_p95)
     except (KeyError, FileNotFoundError, ValueError) as exc:
         raise typer.BadParameter(str(exc).splitlines()[0], param_hint="--calibration/--mode/--min-throughput-ratio") from None
+    token = require_token(token_file) if api_port is not None else ""
     directory = state_dir or Path.home() / ".cache" / "pipetune" / "runs" / time.strftime("%Y%m%d-%H%M%S")
     store = StateStore(directory)
     stored = store.load_policy()
@@ -154,6 +159,8 @@ def autotune_command(
     twin = TwinPipeline(start, arrivals_s, cal, seed=seed)
     daemon = Daemon(twin, learner, policy, window_s=window, store=store, explain=learner.explain)
     resumed = daemon.resume()
+    if api_port is not None:
+        start_api_thread(store, token, daemon.metrics.registry, api_host, api_port)
     if resumed:
         err.print(f"resumed {resumed} observations from {directory}; incumbent P95 {resumed_incumbent.p95_s:.3f}s"
                   if resumed_incumbent else f"resumed {resumed} observations from {directory}")

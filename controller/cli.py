@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from controller.api_cmd import register_api_commands
 from controller.autotune_cmd import autotune_command
 from controller.replay_cmd import replay_command
 from controller.scenarios import scenarios_command
@@ -30,3 +31,4 @@ app.command("replay")(replay_command)
 app.command("scenarios")(scenarios_command)
 app.add_typer(testbed_app, name="testbed")
 app.command("measure")(measure_command)
+register_api_commands(app)

@@ -1,0 +1,22 @@
+"""Serving the API with uvicorn: in the foreground (`pipetune api`) or in a thread of the daemon's process."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import uvicorn
+from fastapi import FastAPI
+
+
+def serve_in_thread(app: FastAPI, host: str, port: int, *, startup_timeout_s: float = 10.0) -> uvicorn.Server:
+    """Start uvicorn on `host:port` in a daemon thread; returns once it listens (set `should_exit` to stop it)."""
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False))
+    thread = threading.Thread(target=server.run, name="pipetune-api", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + startup_timeout_s
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError(f"the API did not start on {host}:{port} (port taken?)")
+        time.sleep(0.05)
+    return server

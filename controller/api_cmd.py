@@ -1,0 +1,277 @@
+"""`pipetune api` (serve the REST API over a state dir) and the client commands that steer a daemon through it:
+`status`, `policy show|set|pin|unpin`, `override`, `overrides`, `pause`, `resume`, `decisions`."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import typer
+from rich.console import Console
+from prometheus_client import CollectorRegistry
+from rich.table import Table
+
+from api.auth import TOKEN_ENV, load_token
+from api.client import DEFAULT_URL, URL_ENV, ApiClient, ApiError
+from controller.state import StateStore
+
+out = Console()
+err = Console(stderr=True)
+
+_URL = typer.Option(DEFAULT_URL, "--url", envvar=URL_ENV, help="The API's address.")
+_TOKEN_FILE = typer.Option(None, "--token-file", help=f"File holding the API token (default: ${TOKEN_ENV}).",
+                           exists=True, dir_okay=False)
+_TTL_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_POLICY_FIELDS = ("mode", "min_throughput_ratio", "p95_ceiling_s", "min_dwell_windows", "max_restarts_per_hour", "tuned")
+
+
+def parse_ttl(text: str) -> float:
+    """Seconds in `text`: `90`, `30s`, `10m`, `2h`, `1d`."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*", text)
+    if not match:
+        raise typer.BadParameter(f"expected a duration like 90, 30s, 10m, 2h or 1d, got {text!r}", param_hint="--ttl")
+    return float(match.group(1)) * _TTL_UNITS[match.group(2) or "s"]
+
+
+def _pairs(items: list[str], hint: str) -> dict[str, str]:
+    pairs = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise typer.BadParameter(f"expected NAME=VALUE, got {item!r}", param_hint=hint)
+        pairs[key.strip()] = value.strip()
+    return pairs
+
+
+def _value(text: str) -> Any:
+    """A number or true/false as JSON reads it, `none` as null, anything else as the string itself."""
+    if text.lower() in ("none", "null"):
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _client(url: str, token_file: Optional[Path]) -> ApiClient:
+    return ApiClient(url, load_token(token_file))
+
+
+def _run(call: Callable[[], Any]) -> Any:
+    """The API's answer, or exit 1 with its message (which names the field and the allowed range)."""
+    try:
+        return call()
+    except ApiError as exc:
+        err.print(f"[red]pipetune API: {exc}[/]")
+        raise typer.Exit(1) from None
+
+
+def api_command(
+    state_dir: Path = typer.Option(..., help="The daemon's state directory."),
+    host: str = typer.Option("127.0.0.1", help="Address to bind (loopback unless told otherwise)."),
+    port: int = typer.Option(8470, help="Port to listen on."),
+    token_file: Optional[Path] = _TOKEN_FILE,
+) -> None:
+    """Serve the REST API and status page over a daemon's state directory."""
+    import uvicorn
+
+    from api.app import create_app
+
+    token = require_token(token_file)
+    if not state_dir.is_dir():
+        raise typer.BadParameter(f"{state_dir} is not a directory", param_hint="--state-dir")
+    err.print(f"pipetune API on http://{host}:{port} over {state_dir}")
+    uvicorn.run(create_app(StateStore(state_dir), token), host=host, port=port, log_level="info")
+
+
+def status_command(url: str = _URL, token_file: Optional[Path] = _TOKEN_FILE,
+                   as_json: bool = typer.Option(False, "--json", help="Print the raw JSON.")) -> None:
+    """Mode, incumbent, last window, guardrails and overrides of the daemon behind the API."""
+    status = _run(_client(url, token_file).status)
+    if as_json:
+        out.print_json(data=status)
+        return
+    last = status.get("last_decision") or {}
+    observed = last.get("observed") or {}
+    inc = status.get("incumbent") or {}
+    table = Table(title=f"pipetune: {status.get('pipeline') or '(daemon not started)'}", show_header=False)
+    rows = [("mode", status["mode"] + (" (paused)" if status["paused"] else "")),
+            ("window", str(status.get("window", "–"))),
+            ("last window", f"P95 {_num(observed.get('p95_s'))} s, out/in {_num(observed.get('throughput_ratio'))}, "
+                            f"{last.get('action', '–')}: {last.get('reason', '')}"),
+            ("incumbent P95", f"{_num(inc.get('p95_s'))} s at {_num(inc.get('offered_eps'), 0)} ev/s"),
+            ("rollbacks", str((status.get("guardrail") or {}).get("rollbacks", "–"))),
+            ("overrides", "; ".join(f"{o['id']} {o['params']} {o['remaining_s']:.0f}s left" for o in status["overrides"])
+             or "none")]
+    for key, value in rows:
+        table.add_row(key, value)
+    out.print(table)
+
+
+def _num(value: Any, digits: int = 3) -> str:
+    return f"{value:.{digits}f}" if isinstance(value, (int, float)) else "–"
+
+
+policy_app = typer.Typer(help="Show or change the policy the learner follows.", no_args_is_help=True)
+
+
+@policy_app.command("show")
+def policy_show(url: str = _URL, token_file: Optional[Path] = _TOKEN_FILE) -> None:
+    """Print the policy as JSON."""
+    out.print_json(data=_run(_client(url, token_file).policy))
+
+
+@policy_app.command("set")
+def policy_set(
+    settings: list[str] = typer.Argument(None, help=f"FIELD=VALUE with FIELD one of {', '.join(_POLICY_FIELDS)}, "
+                                                    "or bounds.PARAM=LOW:HIGH (VALUE none clears it)."),
+    file: Optional[Path] = typer.Option(None, "--file", exists=True, dir_okay=False,
+                                        help="Replace the whole policy with this JSON file."),
+    url: str = _URL, token_file: Optional[Path] = _TOKEN_FILE,
+) -> None:
+    """Change policy fields (or replace the policy from a file); takes effect at the next decision."""
+    client = _client(url, token_file)
+    if file is not None:
+        out.print_json(data=_run(lambda: client.put_policy(json.loads(file.read_text()))))
+        return
+    if not settings:
+        raise typer.BadParameter("give FIELD=VALUE settings or --file", param_hint="SETTINGS")
+    changes: dict[str, Any] = {}
+    bounds: dict[str, Any] = {}
+    for key, text in _pairs(settings, "SETTINGS").items():
+        if key.startswith("bounds."):
+            low, sep, high = text.partition(":")
+            if text.lower() != "none" and not sep:
+                raise typer.BadParameter(f"expected {key}=LOW:HIGH or {key}=none, got {text!r}", param_hint="SETTINGS")
+            bounds[key.removeprefix("bounds.")] = None if text.lower() == "none" else [_value(low), _value(high)]
+        elif key == "tuned":
+            changes[key] = None if text.lower() == "none" else [n.strip() for n in text.split(",") if n.strip()]
+        elif key in _POLICY_FIELDS:
+            changes[key] = _value(text)
+        else:
+            raise typer.BadParameter(f"unknown field {key!r}: one of {', '.join(_POLICY_FIELDS)}, bounds.PARAM",
+                                     param_hint="SETTINGS")
+    if bounds:
+        merged = dict(_run(client.policy)["bounds"]) | bounds
+        changes["bounds"] = {k: v for k, v in merged.items() if v is not None}
+    out.print_json(data=_run(lambda: client.patch_policy(changes)))
+
+
+@policy_app.command("pin")
+def policy_pin(pins: list[str] = typer.Argument(..., help="PARAM=VALUE to hold."),
+               url: str = _URL, token_file: Optional[Path] = _TOKEN_FILE) -> None:
+    """Hold parameters at a value; the learner never moves them."""
+    client = _client(url, token_file)
+    merged = dict(_run(client.policy)["pins"]) | {k: _value(v) for k, v in _pairs(pins, "PINS").items()}
+    out.print_json(data=_run(lambda: client.patch_policy({"pins": merged})))
+
+
+@policy_app.command("unpin")
+def policy_unpin(names: list[str] = typer.Argument(..., help="Parameters to release."),
+                 url: str = _URL, token_file: Optional[Path] = _TOKEN_FILE) -> None:
+    """Give pinned parameters back to the learner."""
+    client = _client(url, token_file)
+    pins = dict(_run(client.policy)["pins"])
+    missing = [n for n in names if n not in pins]
+    if missing:
+        raise typer.BadParameter(f"not pinned: {', '.join(missing)} (pinned: {', '.join(pins) or 'none'})",
+                                 param_hint="NAMES")
+    out.print_json(data=_run(lambda: client.patch_policy({"pins": {k: v for k, v in pins.items() if k not in names}})))
+
+
+def override_command(
+    param: list[str] = typer.Option(None, "--param", help="PARAM=VALUE to force (repeatable)."),
+    ttl: str = typer.Option("10m", help="How long it holds: 90, 30s, 10m, 2h, 1d."),
+    reason: str = typer.Option("", help="Why (kept in the audit log)."),
+    override_bounds: bool = typer.Option(False, "--override-bounds",
+                                         help="Allow values outside the policy's bounds and pins (audited)."),
+    cancel: Optional[str] = typer.Option(None, help="End the override with this id instead."),
+    url: str = _URL, token_file: Optional[Path] = _TOKEN_FILE,
+) -> None:
+    """Force parameters for a while (applied at the next decision, guardrails still roll back); or --cancel one."""
+    client = _client(url, token_file)
+    if cancel:
+        _run(lambda: client.delete_override(cancel))
+        out.print(f"override {cancel} ended; the learner is back in control")
+        return
+    if not param:
+        raise typer.BadParameter("give at least one --param NAME=VALUE", param_hint="--param")
+    if not reason.strip():
+        raise typer.BadParameter("say why (it goes in the audit log)", param_hint="--reason")
+    seconds = parse_ttl(ttl)
+    made = _run(lambda: client.add_override(_pairs(param, "--param"), seconds, reason, override_bounds))
+    out.print(f"override {made['id']} holds {made['params']} for {made['remaining_s']:.0f} s")
+
+
+def overrides_command(url: str = _URL, token_file: Optional[Path] = _TOKEN_FILE) -> None:
+    """List active overrides with their remaining TTL."""
+    for o in _run(_client(url, token_file).overrides) or []:
+        flag = " (rolled back by a guardrail)" if o["vetoed"] else ""
+        out.print(f"{o['id']}  {o['params']}  {o['remaining_s']:.0f}s left  {o['reason']}{flag}")
+
+
+def pause_command(url: str = _URL, token_file: Optional[Path] = _TOKEN_FILE) -> None:
+    """Hold the current config from the next decision on (overrides and guardrails still act)."""
+    _run(_client(url, token_file).pause)
+    out.print("paused")
+
+
+def resume_command(url: str = _URL, token_file: Optional[Path] = _TOKEN_FILE) -> None:
+    """Give control back to the learner."""
+    _run(_client(url, token_file).resume)
+    out.print("resumed")
+
+
+def decisions_command(
+    limit: int = typer.Option(20, min=1, max=1000, help="How many, newest first."),
+    before: Optional[int] = typer.Option(None, min=0, help="Only decisions with seq below this (paging)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the raw JSON page."),
+    url: str = _URL, token_file: Optional[Path] = _TOKEN_FILE,
+) -> None:
+    """The daemon's decisions: config change, predicted vs observed, and why."""
+    page = _run(lambda: _client(url, token_file).decisions(limit, before))
+    if as_json:
+        out.print_json(data=page)
+        return
+    table = Table(title="decisions (newest first)")
+    for col in ("seq", "action", "change", "P95 s", "predicted", "out/in", "why"):
+        table.add_column(col, overflow="fold")
+    for d in page["items"]:
+        change = ", ".join(f"{k}: {a} → {b}" for k, (a, b) in d["change"].items()) or "–"
+        table.add_row(str(d["seq"]), d["action"], change, _num(d["observed"].get("p95_s")),
+                      _num(d["predicted"].get("p95_s")), _num(d["observed"].get("throughput_ratio")), d["reason"])
+    out.print(table)
+    if page["next_before"] is not None:
+        out.print(f"[dim]older: --before {page['next_before']}[/]")
+
+
+def register_api_commands(app: typer.Typer) -> None:
+    """Add the API server and its client commands to the `pipetune` app."""
+    app.command("api")(api_command)
+    app.command("status")(status_command)
+    app.add_typer(policy_app, name="policy")
+    app.command("override")(override_command)
+    app.command("overrides")(overrides_command)
+    app.command("pause")(pause_command)
+    app.command("resume")(resume_command)
+    app.command("decisions")(decisions_command)
+
+
+def require_token(token_file: Optional[Path]) -> str:
+    """The API token, or a usage error saying where to put one (mutating calls are never open)."""
+    token = load_token(token_file)
+    if not token:
+        raise typer.BadParameter(f"the API needs a token: set ${TOKEN_ENV} or pass --token-file",
+                                 param_hint="--token-file")
+    return token
+
+
+def start_api_thread(store: StateStore, token: str, registry: CollectorRegistry, host: str, port: int) -> None:
+    """Serve the API over `store` from a thread of this process, `/metrics` from `registry` (the daemon's)."""
+    from api.app import create_app
+    from api.server import serve_in_thread
+
+    serve_in_thread(create_app(store, token, registry), host, port)
+    err.print(f"API and status page on http://{host}:{port}/")
