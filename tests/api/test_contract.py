@@ -1,0 +1,265 @@
+"""Contract of every endpoint: what it returns, what it refuses (auth, validation, size), what it stores."""
+
+from __future__ import annotations
+
+
+import pytest
+from fastapi.testclient import TestClient
+from prometheus_client import CollectorRegistry, Counter
+
+from api.app import create_app
+from controller.state import StateStore
+from tests.api.conftest import AUTH, TOKEN
+
+MUTATIONS = [
+    ("PUT", "/policy", {"mode": "frozen"}),
+    ("PATCH", "/policy", {"mode": "frozen"}),
+    ("POST", "/overrides", {"params": {"filebeat.backoff": 0.5}, "ttl_s": 60, "reason": "test"}),
+    ("DELETE", "/overrides/abc", None),
+    ("POST", "/pause", None),
+    ("POST", "/resume", None),
+]
+
+
+def _decision(window: int, action: str = "explore", p95: float = 0.5, **extra) -> dict:
+    return {"window": window, "t_s": 10.0 * (window + 1), "config": {"filebeat.backoff": 1.0}, "action": action,
+            "reason": f"why {window}", "change": {"filebeat.backoff": [1.0, 0.5]}, "predicted": {"p95_s": 0.4},
+            "observed": {"p95_s": p95, "throughput_ratio": 1.0}, "guardrail": [], "recommendation": {},
+            "incumbent_p95_s": 0.5, "pause_s": 0.0, "wall_time": 1.0e9, **extra}
+
+
+def test_healthz_and_empty_status(client: TestClient) -> None:
+    assert client.get("/healthz").json() == {"status": "ok"}
+    status = client.get("/status").json()
+    assert status["mode"] == "auto" and status["paused"] is False and status["overrides"] == []
+    assert status["pipeline"] is None and status["last_decision"] is None
+
+
+def test_status_merges_the_daemons_report_with_current_steering(client: TestClient, store: StateStore) -> None:
+    store.save_status({"pipeline": "twin", "mode": "auto", "window": 7, "t_s": 80.0,
+                       "incumbent": {"config": {}, "p95_s": 0.42, "offered_eps": 300.0},
+                       "last_decision": _decision(7, p95=float("nan")), "overrides": [], "paused": False})
+    client.patch("/policy", json={"mode": "advise"}, headers=AUTH)
+    client.post("/pause", headers=AUTH)
+    made = client.post("/overrides", json={"params": {"filebeat.backoff": 0.2}, "ttl_s": 60, "reason": "r"},
+                       headers=AUTH).json()
+    status = client.get("/status").json()
+    assert (status["pipeline"], status["window"], status["incumbent"]["p95_s"]) == ("twin", 7, 0.42)
+    assert status["mode"] == "advise" and status["paused"] is True and status["policy"]["mode"] == "advise"
+    assert [o["id"] for o in status["overrides"]] == [made["id"]]
+    assert status["last_decision"]["observed"]["p95_s"] is None  # a window without output has no P95
+
+
+@pytest.mark.parametrize("method,path,body", MUTATIONS)
+def test_mutations_need_the_token(client: TestClient, store: StateStore, method: str, path: str, body) -> None:
+    missing = client.request(method, path, json=body)
+    assert missing.status_code == 401 and missing.headers["www-authenticate"] == "Bearer"
+    for header in ({"Authorization": "Bearer wrong"}, {"Authorization": f"Bearer {TOKEN}x"}):
+        assert client.request(method, path, json=body, headers=header).status_code == 403
+    assert client.request(method, path, json=body, headers={"Authorization": f"Basic {TOKEN}"}).status_code == 401
+    assert store.load_policy() is None and not store.paused() and store.overrides() == [] and store.audit() == []
+
+
+def test_token_never_appears_in_answers_or_the_audit_log(client: TestClient, store: StateStore) -> None:
+    client.put("/policy", json={"mode": "advise"}, headers=AUTH)
+    client.post("/overrides", json={"params": {"filebeat.backoff": 0.5}, "ttl_s": 60, "reason": "r"}, headers=AUTH)
+    client.post("/pause", headers=AUTH)
+    answers = [client.get(path).text for path in ("/", "/status", "/policy", "/overrides", "/decisions", "/metrics",
+                                                  "/openapi.json")]
+    files = [p.read_text() for p in store.dir.iterdir()]
+    assert not any(TOKEN in text for text in answers + files)
+
+
+def test_put_policy_is_stored_and_audited(client: TestClient, store: StateStore) -> None:
+    body = {"mode": "advise", "p95_ceiling_s": 2.0, "bounds": {"filebeat.queue.mem.flush.timeout": [0.0, 1.0]},
+            "pins": {"filebeat.output.bulk_max_size": "512"}, "min_dwell_windows": 2, "max_restarts_per_hour": 6}
+    answer = client.put("/policy", json=body, headers=AUTH)
+    assert answer.status_code == 200
+    assert answer.json()["pins"] == {"filebeat.output.bulk_max_size": 512}  # in the parameter's own type
+    stored = store.load_policy()
+    assert stored.mode == "advise" and stored.bounds == {"filebeat.queue.mem.flush.timeout": (0.0, 1.0)}
+    assert client.get("/policy").json() == answer.json()
+    assert [e["action"] for e in store.audit()] == ["policy_set"]
+
+
+@pytest.mark.parametrize("body,loc,allowed", [
+    ({"bounds": {"filebeat.output.bulk_max_size": [0, 100]}}, ["body", "bounds", "filebeat.output.bulk_max_size"],
+     "[1, 65536]"),
+    ({"bounds": {"filebeat.output.bulk_max_size": [500, 100]}}, ["body", "bounds", "filebeat.output.bulk_max_size"],
+     "low <= high"),
+    ({"pins": {"filebeat.backoff": 99}}, ["body", "pins", "filebeat.backoff"], "[0.001, 10] s"),
+    ({"pins": {"logstash.output.kafka.acks": "2"}}, ["body", "pins", "logstash.output.kafka.acks"], "one of 0, 1, all"),
+    ({"pins": {"filebeat.backoff": 5}, "bounds": {"filebeat.backoff": [0.1, 1]}}, ["body", "pins", "filebeat.backoff"],
+     "within its bounds"),
+    ({"bounds": {"no.such.param": [1, 2]}}, ["body", "bounds", "no.such.param"], "a known parameter"),
+    ({"tuned": ["no.such.param"]}, ["body", "tuned", "no.such.param"], "a known parameter"),
+    ({"min_throughput_ratio": 1.5}, ["body", "min_throughput_ratio"], "less than or equal to 1"),
+    ({"mode": "yolo"}, ["body", "mode"], "'auto', 'advise' or 'frozen'"),
+    ({"surprise": 1}, ["body", "surprise"], "Extra inputs are not permitted"),
+])
+@pytest.mark.parametrize("method", ["PUT", "PATCH"])
+def test_invalid_policy_is_refused_naming_field_and_range(client: TestClient, store: StateStore, method: str,
+                                                          body: dict, loc: list, allowed: str) -> None:
+    answer = client.request(method, "/policy", json=body, headers=AUTH)
+    assert answer.status_code == 422
+    [error] = answer.json()["detail"]
+    assert error["loc"] == loc and allowed in error["msg"]
+    assert store.load_policy() is None
+
+
+def test_patch_changes_only_the_fields_it_names(client: TestClient) -> None:
+    client.put("/policy", json={"p95_ceiling_s": 3.0, "pins": {"filebeat.backoff": 0.5}}, headers=AUTH)
+    patched = client.patch("/policy", json={"mode": "frozen"}, headers=AUTH).json()
+    assert patched["mode"] == "frozen" and patched["p95_ceiling_s"] == 3.0 and patched["pins"] == {"filebeat.backoff": 0.5}
+    cleared = client.patch("/policy", json={"p95_ceiling_s": None}, headers=AUTH).json()
+    assert cleared["p95_ceiling_s"] is None and cleared["mode"] == "frozen"
+    assert client.patch("/policy", json={"mode": None}, headers=AUTH).status_code == 422
+
+
+def test_override_lifecycle(client: TestClient, store: StateStore) -> None:
+    answer = client.post("/overrides", json={"params": {"filebeat.output.bulk_max_size": "256",
+                                                        "logstash.output.kafka.acks": "all"},
+                                             "ttl_s": 600, "reason": "incident 1"}, headers=AUTH)
+    assert answer.status_code == 201
+    made = answer.json()
+    assert made["params"] == {"filebeat.output.bulk_max_size": 256, "logstash.output.kafka.acks": "all"}
+    assert 590 < made["remaining_s"] <= 600 and made["vetoed"] is False
+    assert [o["id"] for o in client.get("/overrides").json()] == [made["id"]]
+    assert store.overrides()[0].params == made["params"]
+    assert client.delete(f"/overrides/{made['id']}", headers=AUTH).json() == {"deleted": made["id"]}
+    assert client.get("/overrides").json() == []
+    assert client.delete(f"/overrides/{made['id']}", headers=AUTH).status_code == 404
+    assert [e["action"] for e in store.audit()] == ["override_added", "override_deleted"]
+
+
+@pytest.mark.parametrize("body,loc,allowed", [
+    ({"params": {"filebeat.output.bulk_max_size": 0}}, ["body", "params", "filebeat.output.bulk_max_size"],
+     "an integer in [1, 65536] events"),
+    ({"params": {"filebeat.output.bulk_max_size": 1.5}}, ["body", "params", "filebeat.output.bulk_max_size"],
+     "an integer"),
+    ({"params": {"filebeat.output.worker": True}}, ["body", "params", "filebeat.output.worker"], "[1, 16]"),
+    ({"params": {"nope": 1}}, ["body", "params", "nope"], "known: filebeat.scan_frequency"),
+    ({"params": {}}, ["body", "params"], "at least 1 item"),
+    ({"ttl_s": 0.5}, ["body", "ttl_s"], "greater than or equal to 1"),
+    ({"ttl_s": 8 * 86400}, ["body", "ttl_s"], "less than or equal to 604800"),
+    ({"reason": ""}, ["body", "reason"], "at least 1 character"),
+])
+def test_invalid_override_is_refused(client: TestClient, store: StateStore, body: dict, loc: list, allowed: str) -> None:
+    request = {"params": {"filebeat.backoff": 0.5}, "ttl_s": 60, "reason": "r"} | body
+    answer = client.post("/overrides", json=request, headers=AUTH)
+    assert answer.status_code == 422
+    [error] = answer.json()["detail"]
+    assert error["loc"] == loc and allowed in error["msg"]
+    assert store.overrides() == []
+
+
+@pytest.mark.parametrize("params", [{"filebeat.queue.mem.flush.timeout": 5.0}, {"filebeat.output.bulk_max_size": 1024}])
+def test_override_outside_the_policy_needs_override_bounds_and_is_audited(client: TestClient, store: StateStore,
+                                                                          params: dict) -> None:
+    client.put("/policy", json={"bounds": {"filebeat.queue.mem.flush.timeout": [0.0, 1.0]},
+                                "pins": {"filebeat.output.bulk_max_size": 512}}, headers=AUTH)
+    request = {"params": params, "ttl_s": 60, "reason": "forced"}
+    refused = client.post("/overrides", json=request, headers=AUTH)
+    assert refused.status_code == 422
+    [error] = refused.json()["detail"]
+    assert error["loc"] == ["body", "params", *params] and "override_bounds" in error["msg"]
+    assert store.overrides() == []
+    made = client.post("/overrides", json=request | {"override_bounds": True}, headers=AUTH)
+    assert made.status_code == 201 and made.json()["override_bounds"] is True
+    [entry] = [e for e in store.audit() if e["action"] == "override_added"]
+    assert entry["override_bounds"] is True and entry["outside_policy"] == list(params) and entry["reason"] == "forced"
+
+
+def test_override_within_the_policy_needs_no_flag(client: TestClient) -> None:
+    client.put("/policy", json={"bounds": {"filebeat.queue.mem.flush.timeout": [0.0, 1.0]},
+                                "pins": {"filebeat.output.bulk_max_size": 512}}, headers=AUTH)
+    request = {"params": {"filebeat.queue.mem.flush.timeout": 0.5, "filebeat.output.bulk_max_size": 512},
+               "ttl_s": 60, "reason": "r"}
+    assert client.post("/overrides", json=request, headers=AUTH).status_code == 201
+
+
+def test_bodies_over_the_limit_are_refused(client: TestClient, store: StateStore) -> None:
+    huge = {"params": {"filebeat.backoff": 0.5}, "ttl_s": 60, "reason": "x" * 70_000}
+    assert client.post("/overrides", json=huge, headers=AUTH).status_code == 413
+
+    def chunks():  # no Content-Length: the limit must hold for a streamed body too
+        for _ in range(80):
+            yield b"x" * 1024
+
+    assert client.put("/policy", content=chunks(), headers=AUTH | {"Content-Type": "application/json"}).status_code == 413
+    assert store.overrides() == [] and store.load_policy() is None
+
+
+def test_pause_and_resume(client: TestClient, store: StateStore) -> None:
+    assert client.post("/pause", headers=AUTH).json() == {"paused": True}
+    assert store.paused() and client.get("/status").json()["paused"] is True
+    assert client.post("/resume", headers=AUTH).json() == {"paused": False}
+    assert not store.paused()
+    assert [e["action"] for e in store.audit()] == ["paused", "resumed"]
+
+
+def test_decisions_are_paged_newest_first(client: TestClient, store: StateStore) -> None:
+    for window in range(5):
+        store.append_decision(_decision(window, p95=float("nan") if window == 2 else 0.5))
+    first = client.get("/decisions", params={"limit": 2}).json()
+    assert [d["seq"] for d in first["items"]] == [4, 3] and first["next_before"] == 3
+    second = client.get("/decisions", params={"limit": 2, "before": first["next_before"]}).json()
+    assert [d["seq"] for d in second["items"]] == [2, 1] and second["next_before"] == 1
+    assert second["items"][0]["observed"]["p95_s"] is None
+    last = client.get("/decisions", params={"limit": 2, "before": 1}).json()
+    assert [d["seq"] for d in last["items"]] == [0] and last["next_before"] is None
+    item = first["items"][0]
+    assert item["change"] == {"filebeat.backoff": [1.0, 0.5]} and item["predicted"] == {"p95_s": 0.4}
+    assert item["reason"] == "why 4"
+    assert client.get("/decisions", params={"limit": 0}).status_code == 422
+    assert client.get("/decisions", params={"before": -1}).status_code == 422
+
+
+def test_recommendations_only_in_advise_mode(client: TestClient, store: StateStore) -> None:
+    store.append_decision(_decision(0, action="explore"))
+    store.append_decision(_decision(1, action="advise", change={}, recommendation={"filebeat.backoff": [1.0, 0.2]}))
+    assert client.get("/recommendations").json() == {"mode": "auto", "items": []}
+    client.patch("/policy", json={"mode": "advise"}, headers=AUTH)
+    advice = client.get("/recommendations").json()
+    assert advice["mode"] == "advise"
+    assert [(d["seq"], d["recommendation"]) for d in advice["items"]] == [(1, {"filebeat.backoff": [1.0, 0.2]})]
+
+
+def test_metrics_standalone_come_from_the_state_dir(client: TestClient, store: StateStore) -> None:
+    for window, action in enumerate(["explore", "rollback", "explore", "hold"]):
+        store.append_decision(_decision(window, action=action, p95=0.25))
+    client.post("/pause", headers=AUTH)
+    text = client.get("/metrics").text
+    assert 'pipetune_decisions_total{action="explore"} 2.0' in text
+    assert "pipetune_rollbacks_total 1.0" in text
+    assert "pipetune_window_p95_seconds 0.25" in text and "pipetune_paused 1.0" in text
+
+
+def test_metrics_in_the_daemon_serve_its_registry(store: StateStore) -> None:
+    registry = CollectorRegistry()
+    Counter("pipetune_decisions_total", "d", ["action"], registry=registry).labels("explore").inc(3)
+    text = TestClient(create_app(store, TOKEN, registry)).get("/metrics").text
+    assert 'pipetune_decisions_total{action="explore"} 3.0' in text and "pipetune_paused" not in text
+
+
+def test_status_page_is_served_without_the_token(client: TestClient) -> None:
+    page = client.get("/")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert 'id="chart"' in page.text and 'id="pause"' in page.text and TOKEN not in page.text
+
+
+def test_openapi_documents_every_endpoint_with_examples(client: TestClient) -> None:
+    schema = client.get("/openapi.json").json()
+    operations = {(m.upper(), p) for p, item in schema["paths"].items() for m in item}
+    assert {("GET", "/healthz"), ("GET", "/status"), ("GET", "/policy"), ("PUT", "/policy"), ("PATCH", "/policy"),
+            ("POST", "/overrides"), ("GET", "/overrides"), ("DELETE", "/overrides/{override_id}"), ("POST", "/pause"),
+            ("POST", "/resume"), ("GET", "/decisions"), ("GET", "/recommendations"), ("GET", "/metrics")} <= operations
+    for path, item in schema["paths"].items():
+        for method, op in item.items():
+            if method in ("put", "patch", "post", "delete"):
+                assert {"401", "403", "422"} <= set(op["responses"]), (method, path)
+                assert op["security"] == [{"HTTPBearer": []}]
+    components = schema["components"]["schemas"]
+    assert components["OverrideRequest"]["examples"] and components["PolicyPatch"]["examples"]
+    assert schema["paths"]["/policy"]["put"]["requestBody"]["content"]["application/json"]["examples"]
+    assert components["OverrideRequest"]["properties"]["ttl_s"]["maximum"] == 7 * 86400
