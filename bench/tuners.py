@@ -32,6 +32,7 @@ from models.learning import Box, Context, tuned_names
 from models.observation import Observation
 from models.policy import Policy
 from models.presets import preset
+from models.screen import TwinScreen
 from models.space import Config
 from models.strategies import STRATEGIES, build_learner
 from models.twin import Calibration, load
@@ -63,7 +64,23 @@ class TimedLearner:
 
 
 def noise_free(calibration: Calibration) -> Calibration:
-    return dataclasses.replace(calibration, jitter_cv=0.0)
+    return calibration.scaled(jitter_cv=0.0)
+
+
+def misjudged(calibration: Calibration, seed: int, spread: float = 0.3) -> Calibration:
+    """The calibration with every time and CPU cost off by a random factor (lognormal, σ = `spread`).
+
+    pipetune pre-screens on this, not on the twin it is tuning, so the benchmark does not hand it an
+    oracle: in production the screening twin is a calibration fitted to imperfect measurements.
+    """
+    rng = np.random.default_rng(10_000 + seed)
+    changes = {}
+    for section in ("writer", "filebeat", "logstash", "kafka", "spark", "consumer"):
+        for f in dataclasses.fields(getattr(calibration, section)):
+            value = getattr(getattr(calibration, section), f.name)
+            if f.name.endswith("_s") and isinstance(value, float):
+                changes[f"{section}__{f.name}"] = value * float(np.exp(rng.normal(0.0, spread)))
+    return calibration.scaled(**changes)
 
 
 def capacity_eps(calibration: Calibration, window_s: float) -> float:
@@ -105,13 +122,15 @@ def oracle(box: Box, calibration: Calibration, rate_eps: float, window_s: float,
 
 @ray.remote
 def run_one(strategy: str, calibration: Calibration, profile: str, rate_eps: float, windows: int, window_s: float,
-            seed: int) -> dict:
+            seed: int, screen: str) -> dict:
     """One tuning run: the daemon with `strategy` for `windows` windows, then the fresh measurement."""
     policy = Policy()
     box = Box(tuned_names(policy, calibration.topology), policy)
     start = preset("defaults")
-    learner = TimedLearner(build_learner(strategy, box, start, topology=calibration.topology, seed=seed))
-    pipeline = TwinPipeline(start, workload(profile, rate_eps, windows * window_s * 1.5 + 120, seed), calibration,
+    screen_cal = {"exact": calibration, "misjudged": misjudged(calibration, seed)}.get(screen)
+    learner = TimedLearner(build_learner(strategy, box, start, topology=calibration.topology, seed=seed,
+                                         screen=TwinScreen(screen_cal) if screen_cal else None))
+    pipeline = TwinPipeline(start, workload(profile, rate_eps, windows * window_s * 2.2 + 120, seed), calibration,
                             seed=seed)
     daemon = Daemon(pipeline, learner, policy, window_s=window_s, explain=learner.explain)
     decisions = daemon.run(windows)
@@ -187,6 +206,9 @@ def main() -> None:
     parser.add_argument("--window", type=float, default=30.0)
     parser.add_argument("--rate", type=float, default=300.0, help="the paper's load")
     parser.add_argument("--oracle-samples", type=int, default=400)
+    parser.add_argument("--screen", choices=("misjudged", "exact", "none"), default="misjudged",
+                        help="twin pipetune pre-screens on: a calibration off by ~30 %% per cost (default), "
+                             "the tuned twin itself, or none")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--plot", type=Path, default=Path("bench-tuners.png"))
     args = parser.parse_args()
@@ -202,7 +224,7 @@ def main() -> None:
             case = f"{cal_name} / {wl} ({rate:.0f} ev/s)"
             console.print(f"[bold]{case}[/]: oracle search ({args.oracle_samples} + local) ...")
             best = oracle(box, cal, rate, args.window, args.oracle_samples, seed=0)
-            pending = [run_one.remote(s, cal, profile, rate, args.windows, args.window, seed)
+            pending = [run_one.remote(s, cal, profile, rate, args.windows, args.window, seed, args.screen)
                        for s in strategies for seed in range(args.seeds)]
             runs = []
             with Progress(console=console, transient=True) as progress:

@@ -20,6 +20,7 @@ from controller.twin_runs import PROFILES, measure_fresh, workload
 from models.learning import Box, tuned_names
 from models.policy import Policy
 from models.presets import preset
+from models.screen import TwinScreen
 from models.strategies import STRATEGIES
 from models.twin import available, load
 
@@ -154,8 +155,9 @@ def autotune_command(
 
     err.print(f"[dim]starting Ray{' at ' + ray_address if ray_address else ''}; state in {directory}[/]")
     start_ray(ray_address)
-    learner = RemoteLearner(strategy, box, start, cal.topology, seed)
-    arrivals_s = workload(profile, rate, windows * window * 1.5 + 120.0, seed)
+    learner = RemoteLearner(strategy, box, start, cal.topology, seed, screen=TwinScreen(cal))
+    # settling after restarts and rollbacks adds up to a window per change
+    arrivals_s = workload(profile, rate, windows * window * 2.2 + 120.0, seed)
     twin = TwinPipeline(start, arrivals_s, cal, seed=seed)
     daemon = Daemon(twin, learner, policy, window_s=window, store=store, explain=learner.explain)
     resumed = daemon.resume()

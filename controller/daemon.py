@@ -138,9 +138,10 @@ class Daemon:
         context = Context(observation.offered_eps)
         found = breaches(observation, self.policy, self.previous)
         self.previous = observation
-        self.learner.tell(config, context, observation)
-        if self.store:
-            self.store.append_observation(config, context.offered_eps, observation)
+        if observation.events_in > 0:  # a window without load says nothing about the config
+            self.learner.tell(config, context, observation)
+            if self.store:
+                self.store.append_observation(config, context.offered_eps, observation)
         if found:
             self.violation_s += observation.duration_s
             self.metrics.violation_seconds.inc(observation.duration_s)

@@ -76,7 +76,7 @@ def plot_series(observation: Observation, title: str, path: Path) -> None:
     rates.legend(loc="lower right")
     latency.plot(t, series["p95_s"], color="tab:red", label="P95 E2E (5 s window)")
     latency.set_ylabel("seconds")
-    latency.set_xlabel("seconds since the replay started")
+    latency.set_xlabel("seconds into the measured window (after --warmup)")
     latency.legend(loc="upper right")
     fig.suptitle(title)
     fig.tight_layout()

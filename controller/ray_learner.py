@@ -16,6 +16,7 @@ import ray
 from models.learning import Box, Context
 from models.observation import Observation
 from models.policy import Policy
+from models.screen import TwinScreen
 from models.space import Config
 from models.strategies import build_learner
 
@@ -48,8 +49,10 @@ def ray_map(fn: Callable, chunks: Iterable) -> list:
 class LearnerActor:
     """Holds one learner and its history in its own process."""
 
-    def __init__(self, strategy: str, box: Box, start: Config, topology: str, seed: int) -> None:
-        self.learner = build_learner(strategy, box, start, topology=topology, seed=seed, parallel_map=ray_map)
+    def __init__(self, strategy: str, box: Box, start: Config, topology: str, seed: int,
+                 screen: TwinScreen | None) -> None:
+        self.learner = build_learner(strategy, box, start, topology=topology, seed=seed, screen=screen,
+                                     parallel_map=ray_map)
 
     def suggest(self, context: Context) -> Config:
         return self.learner.suggest(context)
@@ -68,8 +71,9 @@ class LearnerActor:
 class RemoteLearner:
     """The `Learner` interface over a `LearnerActor`."""
 
-    def __init__(self, strategy: str, box: Box, start: Config, topology: str, seed: int = 0) -> None:
-        self.actor = LearnerActor.remote(strategy, box, start, topology, seed)
+    def __init__(self, strategy: str, box: Box, start: Config, topology: str, seed: int = 0,
+                 screen: TwinScreen | None = None) -> None:
+        self.actor = LearnerActor.remote(strategy, box, start, topology, seed, screen)
 
     def suggest(self, context: Context) -> Config:
         return ray.get(self.actor.suggest.remote(context))

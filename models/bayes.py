@@ -14,6 +14,8 @@
 - Trust region (TuRBO's idea): candidates are drawn in a box of side `length` around the incumbent,
   perturbing a few dimensions at a time; the box doubles after successive improvements and halves
   after successive failures; a window that failed the throughput floor counts as several failures.
+- Pre-screening (optional): the best few candidates are simulated on a twin (`TwinScreen`, fanned out
+  through `parallel_map`); only one the twin expects to keep up, with headroom, is proposed.
 - Acquisition: the optimistic gain, incumbent's predicted P95 minus the candidate's lower bound
   (Σ exp(μ − κσ) over stages). A candidate that restarts a component (Filebeat queue/output, the sink)
   must promise more: its gain is multiplied by `restart_discount`, and restart dimensions are
@@ -35,6 +37,7 @@ from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
 from models.learning import Box, Context
 from models.observation import Observation
 from models.policy import Policy
+from models.screen import TwinScreen
 from models.space import Config
 
 MapFn = Callable[[Callable, Iterable], Iterable]
@@ -50,8 +53,10 @@ def context_feature(context: Context) -> float:
 class Surrogate:
     """A GP with per-dimension length scales and a learned noise term.
 
-    With `prior_std` set, targets are not normalised: the prior mean is 0 and the prior spread fixed,
-    which is what makes "unexplored" mean "not known to be safe" for the margin model.
+    Margin model (`prior_std` set): prior mean 0 and a fixed prior spread, which is what makes
+    "unexplored" mean "not known to be safe". Latency models: prior mean = the mean of what was seen,
+    and a prior spread of at least half a log unit, so a stage whose parameters were never moved is
+    still expected to move when they are, and the optimism of the acquisition goes looking.
     """
 
     def __init__(self, dims: int, prior_std: float | None = None, seed: int = 0) -> None:
@@ -62,28 +67,29 @@ class Surrogate:
             signal = ConstantKernel(prior_std**2, "fixed") * Matern(np.full(dims, 0.3), (0.05, 2.0), nu=2.5)
             noise = WhiteKernel((prior_std / 10) ** 2, (1e-8, (prior_std / 3) ** 2))
         else:
-            signal = ConstantKernel(1.0, (1e-2, 1e2)) * Matern(np.full(dims, 0.3), (1e-2, 1e2), nu=2.5)
-            noise = WhiteKernel(1e-2, (1e-6, 1.0))
+            signal = ConstantKernel(1.0, (0.25, 4.0)) * Matern(np.full(dims, 0.3), (0.03, 3.0), nu=2.5)
+            noise = WhiteKernel(1e-2, (1e-4, 0.25))
         self.kernel = signal + noise
         self.seed = seed
+        self._offset = 0.0
         self._gp: GaussianProcessRegressor | None = None
 
     def fit(self, x: np.ndarray, y: np.ndarray) -> None:
+        self._offset = 0.0 if self.prior_std else float(np.mean(y))
         # Refit from the last fitted hyperparameters: one optimiser run, no restarts, keeps tell() fast.
         kernel = self._gp.kernel_ if self._gp is not None else self.kernel
-        gp = GaussianProcessRegressor(kernel, normalize_y=self.prior_std is None, n_restarts_optimizer=0,
-                                      random_state=self.seed)
+        gp = GaussianProcessRegressor(kernel, normalize_y=False, n_restarts_optimizer=0, random_state=self.seed)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
-            gp.fit(x, y)
+            gp.fit(x, y - self._offset)
         self._gp = gp
 
     def predict(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Posterior mean and the std of the latent function (measurement noise taken out)."""
         assert self._gp is not None, "fit before predict"
         mean, std = self._gp.predict(x, return_std=True)
-        noise_var = self._gp.kernel_.k2.noise_level * (self._gp._y_train_std**2 if self._gp.normalize_y else 1.0)
-        return mean, np.sqrt(np.maximum(std**2 - noise_var, 1e-18))
+        noise_var = self._gp.kernel_.k2.noise_level
+        return mean + self._offset, np.sqrt(np.maximum(std**2 - noise_var, 1e-18))
 
 
 @dataclass
@@ -102,7 +108,8 @@ class SafeBayesLearner:
     def __init__(self, box: Box, start: Config, *, stage_params: Mapping[str, Sequence[str]] | None = None,
                  seed: int = 0, beta: float = 2.0, kappa: float = 1.0, candidates: int = 1024,
                  length_init: float = 0.8, length_min: float = 0.1, length_max: float = 1.6,
-                 restart_discount: float = 0.8, margin_prior_std: float = 0.15, parallel_map: MapFn = map) -> None:
+                 restart_discount: float = 0.8, margin_prior_std: float = 0.08, screen: TwinScreen | None = None,
+                 screen_top: int = 6, parallel_map: MapFn = map) -> None:
         self.box = box
         self.start = box.policy.enforce(start)
         self.rng = np.random.default_rng(seed)
@@ -113,6 +120,7 @@ class SafeBayesLearner:
         self.length_min, self.length_max = length_min, length_max
         self.restart_discount = restart_discount
         self.parallel_map = parallel_map
+        self.screen, self.screen_top = screen, screen_top
         self.history = _History()
         self.stage_params = dict(stage_params) if stage_params else None
         self.margin_prior_std = margin_prior_std
@@ -221,7 +229,8 @@ class SafeBayesLearner:
             self._current = self.start
             return self.start
         incumbent = self.incumbent(context)
-        cand = self._candidates(self.box.encode(incumbent))
+        center = self.box.encode(incumbent)
+        cand = np.vstack([self._candidates(center), self._stage_moves(center, context)])
         features = np.column_stack([cand, np.full(len(cand), context_feature(context))])
         chunks = np.array_split(features, max(1, len(features) // 256))
         scored = list(self.parallel_map(self._score_chunk, chunks))
@@ -239,12 +248,25 @@ class SafeBayesLearner:
             self.last_prediction = {"p95_s": inc_p95}
             self._current = incumbent
             return incumbent
+        uncertainty = mean - optimistic
         if float(np.max(np.where(safe, gain, -np.inf))) > 0.01 * inc_p95:
-            i = int(np.argmax(np.where(safe, gain, -np.inf)))
-            why = f"optimistic gain {gain[i]:.3f}s"
-        else:  # nothing it trusts promises a gain: measure where it is least sure, safely
-            i = int(np.argmax(np.where(safe, mean - optimistic + m_std, -np.inf)))
-            why = "explore the most uncertain safe candidate"
+            score, why = gain, "optimistic gain"
+        elif float(np.max(np.where(safe, uncertainty, -np.inf))) > 0.1 * inc_p95:
+            # nothing it trusts promises a gain, but it is unsure somewhere safe: go and look
+            score, why = uncertainty + m_std, "explore the most uncertain safe candidate"
+        else:
+            self.last_reason = f"converged: no safe candidate promises a gain over {inc_p95:.3f}s; keep the incumbent"
+            self.last_prediction = {"p95_s": inc_p95}
+            self._current = incumbent
+            return incumbent
+        order = np.argsort(-np.where(safe, score, -np.inf))[: int(safe.sum())]
+        i = self._first_passing(order, cand, incumbent, context)
+        if i is None:
+            self.last_reason = f"the twin expects none of the {min(len(order), self.screen_top)} best candidates to keep up: keep the incumbent"
+            self.last_prediction = {"p95_s": inc_p95}
+            self._current = incumbent
+            return incumbent
+        why += f" {gain[i]:.3f}s" if why == "optimistic gain" else ""
         lcb = m_mean[i] - self.beta * m_std[i]
         self.last_prediction = {"p95_s": float(mean[i]), "p95_lower_s": float(optimistic[i]),
                                 "margin": float(m_mean[i]), "margin_lcb": float(lcb)}
@@ -253,11 +275,49 @@ class SafeBayesLearner:
         self._current = self.box.decode(cand[i], base=incumbent)
         return self._current
 
+    def _first_passing(self, order: np.ndarray, cand: np.ndarray, incumbent: Config, context: Context) -> int | None:
+        """The best-ranked candidate the twin expects to keep up (the best one, without a screen)."""
+        if self.screen is None:
+            return int(order[0])
+        top = [int(k) for k in order[: self.screen_top]]
+        configs = [self.box.decode(cand[k], base=incumbent) for k in top]
+        floor = self.policy.min_throughput_ratio
+        verdicts = list(self.parallel_map(lambda c: self.screen.keeps_up(c, context.offered_eps, floor), configs))
+        return next((k for k, ok in zip(top, verdicts) if ok), None)
+
     def _score_chunk(self, features: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         mean, _ = self._predict_p95(features, 0.0)
         optimistic, _ = self._predict_p95(features, self.kappa)
         m_mean, m_std = self._margin_gp.predict(features)
         return mean, optimistic, m_mean, m_std
+
+    def _stage_moves(self, center: np.ndarray, context: Context, per_stage: int = 256) -> np.ndarray:
+        """Candidates built stage by stage, as an additive model allows (Add-GP-UCB's idea).
+
+        For each stage, the move of only its own parameters that its model finds most promising; then
+        each such move alone, and all of them together.
+        """
+        lo = np.clip(center - self.length / 2, 0.0, 1.0)
+        hi = np.clip(center + self.length / 2, 0.0, 1.0)
+        moves = []
+        for stage, gp in self._stage_gps.items():
+            dims = self.stage_dims[stage]
+            if dims.size == 0:
+                continue
+            trial = np.tile(center, (per_stage, 1))
+            trial[:, dims] = self.rng.uniform(lo[dims], hi[dims], size=(per_stage, dims.size))
+            features = np.column_stack([trial[:, dims], np.full(per_stage, context_feature(context))])
+            mean, std = gp.predict(features)
+            best = trial[int(np.argmin(mean - self.kappa * std))]
+            moves.append((dims, best[dims]))
+        together = center.copy()
+        singles = []
+        for dims, values in moves:
+            single = center.copy()
+            single[dims] = values
+            singles.append(single)
+            together[dims] = values
+        return np.array(singles + [together]) if moves else np.empty((0, center.size))
 
     def _candidates(self, center: np.ndarray) -> np.ndarray:
         """Points in the trust region around `center`, a few dimensions perturbed at a time."""

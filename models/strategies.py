@@ -6,16 +6,20 @@ from models.baselines import OptunaTpe, OvatSweep, RandomSearch, StaticLearner
 from models.bayes import MapFn, SafeBayesLearner
 from models.learning import STAGE_PARAMS, Box, Learner
 from models.presets import preset
+from models.screen import TwinScreen
 from models.space import Config
 
 STRATEGIES = ("pipetune", "defaults", "hybrid", "latency", "random", "ovat", "optuna-tpe")
 
 
 def build_learner(name: str, box: Box, start: Config, *, topology: str = "paper", seed: int = 0,
-                  parallel_map: MapFn = map) -> Learner:
-    """The strategy called `name` (one of `STRATEGIES`) for a pipeline of `topology`; static ones ignore the box."""
+                  screen: TwinScreen | None = None, parallel_map: MapFn = map) -> Learner:
+    """The strategy called `name` (one of `STRATEGIES`) for a pipeline of `topology`; static ones ignore the box.
+
+    `screen` (pipetune only): a twin on which candidates are pre-screened before they are proposed.
+    """
     if name == "pipetune":
-        return SafeBayesLearner(box, start, stage_params=STAGE_PARAMS.get(topology), seed=seed,
+        return SafeBayesLearner(box, start, stage_params=STAGE_PARAMS.get(topology), seed=seed, screen=screen,
                                 parallel_map=parallel_map)
     if name in ("defaults", "hybrid", "latency"):
         return StaticLearner(box.policy.enforce(preset(name)))
