@@ -12,9 +12,11 @@ import threading
 from typing import Annotated, Any
 
 from fastapi import Body, Depends, FastAPI, HTTPException, Query, Request
-from fastapi.responses import HTMLResponse, PlainTextResponse
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
+from fastapi.routing import APIRoute
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
+from starlette.routing import Match
 
 from api.auth import bearer_guard
 from api.limits import MAX_BODY_BYTES, BodyLimit
@@ -34,12 +36,28 @@ GET endpoints need no token. Every mutating call needs `Authorization: Bearer <t
 {MAX_BODY_BYTES} bytes (413). Invalid fields answer 422, naming the field and the allowed range."""
 
 _READ = {404: {"model": ErrorOut}, 422: {"model": ValidationErrorOut}}
-_WRITE = {401: {"model": ErrorOut}, 403: {"model": ErrorOut}, 413: {"model": ErrorOut},
+_WRITE = {400: {"model": ErrorOut}, 401: {"model": ErrorOut}, 403: {"model": ErrorOut}, 413: {"model": ErrorOut},
           422: {"model": ValidationErrorOut}}
 
 
 def _invalid(errors: list[tuple[list[str | int], str, str]]) -> HTTPException:
     return HTTPException(422, [{"loc": loc, "msg": msg, "type": kind} for loc, msg, kind in errors])
+
+
+def _from_pydantic(exc: ValidationError) -> HTTPException:
+    return _invalid([(["body", *e["loc"]], e["msg"], e["type"]) for e in exc.errors()])
+
+
+async def _raw_body(request: Request) -> bytes:
+    return await request.body()
+
+
+def _strict(model: type[BaseModel], raw: bytes) -> Any:
+    """`raw` as `model`, held to JSON's own types: FastAPI's lax validation would take `false` for 0."""
+    try:
+        return model.model_validate_json(raw, strict=True)
+    except ValidationError as exc:
+        raise _from_pydantic(exc) from None
 
 
 def _finite(doc: Any) -> Any:
@@ -115,6 +133,13 @@ def create_app(store: StateStore, token: str, metrics_registry: CollectorRegistr
     app = FastAPI(title="pipetune", version="0.1.0", description=DESCRIPTION)
     app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)
 
+    @app.exception_handler(405)
+    async def method_not_allowed(request: Request, exc: Exception) -> JSONResponse:
+        # One route per method: Starlette's own Allow would name only the first route's method.
+        allowed = sorted({m for r in app.routes if isinstance(r, APIRoute) and r.matches(request.scope)[0] != Match.NONE
+                          for m in r.methods})
+        return JSONResponse({"detail": "Method Not Allowed"}, 405, headers={"Allow": ", ".join(allowed)})
+
     def policy_now() -> Policy:
         return store.load_policy() or Policy()
 
@@ -147,23 +172,23 @@ def create_app(store: StateStore, token: str, metrics_registry: CollectorRegistr
 
     @app.put("/policy", response_model=Policy, tags=["policy"], responses=_WRITE, dependencies=[require_token],
              summary="Replace the policy (takes effect at the next decision)")
-    def put_policy(request: Request, policy: Annotated[Policy, Body(
-            openapi_examples={"pin and bound": {"value": POLICY_EXAMPLE}})]) -> Policy:
+    def put_policy(request: Request, body: Annotated[Policy, Body(openapi_examples={"pin and bound": {
+            "value": POLICY_EXAMPLE}})], raw: bytes = Depends(_raw_body)) -> Policy:
+        policy = _checked(_strict(Policy, raw))
         with lock:
-            policy = _checked(policy)
             store.save_policy(policy)
             audit(request, "policy_set", policy=policy.model_dump())
         return policy
 
     @app.patch("/policy", response_model=Policy, tags=["policy"], responses=_WRITE, dependencies=[require_token],
                summary="Change some fields of the policy (takes effect at the next decision)")
-    def patch_policy(request: Request, patch: PolicyPatch) -> Policy:  # type: ignore[valid-type]
-        changes = patch.model_dump(exclude_unset=True)
+    def patch_policy(request: Request, body: PolicyPatch, raw: bytes = Depends(_raw_body)) -> Policy:  # type: ignore[valid-type]
+        changes = _strict(PolicyPatch, raw).model_dump(exclude_unset=True)
         with lock:
             try:
                 policy = Policy.model_validate(policy_now().model_dump() | changes)
             except ValidationError as exc:
-                raise _invalid([(["body", *e["loc"]], e["msg"], e["type"]) for e in exc.errors()]) from None
+                raise _from_pydantic(exc) from None
             policy = _checked(policy)
             store.save_policy(policy)
             audit(request, "policy_patched", changes=changes)
@@ -235,7 +260,33 @@ def create_app(store: StateStore, token: str, metrics_registry: CollectorRegistr
     def metrics() -> PlainTextResponse:
         return PlainTextResponse(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = _plain_tuples(generate())
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
     return app
+
+
+def _plain_tuples(schema: Any) -> Any:
+    """`schema` with each fixed-length array of like items (the bounds' [low, high]) as `items`, not `prefixItems`.
+
+    Tools that read OpenAPI 3.0-style JSON Schema (schemathesis, some code generators) reject a list
+    under `items`; for two numbers both forms mean the same.
+    """
+    if isinstance(schema, list):
+        return [_plain_tuples(v) for v in schema]
+    if not isinstance(schema, dict):
+        return schema
+    doc = {k: _plain_tuples(v) for k, v in schema.items()}
+    prefix = doc.get("prefixItems")
+    if isinstance(prefix, list) and prefix and all(item == prefix[0] for item in prefix):
+        doc.pop("prefixItems")
+        doc["items"] = prefix[0]
+    return doc
 
 
 def _override_out(override: Override, vetoed: bool) -> dict:

@@ -57,7 +57,7 @@ class ValidationErrorOut(BaseModel):
 class OverrideRequest(BaseModel):
     """Force some parameters for a while; the learner takes over again when the TTL runs out."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, json_schema_extra={"examples": [
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, json_schema_extra={"examples": [
         {"params": {"filebeat.queue.mem.flush.timeout": 0.1, "filebeat.output.bulk_max_size": 256},
          "ttl_s": 600, "reason": "incident 4711: latency first"}]})
 

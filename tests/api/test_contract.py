@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import pytest
 from fastapi.testclient import TestClient
 from prometheus_client import CollectorRegistry, Counter
