@@ -1,0 +1,86 @@
+"""The status page in headless Chromium, over the API of a twin daemon that is running meanwhile."""
+
+from __future__ import annotations
+
+import re
+import threading
+from pathlib import Path
+from typing import Iterator
+
+import httpx
+import pytest
+
+from api.app import create_app
+from api.server import serve_in_thread
+from controller.state import StateStore
+from testbed.install import PrerequisiteError
+from tests.api.browser import install_chromium, run_chromium
+from tests.api.conftest import AUTH, TOKEN
+from tests.api.test_daemon_steering import SAFE_OVERRIDE, make_daemon
+from tests.conftest import free_ports
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Path:
+    try:
+        return install_chromium()
+    except PrerequisiteError as exc:
+        pytest.fail(f"the status-page test needs Debian's chromium and could not install it: {exc}")
+
+
+@pytest.fixture
+def live_api(tmp_path: Path) -> Iterator[tuple[str, StateStore]]:
+    """A twin daemon stepping in a thread, and the API over its state dir on a loopback port."""
+    store = StateStore(tmp_path / "state")
+    daemon = make_daemon(store, windows=400)
+    daemon.name = "twin-under-test"
+    for _ in range(4):
+        daemon.step()
+    stop = threading.Event()
+
+    def run() -> None:
+        while not stop.is_set():
+            daemon.step()
+            stop.wait(0.3)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    port = free_ports(1)[0]
+    server = serve_in_thread(create_app(store, TOKEN), "127.0.0.1", port)
+    try:
+        yield f"http://127.0.0.1:{port}/", store
+    finally:
+        stop.set()
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
+def _text(dom: str, element_id: str) -> str:
+    match = re.search(rf'id="{element_id}"[^>]*>([^<]*)<', dom)
+    assert match, f"#{element_id} not in the page"
+    return match.group(1)
+
+
+def test_status_page_shows_live_daemon_data(chromium: Path, live_api: tuple[str, StateStore], tmp_path: Path) -> None:
+    url, store = live_api
+    httpx.post(url + "overrides", json={"params": SAFE_OVERRIDE, "ttl_s": 600, "reason": "page test"},
+               headers=AUTH).raise_for_status()
+    dom = run_chromium(chromium, url, tmp_path / "profile-dom", "--dump-dom")
+    assert 'data-loaded="1"' in dom, "the page's script did not render the API's data"
+    assert _text(dom, "pipeline") == "twin-under-test"
+    assert _text(dom, "mode") == "auto"
+    assert int(_text(dom, "window")) >= 4
+    shown = [int(seq) for seq in re.findall(r'<tr class="[a-z]+" data-seq="(\d+)"', dom)]
+    logged = store.decisions()
+    assert len(shown) >= 4 and all(seq < len(logged) for seq in shown)
+    assert shown == sorted(shown, reverse=True)
+    newest = logged[shown[0]]
+    assert f"{newest['observed']['p95_s']:.3f}" in dom  # the number in the table is the one the daemon logged
+    assert len(re.findall(r'class="point"', dom)) >= 4  # one chart point per window
+    assert re.search(r'id="overrides"><div>[0-9a-f]{12}: [^<]*flush.timeout=0.1[^<]*page test', dom)
+    assert TOKEN not in dom
+
+    shot = tmp_path / "status-page.png"
+    run_chromium(chromium, url, tmp_path / "profile-shot", f"--screenshot={shot}")
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
+    print(f"status page screenshot: {shot}")
