@@ -1,0 +1,175 @@
+"""The CLI client (`pipetune status|policy|override|overrides|pause|resume|decisions`) against a served API,
+and `pipetune api` itself."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Iterator
+
+import httpx
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from api.app import create_app
+from api.server import serve_in_thread
+from controller.api_cmd import parse_ttl
+from controller.cli import app
+from controller.state import StateStore
+from tests.conftest import free_ports
+
+TOKEN = "cli-test-token"
+runner = CliRunner()
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[str, StateStore]]:
+    store = StateStore(tmp_path / "state")
+    port = free_ports(1)[0]
+    server = serve_in_thread(create_app(store, TOKEN), "127.0.0.1", port)
+    yield f"http://127.0.0.1:{port}", store
+    server.should_exit = True
+
+
+def cli(url: str, *args: str, token: str | None = TOKEN):
+    env = {"PIPETUNE_API_URL": url, "PIPETUNE_API_TOKEN": token or ""}
+    return runner.invoke(app, list(args), env=env)
+
+
+def flat(output: str) -> str:
+    """The output without the line breaks rich adds at the terminal's width."""
+    return " ".join(output.split())
+
+
+def test_policy_show_set_pin_unpin(served) -> None:
+    url, store = served
+    result = cli(url, "policy", "set", "mode=advise", "p95_ceiling_s=2", "min_dwell_windows=3",
+                 "bounds.filebeat.queue.mem.flush.timeout=0:0.5")
+    assert result.exit_code == 0, result.output
+    policy = store.load_policy()
+    assert (policy.mode, policy.p95_ceiling_s, policy.min_dwell_windows) == ("advise", 2.0, 3)
+    assert policy.bounds == {"filebeat.queue.mem.flush.timeout": (0.0, 0.5)}
+    assert cli(url, "policy", "pin", "filebeat.output.bulk_max_size=512", "logstash.output.kafka.acks=all").exit_code == 0
+    assert store.load_policy().pins == {"filebeat.output.bulk_max_size": 512, "logstash.output.kafka.acks": "all"}
+    assert cli(url, "policy", "unpin", "logstash.output.kafka.acks").exit_code == 0
+    assert cli(url, "policy", "set", "bounds.filebeat.queue.mem.flush.timeout=none", "p95_ceiling_s=none").exit_code == 0
+    shown = json.loads(cli(url, "policy", "show").output)
+    assert shown["pins"] == {"filebeat.output.bulk_max_size": 512} and shown["bounds"] == {}
+    assert shown["p95_ceiling_s"] is None and shown["mode"] == "advise"
+
+
+def test_policy_set_from_a_file_replaces_it(served, tmp_path: Path) -> None:
+    url, store = served
+    cli(url, "policy", "pin", "filebeat.backoff=0.5")
+    path = tmp_path / "policy.json"
+    path.write_text(json.dumps({"mode": "frozen"}))
+    assert cli(url, "policy", "set", "--file", str(path)).exit_code == 0
+    assert store.load_policy().mode == "frozen" and store.load_policy().pins == {}
+
+
+@pytest.mark.parametrize("args,message", [
+    (["policy", "set", "min_throughput_ratio=2"], "min_throughput_ratio: Input should be less than or equal to 1"),
+    (["policy", "pin", "filebeat.output.bulk_max_size=0"], "an integer in [1, 65536] events"),
+    (["policy", "set", "bounds.filebeat.backoff=0:100"], "bounds.filebeat.backoff"),
+    (["override", "--param", "filebeat.output.bulk_max_size=0", "--reason", "r"], "an integer in [1, 65536] events"),
+])
+def test_refusals_name_the_field_and_the_allowed_range(served, args: list[str], message: str) -> None:
+    url, store = served
+    result = cli(url, *args)
+    assert result.exit_code == 1 and message in flat(result.output)
+    assert store.load_policy() is None and store.overrides() == []
+
+
+def test_override_list_and_cancel(served) -> None:
+    url, store = served
+    result = cli(url, "override", "--param", "filebeat.backoff=0.25", "--param", "logstash.output.kafka.acks=all",
+                 "--ttl", "10m", "--reason", "incident 9")
+    assert result.exit_code == 0, result.output
+    [made] = store.overrides()
+    assert made.params == {"filebeat.backoff": 0.25, "logstash.output.kafka.acks": "all"} and made.reason == "incident 9"
+    assert 590 < made.remaining_s() <= 600 and made.id in result.output
+    assert made.id in cli(url, "overrides").output
+    assert cli(url, "override", "--cancel", made.id).exit_code == 0 and store.overrides() == []
+    assert cli(url, "override", "--cancel", made.id).exit_code == 1
+
+
+def test_override_outside_bounds_needs_the_flag(served) -> None:
+    url, store = served
+    cli(url, "policy", "set", "bounds.filebeat.backoff=0.1:1")
+    args = ["override", "--param", "filebeat.backoff=5", "--reason", "forced", "--ttl", "30s"]
+    refused = cli(url, *args)
+    assert refused.exit_code == 1 and "outside the policy's bounds" in flat(refused.output)
+    assert cli(url, *args, "--override-bounds").exit_code == 0
+    assert store.overrides()[0].override_bounds
+
+
+def test_pause_resume_status_and_decisions(served) -> None:
+    url, store = served
+    assert cli(url, "pause").exit_code == 0 and store.paused()
+    assert "(paused)" in cli(url, "status").output
+    assert cli(url, "resume").exit_code == 0 and not store.paused()
+    for window in range(3):
+        store.append_decision({"window": window, "t_s": 10.0 * window, "config": {}, "action": "explore",
+                               "reason": f"reason-{window}", "change": {"filebeat.backoff": [1.0, 0.5]},
+                               "predicted": {"p95_s": 0.4}, "observed": {"p95_s": 0.5, "throughput_ratio": 1.0},
+                               "guardrail": []})
+    shown = cli(url, "decisions", "--limit", "2").output
+    assert "reason-2" in shown and "reason-1" in shown and "reason-0" not in shown and "--before 1" in shown
+    page = json.loads(cli(url, "decisions", "--before", "1", "--json").output)
+    assert [d["seq"] for d in page["items"]] == [0]
+
+
+def test_token_errors_and_unreachable_api(served) -> None:
+    url, store = served
+    wrong = cli(url, "pause", token="nope")
+    assert wrong.exit_code == 1 and "wrong token" in flat(wrong.output)
+    missing = cli(url, "pause", token=None)
+    assert missing.exit_code == 1 and "missing bearer token" in flat(missing.output)
+    assert "PIPETUNE_API_TOKEN" in flat(missing.output)
+    assert not store.paused()
+    down = cli(f"http://127.0.0.1:{free_ports(1)[0]}", "status")
+    assert down.exit_code == 1 and "cannot reach the pipetune API" in flat(down.output)
+
+
+@pytest.mark.parametrize("text,seconds", [("90", 90.0), ("30s", 30.0), ("10m", 600.0), ("2h", 7200.0), ("1d", 86400.0),
+                                          ("1.5m", 90.0)])
+def test_parse_ttl(text: str, seconds: float) -> None:
+    assert parse_ttl(text) == seconds
+
+
+def test_parse_ttl_refuses_nonsense() -> None:
+    with pytest.raises(typer.BadParameter, match="10m"):
+        parse_ttl("ten minutes")
+
+
+def test_api_command_needs_a_token(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["api", "--state-dir", str(tmp_path)], env={"PIPETUNE_API_TOKEN": ""})
+    assert result.exit_code == 2 and "PIPETUNE_API_TOKEN" in flat(result.output)
+
+
+def test_pipetune_api_serves_a_state_dir_on_loopback(tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    port = free_ports(1)[0]
+    proc = subprocess.Popen([sys.executable, "-c", "from controller.cli import app; app()", "api",
+                             "--state-dir", str(tmp_path), "--port", str(port), "--token-file", str(token_file)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        for _ in range(200):
+            try:
+                if httpx.get(url + "/healthz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.05)
+        result = runner.invoke(app, ["pause", "--url", url, "--token-file", str(token_file)])
+        assert result.exit_code == 0, result.output
+        assert StateStore(tmp_path).paused()
+    finally:
+        proc.terminate()
+        log = proc.communicate(timeout=20)[0]
+    assert "POST /pause" in log and TOKEN not in log  # requests are logged, the token never is
