@@ -71,8 +71,10 @@ class StateStore:
         os.replace(tmp, self.dir / name)
 
     def _append(self, name: str, doc: dict) -> None:
-        with open(self.dir / name, "a") as handle:
-            handle.write(json.dumps(doc) + "\n")
+        with open(self.dir / name, "a+b") as handle:
+            # a process killed mid-append leaves a partial line: start ours on a line of its own
+            torn = handle.tell() > 0 and handle.seek(-1, os.SEEK_END) is not None and handle.read(1) != b"\n"
+            handle.write((("\n" if torn else "") + json.dumps(doc) + "\n").encode())
             handle.flush()
 
     def _lines(self, name: str) -> Iterator[dict]:

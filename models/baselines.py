@@ -105,26 +105,25 @@ class OptunaTpe:
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.box, self.start, self.seed = box, box.policy.enforce(start), seed
-        self._told: list[tuple[Config, float, list[float]]] = []
+        self._told: list[tuple[Config, float, float]] = []
         self._new_study()
 
     def _new_study(self) -> None:
         import optuna
 
-        sampler = optuna.samplers.TPESampler(seed=self.seed, n_startup_trials=5,
-                                             constraints_func=lambda trial: trial.user_attrs["constraint"])
+        sampler = optuna.samplers.TPESampler(seed=self.seed, n_startup_trials=5)
         self.study = optuna.create_study(direction="minimize", sampler=sampler)
         self._trials: dict[Config, object] = {}
         for config, value, constraint in self._told:
             self._add_finished(config, value, constraint)
 
-    def _add_finished(self, config: Config, value: float, constraint: list[float]) -> None:
+    def _add_finished(self, config: Config, value: float, constraint: float) -> None:
         import optuna
 
         params = dict(zip(self.box.names, self.box.encode(config).tolist()))
         distributions = {n: optuna.distributions.FloatDistribution(0.0, 1.0) for n in self.box.names}
         self.study.add_trial(optuna.trial.create_trial(params=params, distributions=distributions, value=value,
-                                                       user_attrs={"constraint": constraint}))
+                                                       constraints={"throughput": constraint}))
 
     def update_policy(self, policy: Policy) -> None:
         """New bounds change TPE's space: start a study over the new box with every finished trial re-added."""
@@ -139,12 +138,12 @@ class OptunaTpe:
         return config
 
     def tell(self, config: Config, context: Context, observation: Observation) -> None:
-        constraint = [self.box.policy.min_throughput_ratio - observation.throughput_ratio]
+        constraint = self.box.policy.min_throughput_ratio - observation.throughput_ratio
         value = math.log(max(observation.p95_s, 1e-4))
         self._told.append((config, value, constraint))
         trial = self._trials.pop(config, None)
         if trial is None:  # a config TPE did not ask for (the start, a rollback): add it as a finished trial
             self._add_finished(config, value, constraint)
             return
-        trial.set_user_attr("constraint", constraint)
+        trial.set_constraint("throughput", constraint)
         self.study.tell(trial, value)

@@ -215,13 +215,13 @@ class SafeBayesLearner:
         return total, per_stage
 
     def incumbent(self, context: Context) -> Config:
-        """The feasible config seen whose predicted P95 at `context` is lowest."""
+        """The feasible config seen whose predicted P95 at `context` is lowest (under today's policy)."""
         h = self.history
         feasible = [i for i, ok in enumerate(h.feasible) if ok]
         if not feasible:
             return self.start
         predicted, _ = self._predict_p95(np.array([self._features(h.configs[i], context) for i in feasible]), 0.0)
-        return h.configs[feasible[int(np.argmin(predicted))]]
+        return self.policy.enforce(h.configs[feasible[int(np.argmin(predicted))]])
 
     def suggest(self, context: Context) -> Config:
         if not self.history.configs:

@@ -1,0 +1,127 @@
+"""The autotune loop on the twin: guardrails, modes, overrides' path, and resuming from the state dir."""
+
+import pytest
+
+from controller.daemon import Daemon
+from controller.guardrails import breaches
+from controller.pipelines import TwinPipeline
+from controller.state import StateStore
+from controller.twin_runs import workload
+from models.observation import Observation
+from models.policy import Policy
+from models.presets import preset
+from models.space import PIPELINE_SPACE
+from models.twin import load
+
+WINDOW_S = 30.0  # long enough that a window's out/in is not thrown by the sink's 1 s micro-batches
+RATE = 450.0  # above the round-trip cap of per-record sends, well within the defaults' capacity
+
+
+class Scripted:
+    """A learner that proposes a fixed list of configs, then holds the last; records what it is told."""
+
+    def __init__(self, *configs):
+        self.queue = list(configs)
+        self.last = None
+        self.told = []
+
+    def suggest(self, context):
+        if self.queue:
+            self.last = self.queue.pop(0)
+        return self.last
+
+    def tell(self, config, context, observation):
+        self.told.append((config, observation))
+
+    def update_policy(self, policy):
+        self.policy = policy
+
+
+def _daemon(learner, policy=Policy(), store=None, start=None):
+    start = start or preset("defaults")
+    pipeline = TwinPipeline(start, workload("steady", RATE, 900, seed=1), load("paper-2vcpu"), seed=1)
+    daemon = Daemon(pipeline, learner, policy, window_s=WINDOW_S, store=store)
+    daemon.warm_up()
+    return daemon, pipeline
+
+
+def test_a_config_that_collapses_the_twin_is_rolled_back_within_one_window():
+    defaults, collapse = preset("defaults"), preset("micro-batching")
+    daemon, pipeline = _daemon(Scripted(collapse))
+    first = daemon.step()  # defaults measured, learner proposes the collapsing config
+    assert first.action == "explore" and pipeline.current() == collapse
+    second = daemon.step()  # the collapsing config's window
+    assert second.guardrail and second.action == "rollback"
+    assert pipeline.current() == defaults
+    assert daemon.rollbacks == 1 and daemon.violation_s == WINDOW_S
+    third = daemon.step()  # back on the incumbent, settled
+    assert not third.guardrail
+
+
+def test_advise_mode_recommends_but_applies_nothing():
+    better = PIPELINE_SPACE.config({"filebeat.backoff": 0.01})
+    daemon, pipeline = _daemon(Scripted(better), Policy(mode="advise"))
+    decisions = [daemon.step() for _ in range(3)]
+    assert pipeline.current() == preset("defaults")
+    assert all(d.action == "advise" and not d.change for d in decisions)
+    assert decisions[0].recommendation == {"filebeat.backoff": [1.0, 0.01]}
+
+
+def test_frozen_mode_changes_nothing_and_does_not_ask_the_learner():
+    learner = Scripted(PIPELINE_SPACE.config({"filebeat.backoff": 0.01}))
+    daemon, pipeline = _daemon(learner, Policy(mode="frozen"))
+    assert all(daemon.step().action == "frozen" for _ in range(3))
+    assert pipeline.current() == preset("defaults") and learner.queue  # never asked
+
+
+def test_a_clear_change_of_load_remeasures_the_incumbent_first():
+    cheap = PIPELINE_SPACE.config({"filebeat.backoff": 0.5})
+    daemon, pipeline = _daemon(Scripted(cheap, cheap))
+    daemon.step()
+    assert pipeline.current() == cheap
+    daemon.incumbent.offered_eps = RATE * 2  # as if the incumbent had been measured at twice today's load
+    decision = daemon.step()
+    assert decision.action == "remeasure" and pipeline.current() == daemon.incumbent.config
+
+
+def test_guardrails_name_each_breach():
+    obs = Observation(duration_s=10, offered_eps=300, throughput_eps=250, p50_s=1, p95_s=9, p99_s=10, mean_s=2,
+                      backlog_events={"x": 900})
+    before = Observation(duration_s=10, offered_eps=300, throughput_eps=300, p50_s=1, p95_s=1, p99_s=1, mean_s=1,
+                         backlog_events={"x": 100})
+    found = breaches(obs, Policy(p95_ceiling_s=5.0), before)
+    assert len(found) == 3 and "output" in found[0] and "backlog" in found[1] and "ceiling" in found[2]
+    assert breaches(before, Policy(), before) == []
+
+
+def test_state_survives_a_restart_of_the_daemon(tmp_path):
+    store = StateStore(tmp_path)
+    cheap = PIPELINE_SPACE.config({"filebeat.backoff": 0.1})
+    daemon, _ = _daemon(Scripted(cheap), store=store)
+    for _ in range(4):
+        daemon.step()
+    (tmp_path / "decisions.jsonl").open("a").write('{"window": 4, "cut sho')  # killed mid-write
+    learner = Scripted()
+    again, _ = _daemon(learner, store=StateStore(tmp_path), start=store.load_incumbent().config)
+    assert again.resume() == 4 and len(learner.told) == 4
+    assert again.window == 4 and again.incumbent.config == daemon.incumbent.config
+    again.step()
+    assert [d["window"] for d in StateStore(tmp_path).decisions()] == [0, 1, 2, 3, 4]
+
+
+def test_overrides_pause_and_policy_from_the_state_dir_take_effect_at_the_next_decision(tmp_path):
+    store = StateStore(tmp_path)
+    learner = Scripted(PIPELINE_SPACE.config({"filebeat.backoff": 0.2}))
+    daemon, pipeline = _daemon(learner, store=store)
+    override = store.add_override({"filebeat.backoff": 0.05}, ttl_s=3600, reason="test")
+    decision = daemon.step()
+    assert decision.action == "override" and pipeline.current()["filebeat.backoff"] == 0.05
+    store.delete_override(override.id)
+    store.set_paused(True)
+    assert daemon.step().action == "paused" and pipeline.current()["filebeat.backoff"] == 0.05
+    store.set_paused(False)
+    store.save_policy(Policy(pins={"filebeat.backoff": 0.3}))
+    daemon.step()
+    assert learner.policy.pins == {"filebeat.backoff": 0.3}
+    assert pipeline.current()["filebeat.backoff"] == pytest.approx(0.3)
+    assert store.load_status()["window"] == 2
