@@ -46,16 +46,17 @@ class _LiveTable:
         ok = not d.guardrail
         if ok:
             self.best = min(self.best, d.observed["p95_s"])
-        style = "red" if d.action == "rollback" else ""
-        self.rows.append((f"[{style}]{d.window + 1}/{self.total}", d.action, _short_change(d.change),
+        action = f"[red]{d.action}[/]" if d.action == "rollback" else d.action
+        self.rows.append((f"{d.window + 1}/{self.total}", action, _short_change(d.change),
                           f"{d.observed['p95_s']:.3f}", f"{d.observed['throughput_ratio']:.1%}",
-                          f"{d.observed['offered_eps']:.0f}", f"{self.best:.3f}", d.reason[:70]))
+                          f"{d.observed['offered_eps']:.0f}", f"{self.best:.3f}", d.reason))
 
     def render(self) -> Table:
         table = Table(title="pipetune autotune", expand=False)
         for col, justify in (("window", "right"), ("action", "left"), ("change", "left"), ("P95 s", "right"),
                              ("out/in", "right"), ("offered ev/s", "right"), ("best P95 s", "right"), ("why", "left")):
-            table.add_column(col, justify=justify, overflow="fold" if col == "why" else "ellipsis")
+            table.add_column(col, justify=justify, no_wrap=True, overflow="ellipsis",
+                             max_width={"change": 40, "why": 70}.get(col))
         for row in self.rows[-_SHOWN_ROWS:]:
             table.add_row(*row)
         return table
