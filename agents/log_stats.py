@@ -12,7 +12,8 @@ _EVENT_MARK = b'"request_id"'  # once per event, in single-line and multi-line J
 
 
 class LogCollector(Collector):
-    """Events and bytes appended to one log file; a file replaced or truncated is read from its start."""
+    """Events and bytes appended to one log file since the collector started; a file replaced or
+    truncated later is read from its start."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -20,6 +21,11 @@ class LogCollector(Collector):
         self._offset = 0
         self._events = 0
         self._bytes = 0
+        try:  # what an earlier run left in the log is not offered load
+            stat = path.stat()
+            self._inode, self._offset = stat.st_ino, stat.st_size
+        except OSError:
+            pass
 
     def _catch_up(self) -> None:
         try:
