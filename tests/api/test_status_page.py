@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 import threading
 from pathlib import Path
@@ -9,6 +10,8 @@ from typing import Iterator
 
 import httpx
 import pytest
+from fastapi import FastAPI
+from fastapi.responses import HTMLResponse
 
 from api.app import create_app
 from api.server import serve_in_thread
@@ -29,7 +32,7 @@ def chromium() -> Path:
 
 
 @pytest.fixture
-def live_api(tmp_path: Path) -> Iterator[tuple[str, StateStore]]:
+def live_api(tmp_path: Path) -> Iterator[tuple[str, StateStore, FastAPI]]:
     """A twin daemon stepping in a thread, and the API over its state dir on a loopback port."""
     store = StateStore(tmp_path / "state")
     daemon = make_daemon(store, windows=400)
@@ -46,9 +49,10 @@ def live_api(tmp_path: Path) -> Iterator[tuple[str, StateStore]]:
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     port = free_ports(1)[0]
-    server = serve_in_thread(create_app(store, TOKEN), "127.0.0.1", port)
+    app = create_app(store, TOKEN)
+    server = serve_in_thread(app, "127.0.0.1", port)
     try:
-        yield f"http://127.0.0.1:{port}/", store
+        yield f"http://127.0.0.1:{port}/", store, app
     finally:
         stop.set()
         server.should_exit = True
@@ -61,8 +65,8 @@ def _text(dom: str, element_id: str) -> str:
     return match.group(1)
 
 
-def test_status_page_shows_live_daemon_data(chromium: Path, live_api: tuple[str, StateStore], tmp_path: Path) -> None:
-    url, store = live_api
+def test_status_page_shows_live_daemon_data(chromium: Path, live_api, tmp_path: Path) -> None:
+    url, store, _ = live_api
     httpx.post(url + "overrides", json={"params": SAFE_OVERRIDE, "ttl_s": 600, "reason": "page test"},
                headers=AUTH).raise_for_status()
     dom = run_chromium(chromium, url, tmp_path / "profile-dom", "--dump-dom")
@@ -84,3 +88,39 @@ def test_status_page_shows_live_daemon_data(chromium: Path, live_api: tuple[str,
     run_chromium(chromium, url, tmp_path / "profile-shot", f"--screenshot={shot}")
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
     print(f"status page screenshot: {shot}")
+
+
+# Loads the status page in a same-origin frame, types a token into it and clicks one of its buttons.
+CLICKER = """<iframe id="page" src="/" width="1280" height="900"></iframe><pre id="result">waiting</pre>
+<script>
+const frame = document.getElementById("page");
+frame.addEventListener("load", () => {
+  const page = frame.contentDocument;
+  page.getElementById("token").value = "%(token)s";
+  page.getElementById("%(button)s").click();
+  const poll = setInterval(() => {
+    const text = page.getElementById("control-result").textContent;
+    if (text) { document.getElementById("result").textContent = text; clearInterval(poll); }
+  }, 50);
+});
+</script>"""
+
+
+def test_pause_and_resume_buttons_use_the_token(chromium: Path, live_api, tmp_path: Path) -> None:
+    url, store, app = live_api
+
+    clicks = itertools.count()
+
+    def click(button: str, token: str) -> str:
+        path = f"click-{next(clicks)}"
+        html = CLICKER % {"token": token, "button": button}
+        app.add_api_route("/" + path, lambda: html, response_class=HTMLResponse)
+        dom = run_chromium(chromium, url + path, tmp_path / f"profile-{path}", "--dump-dom")
+        return re.search(r'id="result">([^<]*)<', dom).group(1)
+
+    assert click("pause", "not-the-token") == "pause: 403 wrong token"
+    assert not store.paused()
+    assert click("pause", TOKEN) == "pause: done"
+    assert store.paused()
+    assert click("resume", TOKEN) == "resume: done"
+    assert not store.paused()
