@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from agents.probe.ledger import RunReport
 from agents.probe.runs import read_report
+from controller.pipelines import ApplyReport
 from controller.telemetry import PrometheusTelemetry, TelemetrySource
 from models.observation import Observation
 from models.space import Config
@@ -22,6 +23,7 @@ from replay.manifest import build_manifest, write_manifest
 from replay.sinks import SinkSpec
 from testbed import bed
 from testbed.pipeline import PipelineSpec
+from testbed.processes import TestbedError
 from testbed.prometheus import prometheus_url
 
 
@@ -75,11 +77,22 @@ def replay_and_check(spec: PipelineSpec, schedule: Schedule, run_id: str | None 
 
 
 class LivePipeline:
-    """The `Pipeline` seam over the running testbed: its current config and windows of telemetry."""
+    """The `Pipeline` seam over the running testbed: reconfigure it, observe windows of telemetry."""
 
     def __init__(self, spec: PipelineSpec, telemetry: TelemetrySource | None = None) -> None:
         self.spec = spec
         self.telemetry = telemetry or PrometheusTelemetry(prometheus_url(spec))
+
+    def apply(self, config: Config) -> ApplyReport:
+        """Reconfigure the running testbed (`testbed.bed.apply`); a restart's duration is the pause."""
+        started = time.monotonic()
+        try:
+            done = bed.apply(self.spec, config)
+        except TestbedError as err:
+            return ApplyReport(False, self.current(), time.monotonic() - started, str(err))
+        restarted = any(action.endswith("restarted") for action in done)
+        pause_s = time.monotonic() - started if restarted else 0.0
+        return ApplyReport(True, config, pause_s, ", ".join(done) or "already in place")
 
     def current(self) -> Config:
         return bed.recorded_config(self.spec) or self.spec.start_config()

@@ -14,6 +14,8 @@ from testbed import bed
 from testbed.install import Installed, install_all
 from testbed.pipeline import DEFAULT_PIPELINE, PipelineSpec, load_pipeline
 
+LOW_LATENCY = DEFAULT_PIPELINE.parent / "configs" / "low-latency.yaml"
+
 
 def free_ports(count: int) -> list[int]:
     """Loopback ports nobody listens on right now (held open together, so they are distinct)."""
@@ -53,13 +55,16 @@ def installed() -> Installed:
 
 
 @pytest.fixture(scope="session")
-def testbed(installed: Installed, tmp_path_factory: pytest.TempPathFactory) -> Iterator[PipelineSpec]:
-    """One running testbed (a single Kafka broker) for the session; a low-latency config keeps tests short."""
-    directory = tmp_path_factory.mktemp("testbed")
-    spec = load_pipeline(_write_pipeline(directory, "pytest", config={"preset": "defaults", "set": {
-        "filebeat.backoff": 0.01, "filebeat.max_backoff": 0.05, "filebeat.scan_frequency": 0.5,
-        "filebeat.queue.mem.flush.min_events": 0, "filebeat.queue.mem.flush.timeout": 0.0,
-        "kafka.consumer.fetch.max.wait.ms": 50}}))
+def testbed_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The session testbed's pipeline file; its starting config is the low-latency one, to keep tests short."""
+    config = yaml.safe_load(LOW_LATENCY.read_text())
+    return _write_pipeline(tmp_path_factory.mktemp("testbed"), "pytest", config=config)
+
+
+@pytest.fixture(scope="session")
+def testbed(installed: Installed, testbed_file: Path) -> Iterator[PipelineSpec]:
+    """One running testbed (a single Kafka broker) for the whole session."""
+    spec = load_pipeline(testbed_file)
     bed.up(spec)
     try:
         yield spec

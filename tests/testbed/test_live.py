@@ -1,16 +1,24 @@
 """The real pipeline end to end: replayed lines reach the probe through Filebeat and Kafka, nothing is lost,
 and the probe's histograms come back through Prometheus."""
 
+import json
 import threading
 import time
+from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
-from controller.live import new_run_id, replay_and_check, replay_into, wait_for_report
+from controller.cli import app
+from controller.live import LivePipeline, new_run_id, replay_and_check, replay_into, wait_for_report
 from controller.telemetry import PrometheusTelemetry
+from models.observation import Observation
+from models.space import PIPELINE_SPACE
 from replay import arrivals
 from testbed import bed, processes
 from testbed.prometheus import prometheus_url
+
+LOW_LATENCY = Path(__file__).resolve().parents[2] / "testbed" / "configs" / "low-latency.yaml"
 
 pytestmark = pytest.mark.slow
 
@@ -47,3 +55,54 @@ def test_filebeat_restarted_mid_run_loses_nothing(testbed):
     assert report.lost_events == 0, report.lost_sample
     assert report.received == report.expected == 3000
     assert report.duplicate_events >= 0  # at-least-once: re-sent events are counted, and allowed
+
+
+def test_input_settings_reload_live_and_queue_settings_restart_filebeat(testbed):
+    filebeat = bed.recorded_services(testbed)["filebeat"]
+    before = bed.recorded_config(testbed)
+    pid = processes.running_pid(filebeat)
+    try:
+        changed = PIPELINE_SPACE.config({"filebeat.max_backoff": 0.1}, base=before)
+        assert bed.apply(testbed, changed) == ["filebeat inputs reloaded"]
+        assert processes.running_pid(filebeat) == pid
+        inputs = (testbed.resolved_run_dir() / "filebeat" / "inputs.d" / "replay.yml").read_text()
+        assert "backoff.max: 100ms" in inputs
+        assert bed.recorded_config(testbed) == changed
+        queue = PIPELINE_SPACE.config({"filebeat.queue.mem.events": 8192}, base=changed)
+        assert bed.apply(testbed, queue) == ["filebeat restarted"]
+        assert processes.running_pid(filebeat) not in (None, pid)
+        assert replay_and_check(testbed, arrivals.steady(300, 2)).report.lost_events == 0
+    finally:
+        bed.apply(testbed, before)
+
+
+def test_live_pipeline_applies_and_observes_like_the_twin(testbed):
+    pipeline = LivePipeline(testbed)
+    before = pipeline.current()
+    changed = PIPELINE_SPACE.config({"filebeat.output.bulk_max_size": 512}, base=before)
+    try:
+        report = pipeline.apply(changed)
+        assert report.ok and report.pause_s > 0 and "filebeat restarted" in report.message
+        assert pipeline.current() == changed
+        replay = threading.Thread(target=replay_into, args=(testbed, arrivals.steady(300, 4), new_run_id()))
+        replay.start()
+        observation = pipeline.observe(4.0)
+        replay.join()
+        assert isinstance(observation, Observation) and observation.duration_s >= 4.0
+        assert observation.events_out > 0 and observation.p95_s > 0
+    finally:
+        assert pipeline.apply(before).ok
+
+
+def test_measure_writes_the_promised_json(testbed, testbed_file, tmp_path):
+    out = tmp_path / "m.json"
+    result = CliRunner().invoke(app, ["measure", "--pipeline", str(testbed_file), "--rate", "300", "--duration", "3",
+                                      "--config", str(LOW_LATENCY), "--json", str(out),
+                                      "--plot", str(tmp_path / "m.png")])
+    assert result.exit_code == 0, result.output
+    measured = json.loads(out.read_text())
+    assert {"p50_s", "p95_s", "p99_s", "offered_eps", "throughput_eps", "lost_events", "duplicate_events",
+            "config"} <= set(measured)
+    assert measured["lost_events"] == 0 and measured["offered_eps"] == pytest.approx(300, rel=0.05)
+    assert 0 < measured["p50_s"] <= measured["p95_s"]
+    assert (tmp_path / "m.png").stat().st_size > 0
