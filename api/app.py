@@ -35,7 +35,7 @@ GET endpoints need no token. Every mutating call needs `Authorization: Bearer <t
 `PIPETUNE_API_TOKEN` or `--token-file`): 401 without one, 403 with a wrong one. Bodies are limited to
 {MAX_BODY_BYTES} bytes (413). Invalid fields answer 422, naming the field and the allowed range."""
 
-_READ = {404: {"model": ErrorOut}, 422: {"model": ValidationErrorOut}}
+_READ = {422: {"model": ValidationErrorOut}}
 _WRITE = {400: {"model": ErrorOut}, 401: {"model": ErrorOut}, 403: {"model": ErrorOut}, 413: {"model": ErrorOut},
           422: {"model": ValidationErrorOut}}
 

@@ -4,6 +4,7 @@ and `pipetune api` itself."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -173,3 +174,29 @@ def test_pipetune_api_serves_a_state_dir_on_loopback(tmp_path: Path) -> None:
         proc.terminate()
         log = proc.communicate(timeout=20)[0]
     assert "POST /pause" in log and TOKEN not in log  # requests are logged, the token never is
+
+
+@pytest.mark.slow
+def test_autotune_serves_the_api_from_the_daemons_process(tmp_path: Path) -> None:
+    port = free_ports(1)[0]
+    url = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen([sys.executable, "-c", "from controller.cli import app; app()", "autotune",
+                             "--windows", "4", "--window", "10", "--speed", "2", "--profile", "steady",
+                             "--state-dir", str(tmp_path / "state"), "--api-port", str(port)],
+                            env={**os.environ, "PIPETUNE_API_TOKEN": TOKEN},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        for _ in range(1200):  # Ray starts first
+            try:
+                if httpx.get(url + "/healthz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        assert "pipetune_component_restarts_total" in httpx.get(url + "/metrics").text  # the daemon's own registry
+        assert cli(url, "pause").exit_code == 0
+        log = proc.communicate(timeout=300)[0]
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, log[-3000:]
+    actions = [d["action"] for d in StateStore(tmp_path / "state").decisions()]
+    assert "paused" in actions and TOKEN not in log
