@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NoReturn
 
 import typer
 
+from models.space import PIPELINE_SPACE
 from testbed import bed
 from testbed.install import PrerequisiteError
 from testbed.pipeline import DEFAULT_PIPELINE, PipelineError, PipelineSpec, load_pipeline
@@ -22,10 +24,9 @@ def _load(path: Path) -> PipelineSpec:
         return load_pipeline(path)
     except PipelineError as err:
         _fail(str(err))
-        raise  # unreachable: _fail exits
 
 
-def _fail(message: str) -> None:
+def _fail(message: str) -> NoReturn:
     typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
     raise typer.Exit(2)
 
@@ -40,8 +41,10 @@ def _print_status(spec: PipelineSpec) -> None:
         state = f"running, pid {row.pid}" if row.pid else "stopped"
         typer.echo(f"  {row.name:<10} {state:<20} {row.endpoint}  log {row.log_file}")
     config = bed.recorded_config(spec)
-    changed = spec.start_config().diff(config) if config else {}
-    typer.echo(f"  config: preset {spec.config.preset!r}" + (f", changed since: {changed}" if changed else ""))
+    if config is not None:
+        changed = PIPELINE_SPACE.defaults().diff(config)
+        text = ", ".join(f"{name}={new}" for name, (_, new) in changed.items()) or "the component defaults"
+        typer.echo(f"  config in force: {text}")
 
 
 @testbed_app.command()

@@ -58,6 +58,7 @@ def test_up_status_down_leaves_nothing_behind(installed, tmp_path, make_pipeline
         status = runner.invoke(app, ["testbed", "status", "--pipeline", str(path)])
         for name in ("kafka", "prometheus", "probe", "filebeat"):
             assert any(line.split()[:2] == [name, "running,"] for line in status.output.splitlines()), status.output
+        assert "config in force: the component defaults" in status.output
         assert len(_our_processes(spec.resolved_run_dir())) == 4
         again = runner.invoke(app, ["testbed", "up", "--pipeline", str(path)])
         assert again.exit_code == 2 and "already runs" in again.output
