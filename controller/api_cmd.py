@@ -98,11 +98,12 @@ def status_command(url: str = _URL, token_file: Optional[Path] = _TOKEN_FILE,
     inc = status.get("incumbent") or {}
     table = Table(title=f"pipetune: {status.get('pipeline') or '(daemon not started)'}", show_header=False)
     rows = [("mode", status["mode"] + (" (paused)" if status["paused"] else "")),
-            ("window", str(status.get("window", "–"))),
+            ("window", _num(status.get("window"), 0)),
             ("last window", f"P95 {_num(observed.get('p95_s'))} s, out/in {_num(observed.get('throughput_ratio'))}, "
                             f"{last.get('action', '–')}: {last.get('reason', '')}"),
             ("incumbent P95", f"{_num(inc.get('p95_s'))} s at {_num(inc.get('offered_eps'), 0)} ev/s"),
-            ("rollbacks", str((status.get("guardrail") or {}).get("rollbacks", "–"))),
+            ("rollbacks", _num((status.get("guardrail") or {}).get("rollbacks"), 0)),
+            ("learner", f"{_num((status.get('learner') or {}).get('observations'), 0)} observations"),
             ("overrides", "; ".join(f"{o['id']} {o['params']} {o['remaining_s']:.0f}s left" for o in status["overrides"])
              or "none")]
     for key, value in rows:
