@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import os
 import secrets
 import subprocess
 from pathlib import Path
@@ -13,6 +12,7 @@ from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
 from kafka.errors import TopicAlreadyExistsError
 
 from models.space import Config
+from testbed.install import require_tool
 from testbed.pipeline import PipelineSpec
 from testbed.processes import Service, TestbedError
 
@@ -56,6 +56,7 @@ def render_server_properties(spec: PipelineSpec, config: Config, data_dir: Path)
 
 def kafka_service(spec: PipelineSpec, libs: Path, config: Config) -> Service:
     """Write the broker's config (formatting its storage once) and describe its process."""
+    java = require_tool("java", "to run the Kafka broker (apt-get install default-jre-headless)")
     home = spec.resolved_run_dir() / "kafka"
     data = home / "data"
     home.mkdir(parents=True, exist_ok=True)
@@ -64,21 +65,21 @@ def kafka_service(spec: PipelineSpec, libs: Path, config: Config) -> Service:
     (home / "log4j.properties").write_text(_LOG4J)
     classpath = f"{libs}/*"
     if not (data / "meta.properties").exists():
-        _format_storage(home, classpath, props)
+        _format_storage(java, home, classpath, props)
     heap = f"{spec.kafka.heap_mb}m"
-    argv = ("java", "-Xms256m", f"-Xmx{heap}", f"-Dlog4j.configuration=file:{home / 'log4j.properties'}",
+    argv = (java, "-Xms256m", f"-Xmx{heap}", f"-Dlog4j.configuration=file:{home / 'log4j.properties'}",
             "-cp", classpath, "kafka.Kafka", str(props))
     return Service("kafka", argv, spec.resolved_run_dir())
 
 
-def _format_storage(home: Path, classpath: str, props: Path) -> None:
+def _format_storage(java: str, home: Path, classpath: str, props: Path) -> None:
     # Keep the cluster id: formatting an already formatted dir with another id fails.
     id_file = home / "cluster-id"
     if not id_file.exists():
         id_file.write_text(base64.urlsafe_b64encode(secrets.token_bytes(16)).decode().rstrip("="))
-    proc = subprocess.run(["java", "-cp", classpath, "kafka.tools.StorageTool", "format", "--ignore-formatted",
-                           "-t", id_file.read_text().strip(), "-c", str(props)],
-                          capture_output=True, text=True, env={**os.environ, "KAFKA_HEAP_OPTS": "-Xmx256m"})
+    proc = subprocess.run([java, "-Xmx256m", "-cp", classpath, "kafka.tools.StorageTool", "format",
+                           "--ignore-formatted", "-t", id_file.read_text().strip(), "-c", str(props)],
+                          capture_output=True, text=True)
     if proc.returncode != 0:
         raise TestbedError(f"formatting Kafka's storage in {home} failed:\n{proc.stdout}{proc.stderr}")
 

@@ -27,7 +27,7 @@ def free_ports(count: int) -> list[int]:
 
 
 def _write_pipeline(directory: Path, name: str, **changes: object) -> Path:
-    """A copy of the default pipeline file with fresh ports, its run dir inside `directory`."""
+    """A copy of the default pipeline file with fresh ports, its run dir inside `directory`, and `changes`."""
     raw = yaml.safe_load(DEFAULT_PIPELINE.read_text())
     kafka, controller, filebeat, prometheus, probe = free_ports(5)
     raw["name"] = name
@@ -36,7 +36,8 @@ def _write_pipeline(directory: Path, name: str, **changes: object) -> Path:
     raw["filebeat"]["http_port"] = filebeat
     raw["prometheus"]["port"] = prometheus
     raw["probe"]["metrics_port"] = probe
-    raw |= changes
+    for key, value in changes.items():  # a section given as a mapping changes only the fields it names
+        raw[key] = raw[key] | value if isinstance(value, dict) and isinstance(raw.get(key), dict) else value
     path = directory / "pipeline.yaml"
     path.write_text(yaml.safe_dump(raw))
     return path

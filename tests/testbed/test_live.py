@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from controller.cli import app
@@ -16,6 +17,7 @@ from models.observation import Observation
 from models.space import PIPELINE_SPACE
 from replay import arrivals
 from testbed import bed, processes
+from testbed.pipeline import load_pipeline
 from testbed.prometheus import prometheus_url
 
 LOW_LATENCY = Path(__file__).resolve().parents[2] / "testbed" / "configs" / "low-latency.yaml"
@@ -106,3 +108,16 @@ def test_measure_writes_the_promised_json(testbed, testbed_file, tmp_path):
     assert measured["lost_events"] == 0 and measured["offered_eps"] == pytest.approx(300, rel=0.05)
     assert 0 < measured["p50_s"] <= measured["p95_s"]
     assert (tmp_path / "m.png").stat().st_size > 0
+
+
+def test_multiline_events_through_the_log_input(installed, tmp_path, make_pipeline):
+    config = yaml.safe_load(LOW_LATENCY.read_text())
+    config["set"]["filebeat.multiline.timeout"] = 0.2
+    spec = load_pipeline(make_pipeline(tmp_path, "multiline", config=config, log={"format": "multiline-json"},
+                                       filebeat={"input": "log"}))
+    bed.up(spec)
+    try:
+        run = replay_and_check(spec, arrivals.steady(200, 2))
+    finally:
+        bed.down(spec)
+    assert run.report.complete and run.report.received == 400 and run.report.lost_events == 0
