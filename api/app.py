@@ -36,6 +36,7 @@ GET endpoints need no token. Every mutating call needs `Authorization: Bearer <t
 {MAX_BODY_BYTES} bytes (413). Invalid fields answer 422, naming the field and the allowed range."""
 
 _READ = {422: {"model": ValidationErrorOut}}
+_POLICY_OK = {200: {"content": {"application/json": {"example": POLICY_EXAMPLE}}}}
 _WRITE = {400: {"model": ErrorOut}, 401: {"model": ErrorOut}, 403: {"model": ErrorOut}, 413: {"model": ErrorOut},
           422: {"model": ValidationErrorOut}}
 
@@ -166,12 +167,13 @@ def create_app(store: StateStore, token: str, metrics_registry: CollectorRegistr
         return _finite(store.load_status()) | {"mode": policy.mode, "paused": store.paused(),
                                                "policy": policy.model_dump(), "overrides": overrides_out()}
 
-    @app.get("/policy", response_model=Policy, tags=["policy"], summary="The policy the learner follows")
+    @app.get("/policy", response_model=Policy, tags=["policy"], responses=_POLICY_OK,
+             summary="The policy the learner follows")
     def get_policy() -> Policy:
         return policy_now()
 
-    @app.put("/policy", response_model=Policy, tags=["policy"], responses=_WRITE, dependencies=[require_token],
-             summary="Replace the policy (takes effect at the next decision)")
+    @app.put("/policy", response_model=Policy, tags=["policy"], responses=_WRITE | _POLICY_OK,
+             dependencies=[require_token], summary="Replace the policy (takes effect at the next decision)")
     def put_policy(request: Request, body: Annotated[Policy, Body(openapi_examples={"pin and bound": {
             "value": POLICY_EXAMPLE}})], raw: bytes = Depends(_raw_body)) -> Policy:
         policy = _checked(_strict(Policy, raw))
@@ -180,9 +182,10 @@ def create_app(store: StateStore, token: str, metrics_registry: CollectorRegistr
             audit(request, "policy_set", policy=policy.model_dump())
         return policy
 
-    @app.patch("/policy", response_model=Policy, tags=["policy"], responses=_WRITE, dependencies=[require_token],
-               summary="Change some fields of the policy (takes effect at the next decision)")
-    def patch_policy(request: Request, body: PolicyPatch, raw: bytes = Depends(_raw_body)) -> Policy:  # type: ignore[valid-type]
+    @app.patch("/policy", response_model=Policy, tags=["policy"], responses=_WRITE | _POLICY_OK,
+               dependencies=[require_token], summary="Change some fields of the policy (takes effect at the next decision)")
+    def patch_policy(request: Request, body: PolicyPatch,  # type: ignore[valid-type]
+                     raw: bytes = Depends(_raw_body)) -> Policy:
         changes = _strict(PolicyPatch, raw).model_dump(exclude_unset=True)
         with lock:
             try:

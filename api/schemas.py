@@ -142,7 +142,15 @@ class RecommendationsOut(BaseModel):
 class StatusOut(BaseModel):
     """The daemon's last report (null fields until it has run a window) with the current steering."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", json_schema_extra={"examples": [{
+        "pipeline": "pipeline", "mode": "auto", "paused": False, "window": 12, "t_s": 390.0, "updated_at": 1767000000.0,
+        "current_config": {"filebeat.output.bulk_max_size": 512},
+        "incumbent": {"config": {"filebeat.output.bulk_max_size": 512}, "p95_s": 0.48, "offered_eps": 300.0},
+        "last_decision": {"window": 11, "action": "hold", "reason": "minimum dwell of 2 windows",
+                          "observed": {"p95_s": 0.5, "throughput_ratio": 1.0, "offered_eps": 300.0}},
+        "guardrail": {"last_breaches": [], "rollbacks": 1, "violation_s": 30.0},
+        "learner": {"observations": 13, "last_reason": "minimum dwell of 2 windows"},
+        "overrides": [], "policy": POLICY_EXAMPLE}]})
 
     pipeline: str | None = Field(None, examples=["pipeline"])
     mode: Mode
