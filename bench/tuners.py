@@ -196,6 +196,40 @@ def best_so_far_plot(results: dict, path: Path) -> None:
     plt.close(fig)
 
 
+def learner_latency(calibration: Calibration, observations: int = 200, repeats: int = 7) -> dict:
+    """Median suggest() and tell() seconds of pipetune's learner holding `observations` windows.
+
+    The windows come from the twin (random configs near the defaults, at the paper's load), so the
+    surrogates are fitted on data shaped like a real run's. suggest() is timed with the twin screen
+    on (its six simulations run one after another here; the daemon fans them out on Ray).
+    """
+    policy = Policy()
+    box = Box(tuned_names(policy, calibration.topology), policy)
+    learner = build_learner("pipetune", box, preset("defaults"), topology=calibration.topology, seed=0,
+                            screen=TwinScreen(calibration))
+    rng = np.random.default_rng(0)
+    center = box.encode(preset("defaults"))
+    context = Context(300.0)
+    for _ in range(observations):
+        config = box.decode(np.clip(center + rng.normal(0, 0.2, box.dims), 0, 1), preset("defaults"))
+        pipeline = TwinPipeline(config, workload("steady", 300.0, 60.0, 0), calibration, seed=0)
+        pipeline.observe(20.0)
+        learner.tell(config, context, pipeline.observe(20.0))
+    suggest, tell = [], []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        config = learner.suggest(context)
+        suggest.append(time.perf_counter() - started)
+        pipeline = TwinPipeline(config, workload("steady", 300.0, 60.0, 0), calibration, seed=0)
+        pipeline.observe(20.0)
+        observation = pipeline.observe(20.0)
+        started = time.perf_counter()
+        learner.tell(config, context, observation)
+        tell.append(time.perf_counter() - started)
+    return {"observations": observations, "suggest_s_median": float(np.median(suggest)),
+            "tell_s_median": float(np.median(tell))}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calibrations", default="paper-2vcpu")
@@ -209,12 +243,18 @@ def main() -> None:
     parser.add_argument("--screen", choices=("misjudged", "exact", "none"), default="misjudged",
                         help="twin pipetune pre-screens on: a calibration off by ~30 %% per cost (default), "
                              "the tuned twin itself, or none")
+    parser.add_argument("--latency-only", action="store_true", help="only time suggest()/tell() at 200 observations")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--plot", type=Path, default=Path("bench-tuners.png"))
     args = parser.parse_args()
+    latency = learner_latency(load(args.calibrations.split(",")[0]))
+    console.print(f"pipetune learner with {latency['observations']} observations: median suggest() "
+                  f"{latency['suggest_s_median']:.3f} s (goal <= 0.5 s), median tell() {latency['tell_s_median']:.3f} s")
+    if args.latency_only:
+        return
     start_ray()
     strategies = args.strategies.split(",")
-    results: dict = {}
+    results: dict = {"learner_latency": latency}
     for cal_name in args.calibrations.split(","):
         cal = load(cal_name)
         box = Box(tuned_names(Policy(), cal.topology), Policy())
@@ -247,10 +287,11 @@ def main() -> None:
                 table.add_row(s, f"{f['final_p95_s']:.3f}", f"{f['regret']:.2f}", reach, f"{f['violation_pct']:.1f}",
                               f"{f['restarts']:.0f}", f"{f['suggest_ms_median']:.0f}")
             console.print(table)
-    best_so_far_plot(results, args.plot)
+    best_so_far_plot({k: v for k, v in results.items() if k != "learner_latency"}, args.plot)
     console.print(f"plot: {args.plot}")
     if args.json:
-        slim = {case: {k: v for k, v in r.items() if k != "runs_by_strategy"} for case, r in results.items()}
+        slim = {case: {k: v for k, v in r.items() if k != "runs_by_strategy"} if case != "learner_latency" else r
+                for case, r in results.items()}
         args.json.write_text(json.dumps(slim, indent=1))
 
 

@@ -173,26 +173,30 @@ class Daemon:
                 ) -> tuple[Config, str, str, dict]:
         inc = self.incumbent
         override = self._active_override()
+        held = "paused" if self.paused else "frozen" if self.policy.mode == "frozen" else ""
         if found:
             if override is not None and PIPELINE_SPACE.config(override.params, base=config) == config:
                 self._vetoed.add(override.id)
                 if self.store:
                     self.store.append_audit({"actor": "daemon", "action": "override_rolled_back", "id": override.id,
                                              "why": found})
-            if inc is not None and inc.config != config:
-                return inc.config, "rollback", "guardrail: " + "; ".join(found), {}
+            elif held:  # people hold the config: a breach is reported, not acted on
+                return config, held, f"{held} by a person: breach recorded, config held: " + "; ".join(found), {}
+            # the incumbent may predate a pin: roll back to it as today's policy allows
+            if inc is not None and self.policy.enforce(inc.config) != config:
+                return self.policy.enforce(inc.config), "rollback", "guardrail: " + "; ".join(found), {}
             return config, "hold", "guardrail on the incumbent itself, nothing safer known: " + "; ".join(found), {}
-        if override is not None and override.id not in self._vetoed:
-            target = PIPELINE_SPACE.config(override.params, base=config)
+        if override is not None:
+            # pins hold for what the override does not name; what it names was checked by the API
+            target = PIPELINE_SPACE.config(override.params, base=self.policy.enforce(config))
             return target, "override", (f"override {override.id} ({override.reason}), "
                                         f"{override.remaining_s():.0f}s left"), {}
-        if self.paused:
-            return config, "paused", "paused by a person: the config is held", {}
-        if self.policy.mode == "frozen":
-            return config, "frozen", "mode frozen: the config is held", {}
+        if held:
+            return config, held, f"{held} by a person: the config is held", {}
         if inc is not None and inc.config != config and self._load_moved(inc, context.offered_eps):
-            return inc.config, "remeasure", (f"offered load moved {inc.offered_eps:.0f} → {context.offered_eps:.0f} ev/s:"
-                                             " re-measure the incumbent before trusting it"), {}
+            return self.policy.enforce(inc.config), "remeasure", (
+                f"offered load moved {inc.offered_eps:.0f} → {context.offered_eps:.0f} ev/s: re-measure the incumbent"
+                " before trusting it"), {}
         if self._dwell + 1 < self.policy.min_dwell_windows:
             return config, "hold", f"minimum dwell of {self.policy.min_dwell_windows} windows", {}
         candidate = self.policy.enforce(self.learner.suggest(context))

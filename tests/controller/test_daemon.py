@@ -58,6 +58,26 @@ def test_a_config_that_collapses_the_twin_is_rolled_back_within_one_window():
     assert not third.guardrail
 
 
+def test_a_rollback_keeps_a_pin_set_after_the_incumbent_was_measured(tmp_path):
+    store = StateStore(tmp_path)
+    daemon, pipeline = _daemon(Scripted(preset("micro-batching")), store=store)
+    daemon.step()  # defaults become the incumbent; the collapsing config is applied
+    store.save_policy(Policy(pins={"filebeat.output.bulk_max_size": 512}))
+    decision = daemon.step()
+    assert decision.action == "rollback"
+    assert pipeline.current() == PIPELINE_SPACE.config({"filebeat.output.bulk_max_size": 512})
+
+
+def test_frozen_holds_the_config_even_through_a_breach(tmp_path):
+    store = StateStore(tmp_path)
+    daemon, pipeline = _daemon(Scripted(preset("micro-batching")), store=store)
+    daemon.step()  # the collapsing config is applied
+    store.save_policy(Policy(mode="frozen"))
+    decision = daemon.step()
+    assert decision.guardrail and decision.action == "frozen"
+    assert pipeline.current() == preset("micro-batching")
+
+
 def test_advise_mode_recommends_but_applies_nothing():
     better = PIPELINE_SPACE.config({"filebeat.backoff": 0.01})
     daemon, pipeline = _daemon(Scripted(better), Policy(mode="advise"))
