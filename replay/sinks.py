@@ -41,9 +41,9 @@ class FileSink:
     """Append events to a log file; past `rotate_bytes`, rotate as logrotate does (rename, reopen).
 
     Rotation renames `access.log` to `access.log.1` (shifting older ones up, keeping at most
-    `rotate_keep` of them, or all when it is 0) and opens a fresh `access.log`. A batch is never split
-    across files, and every write is one `write(2)` on an O_APPEND descriptor, so a reader following the
-    file (Filebeat) sees whole lines.
+    `rotate_keep` of them, or all when it is 0) and opens a fresh `access.log`. Files hold whole lines
+    and stay within `rotate_bytes` (unless one line is larger); each write is one `write(2)` of whole
+    lines on an O_APPEND descriptor, so a reader following the file (Filebeat) never sees half a line.
     """
 
     def __init__(self, path: str | Path, rotate_bytes: int = 0, rotate_keep: int = 0) -> None:
@@ -60,13 +60,30 @@ class FileSink:
 
     def send(self, batch: Sequence[PreparedEvent], ts_nginx: float) -> None:
         data = "".join(event.text(ts_nginx) for event in batch).encode()
-        if self.rotate_bytes and self._size and self._size + len(data) > self.rotate_bytes:
-            self._rotate()
+        if self.rotate_bytes and self._size + len(data) > self.rotate_bytes:
+            self._send_rotating([event.text(ts_nginx).encode() for event in batch])
+        else:
+            self._write(data)
+        self._written += len(batch)
+
+    def _send_rotating(self, lines: list[bytes]) -> None:
+        """Fill the file up to `rotate_bytes` with whole lines, rotate, go on with the rest."""
+        chunk: list[bytes] = []
+        room = self.rotate_bytes - self._size
+        for line in lines:
+            if len(line) > room and (chunk or self._size):
+                self._write(b"".join(chunk))
+                self._rotate()
+                chunk, room = [], self.rotate_bytes
+            chunk.append(line)
+            room -= len(line)
+        self._write(b"".join(chunk))
+
+    def _write(self, data: bytes) -> None:
         view = memoryview(data)
         while view:
             view = view[os.write(self._fd, view):]
         self._size += len(data)
-        self._written += len(batch)
 
     def _rotate(self) -> None:
         os.close(self._fd)

@@ -143,3 +143,16 @@ def test_stdout_sink_writes_json_lines(capsys):
     run(arrivals.steady(100, 1), SinkSpec("stdout"), run_id="o")
     lines = capsys.readouterr().out.splitlines()
     assert [json.loads(line)["request_id"] for line in lines] == [f"o-{i:08d}" for i in range(100)]
+
+
+def test_a_batch_larger_than_the_rotation_size_is_spread_over_files_of_whole_lines(tmp_path, read_events):
+    from replay.events import prepare
+    from replay.sinks import FileSink
+
+    sink = FileSink(tmp_path / "access.log", rotate_bytes=20_000)
+    batch = [prepare(i, "big", 1.7e9, {"uri": f"/x/{i}"}, "json") for i in range(1000)]
+    sink.send(batch, 1.7e9)
+    assert sink.close().detail["rotations"] > 1
+    files = list(tmp_path.glob("access.log*"))
+    assert all(f.stat().st_size <= 20_000 for f in files)
+    assert sorted(e["request_id"] for e in read_events(*files)) == [f"big-{i:08d}" for i in range(1000)]
