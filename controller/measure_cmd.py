@@ -112,7 +112,11 @@ def measure_command(
         raise typer.Exit(2)
     typer.echo(f"config {config}: {', '.join(done) or 'already in place'}", err=True)
     time.sleep(2 * spec.prometheus.scrape_interval_s)  # a restarted component's first scrape
-    run = replay_and_check(spec, schedule)
+    try:
+        run = replay_and_check(spec, schedule)
+    except TimeoutError as err:
+        typer.secho(f"error: {err}", fg=typer.colors.RED, err=True)
+        raise typer.Exit(2)
     observation = observe_run(spec, run, spec.prometheus.scrape_interval_s, warmup)
     result = {"p50_s": observation.p50_s, "p95_s": observation.p95_s, "p99_s": observation.p99_s,
               "offered_eps": observation.offered_eps, "throughput_eps": observation.throughput_eps,

@@ -7,18 +7,17 @@ pid file, checked against the kernel's start time), in reverse order.
 from __future__ import annotations
 
 import json
-import os
-import sys
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from agents.filebeat import FilebeatLayout, render_filebeat_config, render_filebeat_inputs
 from models.space import PIPELINE_SPACE, ChangeCost, Config
 from testbed import processes
 from testbed.install import Installed, install_all
 from testbed.kafka import alter_broker_threads, broker_ready, create_topics, kafka_service
+from testbed.filebeat import filebeat_service, write_filebeat_config
 from testbed.pipeline import PipelineSpec
+from testbed.probe import probe_service
 from testbed.processes import Service, TestbedError
 from testbed.prometheus import prometheus_service, prometheus_url
 
@@ -36,49 +35,6 @@ class ServiceStatus:
 def _http_ok(url: str) -> bool:
     with urllib.request.urlopen(url, timeout=1.0) as response:
         return response.status == 200
-
-
-def filebeat_layout(spec: PipelineSpec) -> FilebeatLayout:
-    return FilebeatLayout((spec.log_path(),), spec.filebeat.input, spec.log.format == "multiline-json",
-                          (spec.bootstrap,), spec.filebeat.topic, spec.filebeat.http_port,
-                          spec.resolved_run_dir() / "filebeat")
-
-
-def write_filebeat_config(spec: PipelineSpec, config: Config) -> Path:
-    """Render filebeat.yml and its reloadable inputs file; returns filebeat.yml's path."""
-    layout = filebeat_layout(spec)
-    inputs = layout.home_dir / "inputs.d"
-    inputs.mkdir(parents=True, exist_ok=True)
-    (inputs / "replay.yml").write_text(render_filebeat_inputs(layout, config))
-    main = layout.home_dir / "filebeat.yml"
-    main.write_text(render_filebeat_config(layout, config))
-    main.chmod(0o600)  # Filebeat refuses a config file others can write
-    return main
-
-
-def filebeat_service(spec: PipelineSpec, binary: Path, config: Config) -> Service:
-    main = write_filebeat_config(spec, config)
-    return Service("filebeat", (str(binary), "-c", str(main), "--path.home", str(main.parent)),
-                   spec.resolved_run_dir())
-
-
-def probe_service(spec: PipelineSpec, config: Config) -> Service:
-    run = spec.resolved_run_dir()
-    argv = (sys.executable, "-m", "agents.probe", "--bootstrap", spec.bootstrap, "--topic", spec.probe.topic,
-            "--group-id", spec.probe.group_id, "--metrics-port", str(spec.probe.metrics_port),
-            "--manifests", str(run / "manifests"), "--reports", str(run / "reports"),
-            "--late-after-s", str(spec.probe.late_after_s),
-            "--fetch-min-bytes", str(config["kafka.consumer.fetch.min.bytes"]),
-            "--fetch-max-wait-ms", str(config["kafka.consumer.fetch.max.wait.ms"]),
-            "--filebeat-stats-url", f"http://127.0.0.1:{spec.filebeat.http_port}/stats",
-            "--filebeat-data", str(filebeat_layout(spec).home_dir / "data"), "--log-path", str(spec.log_path()))
-    return Service("probe", argv, run, env=_probe_env())
-
-
-def _probe_env() -> dict[str, str]:
-    root = str(Path(__file__).resolve().parent.parent)
-    path = os.environ.get("PYTHONPATH")
-    return {**os.environ, "PYTHONPATH": f"{root}:{path}" if path else root}
 
 
 def _start_ready(spec: PipelineSpec, service: Service) -> None:
