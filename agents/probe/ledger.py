@@ -72,6 +72,7 @@ class Ledger:
         self._arrivals: dict[str, dict[int, int]] = defaultdict(dict)
         self._manifests: dict[str, Manifest] = {}
         self._late: dict[str, int] = defaultdict(int)
+        self._totals: dict[str, int] = defaultdict(int)
         self.foreign = 0  # request_ids not of the `{run_id}-{seq}` shape
 
     def add_manifest(self, manifest: Manifest) -> None:
@@ -90,11 +91,16 @@ class Ledger:
         seen = self._arrivals[run_id]
         count = seen.get(seq, 0)
         seen[seq] = count + 1
+        self._totals[run_id] += 1
         manifest = self._manifests.get(run_id)
         late = manifest is not None and received_at > manifest.ends_at + self.late_after_s
         if late:
             self._late[run_id] += 1
         return count > 0, late
+
+    def arrivals(self, run_id: str) -> int:
+        """Every arrival of the run so far, duplicates included."""
+        return self._totals.get(run_id, 0)
 
     def report(self, run_id: str, now: float) -> RunReport:
         """The run's state against its manifest; `final` once its end plus the grace period has passed."""

@@ -23,7 +23,7 @@ class RunTracker:
         self.metrics = metrics
         self.manifests_dir = manifests_dir
         self.reports_dir = reports_dir
-        self._final: set[str] = set()
+        self._final: dict[str, int] = {}  # final run -> its arrivals when its report was last written
         self._done: set[Path] = set()  # manifests loaded, or unusable
         reports_dir.mkdir(parents=True, exist_ok=True)
 
@@ -45,16 +45,24 @@ class RunTracker:
                 self.ledger.add_manifest(manifest)
 
     def write_reports(self, now: float) -> list[RunReport]:
-        """Write the report of every run not yet final; count a final run's lost events once."""
+        """Write the report of every open run, and of a final run when late arrivals changed it.
+
+        `pipetune_lost_events_total` counts what was missing when each run became final; events that
+        arrive after that count as late (`pipetune_late_events_total`) and leave the report's
+        `lost_events`.
+        """
         written = []
         for manifest in self.ledger.manifests():
-            if manifest.run_id in self._final:
+            run_id = manifest.run_id
+            arrivals = self.ledger.arrivals(run_id)
+            if self._final.get(run_id) == arrivals:
                 continue
-            report = self.ledger.report(manifest.run_id, now)
+            report = self.ledger.report(run_id, now)
             if report.final:
-                self._final.add(manifest.run_id)
-                self.metrics.lost.inc(report.lost_events)
-            write_json_atomically(self.reports_dir / f"{manifest.run_id}.json", report.to_dict())
+                if run_id not in self._final:
+                    self.metrics.lost.inc(report.lost_events)
+                self._final[run_id] = arrivals
+            write_json_atomically(self.reports_dir / f"{run_id}.json", report.to_dict())
             written.append(report)
         return written
 

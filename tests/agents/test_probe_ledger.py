@@ -73,3 +73,21 @@ def test_tracker_writes_reports_and_counts_lost_once(tmp_path):
     fresh = Ledger(late_after_s=1.0)
     RunTracker(fresh, ProbeMetrics(), manifests, reports).scan()
     assert fresh.manifests() == []
+
+
+def test_late_arrivals_update_a_final_report_but_not_the_lost_counter(tmp_path):
+    manifests, reports = tmp_path / "manifests", tmp_path / "reports"
+    manifests.mkdir()
+    ledger, metrics = Ledger(late_after_s=1.0), ProbeMetrics()
+    tracker = RunTracker(ledger, metrics, manifests, reports)
+    (manifests / "run-b.json").write_text(json.dumps({"run_id": "run-b", "events": 2, "first_seq": 0, "last_seq": 1,
+                                                      "started_at": 0.0, "duration_s": 1.0}))
+    tracker.scan()
+    ledger.record("run-b-00000000", 0.5)
+    tracker.write_reports(now=3.0)
+    assert read_report(reports, "run-b").lost_events == 1
+    ledger.record("run-b-00000001", 4.0)
+    tracker.write_reports(now=4.5)
+    late = read_report(reports, "run-b")
+    assert (late.lost_events, late.late_events, late.complete, late.final) == (0, 1, True, True)
+    assert metrics.registry.get_sample_value("pipetune_lost_events_total") == 1
