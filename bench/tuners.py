@@ -37,7 +37,7 @@ from models.space import Config
 from models.strategies import STRATEGIES, build_learner
 from models.twin import Calibration, load
 
-console = Console()
+console = Console(width=150)
 
 
 class TimedLearner:
@@ -284,7 +284,7 @@ def main() -> None:
             for s, f in summary.items():
                 reach = (f"{f['windows_to_10pct']:.0f} ({f['reached_10pct']}/{f['runs']})"
                          if f["windows_to_10pct"] is not None else f"never (0/{f['runs']})")
-                table.add_row(s, f"{f['final_p95_s']:.3f}", f"{f['regret']:.2f}", reach, f"{f['violation_pct']:.1f}",
+                table.add_row(s, f"{f['final_p95_s']:.3f}", f"{f['regret']:.3f}", reach, f"{f['violation_pct']:.1f}",
                               f"{f['restarts']:.0f}", f"{f['suggest_ms_median']:.0f}")
             console.print(table)
     best_so_far_plot({k: v for k, v in results.items() if k != "learner_latency"}, args.plot)

@@ -132,15 +132,19 @@ def autotune_command(
               (window > 0, "--window", f"must be > 0 seconds, got {window:g}"),
               (speed >= 0, "--speed", f"must be >= 0, got {speed:g}"),
               (profile in PROFILES, "--profile", f"must be one of {', '.join(PROFILES)}, got {profile!r}"),
+              (mode in ("auto", "advise", "frozen"), "--mode", f"must be auto, advise or frozen, got {mode!r}"),
+              (0 < min_throughput_ratio <= 1, "--min-throughput-ratio",
+               f"must be in (0, 1], got {min_throughput_ratio:g}"),
+              (slo_p95 is None or slo_p95 > 0, "--slo-p95", f"must be > 0 seconds, got {slo_p95}"),
               (strategy in STRATEGIES, "--strategy", f"must be one of {', '.join(STRATEGIES)}, got {strategy!r}")]
     for ok, flag, message in checks:
         if not ok:
             raise typer.BadParameter(message, param_hint=flag)
     try:
         cal = load(calibration)
-        policy = Policy(mode=mode, min_throughput_ratio=min_throughput_ratio, p95_ceiling_s=slo_p95)
     except (KeyError, FileNotFoundError, ValueError) as exc:
-        raise typer.BadParameter(str(exc).splitlines()[0], param_hint="--calibration/--mode/--min-throughput-ratio") from None
+        raise typer.BadParameter(str(exc).splitlines()[0], param_hint="--calibration") from None
+    policy = Policy(mode=mode, min_throughput_ratio=min_throughput_ratio, p95_ceiling_s=slo_p95)
     token = require_token(token_file) if api_port is not None else ""
     directory = state_dir or Path.home() / ".cache" / "pipetune" / "runs" / time.strftime("%Y%m%d-%H%M%S")
     store = StateStore(directory)
@@ -152,6 +156,7 @@ def autotune_command(
     start = resumed_incumbent.config if resumed_incumbent else preset("defaults")
     box = Box(tuned_names(policy, cal.topology), policy)
 
+    # Ray is imported only here: it takes seconds, and every other subcommand should start at once.
     from controller.ray_learner import RemoteLearner, start_ray
 
     err.print(f"[dim]starting Ray{' at ' + ray_address if ray_address else ''}; state in {directory}[/]")
@@ -179,7 +184,8 @@ def autotune_command(
     summary["final"]["config"] = dict(final)
     err.print(_summary_table(summary))
     changed = preset("defaults").diff(final)
-    err.print("final config vs defaults: " + (", ".join(f"{k} {a} → {b}" for k, (a, b) in changed.items()) or "unchanged"))
+    err.print("final config vs defaults: " + (", ".join(f"{k} {a:.4g} → {b:.4g}" if isinstance(b, float) else
+                                                         f"{k} {a} → {b}" for k, (a, b) in changed.items()) or "unchanged"))
     err.print(f"rollbacks {daemon.rollbacks}, seconds in guardrail violation {daemon.violation_s:g} "
               f"of {daemon.t_s:g} simulated")
     plot_path = plot or directory / "autotune.png"
