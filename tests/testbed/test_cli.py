@@ -67,3 +67,14 @@ def test_up_status_down_leaves_nothing_behind(installed, tmp_path, make_pipeline
     assert down.exit_code == 0 and "stopped: filebeat, probe, prometheus, kafka" in down.output
     assert _our_processes(spec.resolved_run_dir()) == []
     assert "stopped" in runner.invoke(app, ["testbed", "status", "--pipeline", str(path)]).output
+
+
+def test_measure_needs_a_running_testbed_and_a_known_config(tmp_path, make_pipeline):
+    path = make_pipeline(tmp_path, "idle")
+    result = runner.invoke(app, ["measure", "--pipeline", str(path), "--duration", "2"])
+    assert result.exit_code == 2 and "is not running; start it with `pipetune testbed up`" in result.output
+    bad = tmp_path / "config.yaml"
+    bad.write_text("filebeat.backoff: -1\n")
+    for choice, message in (("fastest", "neither a preset"), (str(bad), "filebeat.backoff")):
+        result = runner.invoke(app, ["measure", "--pipeline", str(path), "--config", choice])
+        assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output
