@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from controller.agent_cmd import agent_command
 from controller.api_cmd import register_api_commands
 from controller.autotune_cmd import autotune_command
 from controller.replay_cmd import replay_command
@@ -32,3 +33,4 @@ app.command("scenarios")(scenarios_command)
 app.add_typer(testbed_app, name="testbed")
 app.command("measure")(measure_command)
 register_api_commands(app)
+app.command("agent")(agent_command)

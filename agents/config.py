@@ -1,0 +1,143 @@
+"""agent.yaml: where the agent keeps its state, where it listens, and the components it manages.
+
+`load_agent_config` returns a validated `AgentConfig` or raises `AgentConfigError` naming the file,
+the field (`components.0.params.filebeat.backoff`) and what is allowed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from models.space import PIPELINE_SPACE, ParamError, Value
+
+Port = Annotated[int, Field(ge=1, le=65535)]
+
+
+class AgentConfigError(ValueError):
+    """An agent.yaml that cannot be read or is not valid; the message names the field."""
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ProcessRuntimeSpec(_Spec):
+    kind: Literal["process"] = "process"
+    argv: list[str] | None = Field(default=None, description="the component's command; the adapter's own when omitted")
+    reload_signal: str | None = None
+    stop_timeout_s: float = Field(default=15.0, gt=0)
+
+
+class DockerRuntimeSpec(_Spec):
+    kind: Literal["docker"]
+    container: str = Field(description="an existing container whose config directory is bind-mounted")
+    docker_host: str = "unix:///var/run/docker.sock"
+    reload_signal: str | None = None
+    stop_timeout_s: int = Field(default=15, gt=0)
+
+
+RuntimeSpec = Annotated[Union[ProcessRuntimeSpec, DockerRuntimeSpec], Field(discriminator="kind")]
+
+
+class _Component(_Spec):
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    params: dict[str, Value] = Field(default={}, description="starting values; the rest keep the defaults")
+
+    @model_validator(mode="after")
+    def _known_params(self) -> "_Component":
+        for key, value in self.params.items():
+            if key not in PIPELINE_SPACE or not key.startswith(f"{self.prefix()}."):
+                raise ValueError(f"params.{key}: not a {self.prefix()} parameter")
+            try:
+                PIPELINE_SPACE[key].validate(value)
+            except ParamError as err:
+                raise ValueError(f"params.{key}: {err}") from None
+        return self
+
+    def prefix(self) -> str:
+        return {"filebeat": "filebeat", "logstash": "logstash", "kafka": "kafka.broker"}[self.kind]  # type: ignore[attr-defined]
+
+
+class FilebeatComponent(_Component):
+    kind: Literal["filebeat"]
+    binary: Path = Field(description="the filebeat binary, also used for `filebeat test config`")
+    config_dir: Path = Field(description="filebeat.yml, inputs.d/, data/ and logs/ go here")
+    log_paths: list[Path] = Field(min_length=1)
+    input_type: Literal["filestream", "log"] = "filestream"
+    multiline: bool = False
+    kafka_hosts: list[str] = Field(min_length=1)
+    topic: str
+    http_port: Port
+    runtime: RuntimeSpec = ProcessRuntimeSpec()
+
+
+class LogstashComponent(_Component):
+    kind: Literal["logstash"]
+    config_dir: Path = Field(description="path.settings: logstash.yml, pipelines.yml, conf.d/")
+    binary: Path | None = Field(default=None, description="bin/logstash, for --config.test_and_exit")
+    beats_port: Port = 5044
+    kafka_hosts: list[str] = Field(min_length=1)
+    topic: str
+    api_port: Port = 9600
+    runtime: RuntimeSpec = ProcessRuntimeSpec(reload_signal="SIGHUP")
+
+
+class KafkaBrokerComponent(_Component):
+    kind: Literal["kafka"]
+    bootstrap: str
+    broker_id: int = Field(default=1, ge=0)
+    visible_timeout_s: float = Field(default=30.0, gt=0, description="longest wait for describe_configs to agree")
+
+
+Component = Annotated[Union[FilebeatComponent, LogstashComponent, KafkaBrokerComponent], Field(discriminator="kind")]
+
+
+class AgentConfig(_Spec):
+    state_dir: Path = Field(description="versions, the current pointer and the audit log of every component")
+    host: str = "127.0.0.1"
+    port: Port = 8765
+    health_timeout_s: float = Field(default=30.0, gt=0, description="how long a changed component may take to be healthy")
+    settle_s: float = Field(default=1.0, ge=0, description="how long it must stay healthy before a change counts")
+    components: list[Component] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> "AgentConfig":
+        names = [c.name for c in self.components]
+        for name in names:
+            if names.count(name) > 1:
+                raise ValueError(f"components: the name {name!r} is used twice")
+        return self
+
+
+def load_agent_config(path: Path | str) -> AgentConfig:
+    """Read and validate agent.yaml."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except OSError as err:
+        raise AgentConfigError(f"cannot read agent config {path}: {err.strerror}") from None
+    except yaml.YAMLError as err:
+        raise AgentConfigError(f"{path} is not valid YAML: {err}") from None
+    if not isinstance(raw, dict):
+        raise AgentConfigError(f"{path}: expected a mapping of agent fields at the top level")
+    try:
+        return AgentConfig.model_validate(raw)
+    except ValidationError as err:
+        problems = "; ".join(_describe(e) for e in err.errors())
+        raise AgentConfigError(f"{path}: {problems}") from None
+
+
+_TAGS = {"filebeat", "logstash", "kafka", "process", "docker"}
+
+
+def _describe(error: dict) -> str:
+    """`components.0.http_port: ...`: the field's path without the union tags pydantic puts in it."""
+    loc = error["loc"]
+    # A discriminated union puts the tag it chose after the position: components.0.filebeat.http_port.
+    parts = [str(part) for i, part in enumerate(loc)
+             if not (i and part in _TAGS and (isinstance(loc[i - 1], int) or loc[i - 1] == "runtime"))]
+    return f"{'.'.join(parts)}: {error['msg'].removeprefix('Value error, ')}"

@@ -1,0 +1,132 @@
+"""The agent's HTTP service: components, their config versions, health, rollback and audit log.
+
+Every request carries `Authorization: Bearer <token>`: none → 401, a wrong one → 403. The token is
+compared in constant time and never logged.
+"""
+
+from __future__ import annotations
+
+import hmac
+from pathlib import Path
+
+import docker
+from fastapi import Depends, FastAPI, HTTPException
+from fastapi.responses import JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel, Field
+
+from agents.adapter import Adapter, ConfigStore, Runtime
+from agents.component import ChangeRefused, ManagedComponent, result_dict
+from agents.config import (AgentConfig, Component, DockerRuntimeSpec, FilebeatComponent, KafkaBrokerComponent,
+                           LogstashComponent)
+from agents.filebeat import FilebeatLayout
+from agents.filebeat_adapter import MAIN_FILE, FilebeatAdapter
+from agents.kafka_broker import KafkaBrokerAdapter
+from agents.logstash import LogstashAdapter, LogstashLayout
+from agents.runtimes import DockerRuntime, ProcessRuntime
+from models.space import Value
+
+# The HTTP status of each change outcome: a rejected config wrote nothing (422); a rolled-back one
+# reached the component and failed there (502).
+_STATUS = {"applied": 200, "unchanged": 200, "rejected": 422, "rolled_back": 502}
+
+
+class ChangeRequest(BaseModel):
+    version: int = Field(ge=1, description="the caller's version number; above every version stored")
+    params: dict[str, Value] = Field(description="parameter name -> value; others keep the value in force")
+
+
+def build_adapter(spec: Component, state_dir: Path) -> Adapter:
+    """The adapter a component entry of agent.yaml describes."""
+    if isinstance(spec, FilebeatComponent):
+        layout = FilebeatLayout(tuple(spec.log_paths), spec.input_type, spec.multiline, tuple(spec.kafka_hosts),
+                                spec.topic, spec.http_port, spec.config_dir)
+        return FilebeatAdapter(layout, spec.binary)
+    if isinstance(spec, LogstashComponent):
+        return LogstashAdapter(LogstashLayout(spec.config_dir, spec.beats_port, tuple(spec.kafka_hosts), spec.topic,
+                                              spec.api_port), spec.binary)
+    assert isinstance(spec, KafkaBrokerComponent)
+    return KafkaBrokerAdapter(spec.bootstrap, spec.broker_id, state_dir / spec.name / "rendered",
+                              visible_timeout_s=spec.visible_timeout_s)
+
+
+def build_runtime(spec: Component, state_dir: Path) -> Runtime | None:
+    """The runtime of a component entry; None for a component changed only through its admin API."""
+    if isinstance(spec, KafkaBrokerComponent):
+        return None
+    runtime = spec.runtime
+    if isinstance(runtime, DockerRuntimeSpec):
+        return DockerRuntime(docker.DockerClient(base_url=runtime.docker_host), runtime.container,
+                             reload_signal=runtime.reload_signal, stop_timeout_s=runtime.stop_timeout_s)
+    argv = runtime.argv or _default_argv(spec)
+    return ProcessRuntime(spec.name, argv, state_dir / spec.name / "run", reload_signal=runtime.reload_signal,
+                          stop_timeout_s=runtime.stop_timeout_s)
+
+
+def _default_argv(spec: Component) -> list[str]:
+    if isinstance(spec, FilebeatComponent):
+        return [str(spec.binary), "-c", str(spec.config_dir / MAIN_FILE), "--path.home", str(spec.config_dir)]
+    assert isinstance(spec, LogstashComponent)
+    if spec.binary is None:
+        raise ValueError(f"components {spec.name}: give runtime.argv or binary to start Logstash")
+    return [str(spec.binary), "--path.settings", str(spec.config_dir)]
+
+
+def build_components(config: AgentConfig) -> dict[str, ManagedComponent]:
+    return {spec.name: ManagedComponent(build_adapter(spec, config.state_dir), build_runtime(spec, config.state_dir),
+                                        ConfigStore(config.state_dir, spec.name), spec.params,
+                                        health_timeout_s=config.health_timeout_s, settle_s=config.settle_s)
+            for spec in config.components}
+
+
+def create_app(agent_config: AgentConfig, token: str, components: dict[str, ManagedComponent] | None = None
+               ) -> FastAPI:
+    """The agent's FastAPI app; components are started (brought to their current version) on startup."""
+    if not token:
+        raise ValueError("the agent needs a non-empty token")
+    managed = components if components is not None else build_components(agent_config)
+    for component in managed.values():
+        component.start()
+    bearer = HTTPBearer(auto_error=False)
+
+    def authorised(credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
+        if credentials is None:
+            raise HTTPException(401, "missing bearer token", headers={"WWW-Authenticate": "Bearer"})
+        if not hmac.compare_digest(credentials.credentials.encode(), token.encode()):
+            raise HTTPException(403, "wrong token")
+
+    app = FastAPI(title="pipetune agent", dependencies=[Depends(authorised)])
+
+    def component(name: str) -> ManagedComponent:
+        if name not in managed:
+            raise HTTPException(404, f"no component {name!r}; this agent manages {', '.join(managed)}")
+        return managed[name]
+
+    @app.get("/components")
+    def list_components() -> list[dict]:
+        return [c.state() for c in managed.values()]
+
+    @app.get("/components/{name}")
+    def get_component(name: str) -> dict:
+        return component(name).state()
+
+    @app.put("/components/{name}/config")
+    def put_config(name: str, request: ChangeRequest) -> JSONResponse:
+        try:
+            result = component(name).change(request.version, request.params)
+        except ChangeRefused as refused:
+            return JSONResponse(refused.detail, status_code=refused.status)
+        return JSONResponse(result_dict(result), status_code=_STATUS[result.status])
+
+    @app.post("/components/{name}/rollback")
+    def rollback(name: str) -> JSONResponse:
+        try:
+            return JSONResponse(result_dict(component(name).rollback()))
+        except ChangeRefused as refused:
+            return JSONResponse(refused.detail, status_code=refused.status)
+
+    @app.get("/components/{name}/audit")
+    def audit(name: str) -> list[dict]:
+        return component(name).audit()
+
+    return app

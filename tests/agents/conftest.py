@@ -1,0 +1,106 @@
+"""Fixtures for the agent tests: an agent.yaml for a real Filebeat, and a private dockerd with a Filebeat image."""
+
+from __future__ import annotations
+
+import io
+import os
+import tarfile
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from agents.config import AgentConfig
+from agents.docker_engine import DockerEngine, import_image, start_engine
+from tests.conftest import free_ports
+
+TOKEN = "test-token-0123456789"
+
+# Runs the component, except when a test left a marker beside it: `crash-next` makes the next start
+# exit at once (a component that dies after a restart), `slow-next` makes it hang before starting
+# (a change still under way). Each marker is used once.
+WRAPPER = """\
+here=$(dirname "$0")
+if [ -e "$here/crash-next" ]; then rm "$here/crash-next"; echo "crashing as asked" >&2; exit 3; fi
+if [ -e "$here/slow-next" ]; then rm "$here/slow-next"; sleep 120; fi
+exec "$@"
+"""
+
+
+def write_wrapper(directory: Path) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    wrapper = directory / "run.sh"
+    wrapper.write_text(WRAPPER)
+    return wrapper
+
+
+def filebeat_agent_config(tmp_path: Path, binary: Path, runtime: dict | None = None, **changes: object) -> AgentConfig:
+    """An agent managing one Filebeat (its output points at a closed port: health needs only its HTTP stats)."""
+    config_dir = tmp_path / "filebeat"
+    wrapper = write_wrapper(config_dir)
+    http_port, kafka_port, agent_port = free_ports(3)
+    argv = ["/bin/sh", str(wrapper), str(binary), "-c", str(config_dir / "filebeat.yml"), "--path.home", str(config_dir)]
+    raw = {
+        "state_dir": str(tmp_path / "state"), "port": agent_port, "health_timeout_s": 20, "settle_s": 1.0,
+        "components": [{
+            "name": "filebeat", "kind": "filebeat", "binary": str(binary), "config_dir": str(config_dir),
+            "log_paths": [str(tmp_path / "logs" / "access.log")], "kafka_hosts": [f"127.0.0.1:{kafka_port}"],
+            "topic": "nginx-access", "http_port": http_port,
+            "params": {"filebeat.backoff": 0.01, "filebeat.max_backoff": 0.05},
+            "runtime": runtime or {"kind": "process", "argv": argv, "stop_timeout_s": 10},
+        }],
+    } | changes
+    return AgentConfig.model_validate(raw)
+
+
+_IMAGE_FILES = {"/bin/busybox": "/bin/busybox", "/lib/x86_64-linux-gnu/libc.so.6": "/lib/x86_64-linux-gnu/libc.so.6",
+                "/lib64/ld-linux-x86-64.so.2": "/lib64/ld-linux-x86-64.so.2"}
+
+
+def filebeat_rootfs(binary: Path) -> bytes:
+    """A root filesystem tarball: static busybox (sh, rm, sleep), Filebeat and the libc it links."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for target, source in {**_IMAGE_FILES, "/usr/share/filebeat/filebeat": str(binary)}.items():
+            tar.add(os.path.realpath(source), arcname=target.lstrip("/"))
+        for applet in ("sh", "rm", "sleep", "dirname"):
+            link = tarfile.TarInfo(f"bin/{applet}")
+            link.type, link.linkname = tarfile.SYMTYPE, "busybox"
+            tar.addfile(link)
+        for directory in ("tmp", "etc"):
+            info = tarfile.TarInfo(directory)
+            info.type, info.mode = tarfile.DIRTYPE, 0o1777
+            tar.addfile(info)
+        passwd = b"root:x:0:0:root:/root:/bin/sh\n"
+        info = tarfile.TarInfo("etc/passwd")
+        info.size = len(passwd)
+        tar.addfile(info, io.BytesIO(passwd))
+    return buffer.getvalue()
+
+
+@pytest.fixture(scope="session")
+def docker_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DockerEngine]:
+    """A dockerd of our own (installed from Debian's docker.io when missing), for the whole session."""
+    engine = start_engine(tmp_path_factory.mktemp("dockerd"))
+    try:
+        yield engine
+    finally:
+        client = engine.client()
+        for container in client.containers.list(all=True):
+            container.remove(force=True)
+        client.close()
+        engine.stop()
+
+
+@pytest.fixture(scope="session")
+def filebeat_image(docker_engine: DockerEngine, installed, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """An image made by `docker import` holding busybox and the cached Filebeat binary."""
+    tarball = tmp_path_factory.mktemp("image") / "rootfs.tar"
+    tarball.write_bytes(filebeat_rootfs(installed.filebeat))
+    client = docker_engine.client()
+    try:
+        import_image(client, tarball, "pipetune-filebeat:test")
+    finally:
+        client.close()
+    tarball.unlink()
+    return "pipetune-filebeat:test"

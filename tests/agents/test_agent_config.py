@@ -1,0 +1,47 @@
+"""agent.yaml: a bad file is refused with the field named; the CLI refuses to start without a token."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from agents.config import AgentConfigError, load_agent_config
+
+
+def _write(tmp_path: Path, **component: object) -> Path:
+    entry = {"name": "fb", "kind": "filebeat", "binary": "/usr/bin/filebeat", "config_dir": str(tmp_path),
+             "log_paths": ["/var/log/access.log"], "kafka_hosts": ["127.0.0.1:9092"], "topic": "t",
+             "http_port": 5066} | component
+    path = tmp_path / "agent.yaml"
+    path.write_text(yaml.safe_dump({"state_dir": str(tmp_path / "state"), "components": [entry]}))
+    return path
+
+
+def test_a_valid_file_loads_with_loopback_and_process_defaults(tmp_path):
+    config = load_agent_config(_write(tmp_path))
+    assert config.host == "127.0.0.1"
+    assert config.components[0].runtime.kind == "process"
+
+
+@pytest.mark.parametrize("changes, field", [
+    ({"http_port": 70000}, "components.0.http_port"),
+    ({"params": {"filebeat.backoff": 100}}, "params.filebeat.backoff"),
+    ({"params": {"logstash.pipeline.workers": 2}}, "params.logstash.pipeline.workers: not a filebeat parameter"),
+    ({"runtime": {"kind": "docker"}}, "components.0.runtime.container"),
+    ({"kind": "fluentd"}, "components.0"),
+])
+def test_a_bad_field_is_named(tmp_path, changes, field):
+    with pytest.raises(AgentConfigError) as err:
+        load_agent_config(_write(tmp_path, **changes))
+    assert field in str(err.value)
+
+
+def test_agent_refuses_to_start_without_a_token(tmp_path):
+    proc = subprocess.run([sys.executable, "-c", "from controller.cli import app; app()", "agent", "--config",
+                           str(_write(tmp_path))], capture_output=True, text=True, timeout=60,
+                          env={"PATH": "/usr/bin:/bin"})
+    assert proc.returncode != 0 and "PIPETUNE_AGENT_TOKEN" in proc.stderr
