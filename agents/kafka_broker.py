@@ -86,7 +86,7 @@ class KafkaBrokerAdapter:
         try:
             admin = self._admin()
             brokers = admin.describe_cluster()["brokers"]
-            ids = [b["node_id"] for b in brokers]
+            ids = [b["broker_id"] for b in brokers]
             return Health(self.broker_id in ids, f"brokers {ids}")
         except Exception as err:  # any client error means the broker cannot be reached
             return Health(False, f"{self.bootstrap}: {err}")
