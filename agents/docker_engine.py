@@ -48,6 +48,7 @@ class DockerEngine:
 
     socket: Path
     process: subprocess.Popen
+    exec_root: Path
 
     @property
     def base_url(self) -> str:
@@ -63,6 +64,7 @@ class DockerEngine:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+        shutil.rmtree(self.exec_root, ignore_errors=True)
 
 
 def start_engine(root: Path, timeout_s: float = 30.0) -> DockerEngine:
@@ -78,7 +80,7 @@ def start_engine(root: Path, timeout_s: float = 30.0) -> DockerEngine:
             f"--pidfile={root / 'dockerd.pid'}"]
     process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                start_new_session=True)
-    engine = DockerEngine(sock, process)
+    engine = DockerEngine(sock, process, exec_root)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if process.poll() is not None:
