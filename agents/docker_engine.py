@@ -64,6 +64,9 @@ class DockerEngine:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+        # dockerd leaves its network namespace mounted under the exec root after it exits.
+        for netns in self.exec_root.glob("netns/*"):
+            subprocess.run(["umount", str(netns)], capture_output=True)
         shutil.rmtree(self.exec_root, ignore_errors=True)
 
 

@@ -78,9 +78,10 @@ def filebeat_rootfs(binary: Path) -> bytes:
     return buffer.getvalue()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def docker_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DockerEngine]:
-    """A dockerd of our own (installed from Debian's docker.io when missing), for the whole session."""
+    """A dockerd of our own (installed from Debian's docker.io when missing), stopped after its module:
+    Filebeat processes started on the host while it ran were seen stuck in start-up reading cgroups."""
     engine = start_engine(tmp_path_factory.mktemp("dockerd"))
     try:
         yield engine
@@ -92,7 +93,7 @@ def docker_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DockerEn
         engine.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def filebeat_image(docker_engine: DockerEngine, installed, tmp_path_factory: pytest.TempPathFactory) -> str:
     """An image made by `docker import` holding busybox and the cached Filebeat binary."""
     tarball = tmp_path_factory.mktemp("image") / "rootfs.tar"
