@@ -76,10 +76,8 @@ class FilebeatCollector(Collector):
         for name, path, doc in (
             ("events_acked", "libbeat.output.events.acked", "Events the output acknowledged"),
             ("output_batches", "libbeat.output.events.batches", "Batches (requests) the output sent"),
-            ("cpu_seconds", "beat.cpu.total.time.ms", "CPU time Filebeat used"),
         ):
-            value = _get(stats, path) / (1000.0 if path.endswith(".ms") else 1.0)
-            yield CounterMetricFamily(f"pipetune_filebeat_{name}", doc, value=value)
+            yield CounterMetricFamily(f"pipetune_filebeat_{name}", doc, value=_get(stats, path))
         yield GaugeMetricFamily("pipetune_filebeat_queue_events", "Events in Filebeat's pipeline not yet acknowledged",
                                 value=_get(stats, "libbeat.pipeline.events.active"))
         yield GaugeMetricFamily("pipetune_log_unshipped_bytes", "Bytes of the replayed log not yet acknowledged",

@@ -66,8 +66,8 @@ class PrometheusTelemetry:
             "filebeat": self.scalar("pipetune_filebeat_queue_events", end),
             "kafka": self.scalar("pipetune_kafka_consumer_lag_events", end),
         }
-        cpu = {"filebeat": self.scalar(f"rate(pipetune_filebeat_cpu_seconds_total[{w}])", end),
-               "probe": self.scalar(f"rate(process_cpu_seconds_total[{w}])", end)}
+        cpu = self.by_label(f"rate(pipetune_component_cpu_seconds_total[{w}])", "component", end)
+        cpu["probe"] = self.scalar(f"rate(process_cpu_seconds_total[{w}])", end)
         rate = f"[{SERIES_RATE_WINDOW_S}s]"
         series = {
             "t_s": [float(t) for t in range(math.ceil(start), math.floor(end) + 1)],

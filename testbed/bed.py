@@ -19,7 +19,7 @@ from testbed.filebeat import filebeat_service, write_filebeat_config
 from testbed.pipeline import PipelineSpec
 from testbed.probe import probe_service
 from testbed.processes import Service, TestbedError
-from testbed.prometheus import prometheus_service, prometheus_url
+from testbed.prometheus import probe_scraped, prometheus_service, prometheus_url
 
 ORDER = ("kafka", "prometheus", "probe", "filebeat")
 
@@ -94,6 +94,8 @@ def up(spec: PipelineSpec, config: Config | None = None) -> list[ServiceStatus]:
             _start_ready(spec, planned[name])
             if name == "kafka":
                 create_topics(spec)  # before any event can flow
+        # Prometheus picks up new targets only after a few seconds: telemetry is live once it has.
+        processes.wait_ready(planned["prometheus"], lambda: probe_scraped(spec), 30.0)
     except BaseException:
         down(spec)
         raise

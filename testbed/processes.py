@@ -33,11 +33,16 @@ class Service:
 
     @property
     def pid_file(self) -> Path:
-        return self.run_dir / "pids" / f"{self.name}.json"
+        return pid_file(self.run_dir, self.name)
 
     @property
     def log_file(self) -> Path:
         return self.run_dir / "logs" / f"{self.name}.out"
+
+
+def pid_file(run_dir: Path, name: str) -> Path:
+    """Where the pid of the named service of a run dir is recorded."""
+    return run_dir / "pids" / f"{name}.json"
 
 
 def _start_ticks(pid: int) -> int | None:

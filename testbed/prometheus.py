@@ -6,6 +6,9 @@ process re-exports it (`pipetune_filebeat_*`, agents/filebeat_stats.py), so one 
 
 from __future__ import annotations
 
+import json
+import urllib.parse
+import urllib.request
 from pathlib import Path
 
 import yaml
@@ -38,3 +41,11 @@ def prometheus_service(spec: PipelineSpec, binary: Path) -> Service:
 
 def prometheus_url(spec: PipelineSpec) -> str:
     return f"http://127.0.0.1:{spec.prometheus.port}"
+
+
+def probe_scraped(spec: PipelineSpec) -> bool:
+    """Whether Prometheus has scraped the probe successfully at least once."""
+    query = urllib.parse.urlencode({"query": 'up{job="pipetune-probe"}'})
+    with urllib.request.urlopen(f"{prometheus_url(spec)}/api/v1/query?{query}", timeout=2.0) as response:
+        result = json.load(response)["data"]["result"]
+    return any(row["value"][1] == "1" for row in result)

@@ -12,6 +12,7 @@ from prometheus_client import ProcessCollector, start_http_server
 
 from agents.filebeat_stats import FilebeatCollector
 from agents.log_stats import LogCollector
+from agents.process_stats import ProcessCpuCollector
 from agents.probe.consumer import Probe, consumer_settings
 from agents.probe.ledger import Ledger
 from agents.probe.metrics import ProbeMetrics
@@ -32,6 +33,8 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--filebeat-stats-url", help="re-export this Filebeat's /stats")
     parser.add_argument("--filebeat-data", type=Path, help="Filebeat's path.data (for the log backlog)")
     parser.add_argument("--log-path", type=Path, help="the replayed log (for the log backlog)")
+    parser.add_argument("--cpu-of", action="append", default=[], metavar="NAME=PID_FILE",
+                        help="export the CPU time of the process in PID_FILE as component NAME (repeatable)")
     return parser.parse_args()
 
 
@@ -39,6 +42,8 @@ def main() -> None:
     args = _arguments()
     metrics = ProbeMetrics()
     ProcessCollector(registry=metrics.registry)
+    pid_files = dict(item.split("=", 1) for item in args.cpu_of)
+    metrics.registry.register(ProcessCpuCollector({name: Path(path) for name, path in pid_files.items()}))
     if args.log_path:
         metrics.registry.register(LogCollector(args.log_path))
     if args.filebeat_stats_url and args.filebeat_data and args.log_path:

@@ -1,11 +1,13 @@
 """What the probe re-exports about the node: the log's offered load and Filebeat's acknowledged offset."""
 
 import json
+import os
 
 from prometheus_client import CollectorRegistry
 
 from agents.filebeat_stats import registry_offsets
 from agents.log_stats import LogCollector
+from agents.process_stats import ProcessCpuCollector
 
 
 def _written(registry: CollectorRegistry) -> float:
@@ -44,3 +46,16 @@ def test_registry_offsets_take_the_newest_entry_per_file(tmp_path):
            {"k": "a", "v": {"cursor": {"offset": 25}, "meta": {"source": "/a.log"}}}]
     (home / "log.json").write_text("".join(json.dumps(op) + "\n" for op in ops) + '{"k": "a", "v": {"cur')
     assert registry_offsets(tmp_path) == {"/a.log": 25}
+
+
+def test_component_cpu_follows_the_pid_file(tmp_path):
+    alive, gone, garbage = tmp_path / "alive.json", tmp_path / "gone.json", tmp_path / "garbage.json"
+    alive.write_text(json.dumps({"pid": os.getpid()}))
+    gone.write_text("999999999")
+    garbage.write_text("not a pid")
+    sum(i * i for i in range(200_000))  # some CPU time of our own
+    registry = CollectorRegistry()
+    registry.register(ProcessCpuCollector({"self": alive, "gone": gone, "garbage": garbage,
+                                           "missing": tmp_path / "none.json"}))
+    samples = {s.labels["component"]: s.value for m in registry.collect() for s in m.samples}
+    assert set(samples) == {"self"} and samples["self"] > 0

@@ -41,6 +41,7 @@ def test_latency_histograms_read_back_through_prometheus(testbed):
     assert 0 < observation.p50_s <= observation.p95_s <= observation.p99_s < 10
     assert set(observation.stage_p95_s) == {"filebeat_read", "filebeat_publish", "kafka_consume"}
     assert observation.offered_eps > 0 and observation.throughput_eps > 0
+    assert {"kafka", "filebeat", "prometheus", "probe"} <= set(observation.cpu_cores)
 
 
 def test_filebeat_restarted_mid_run_loses_nothing(testbed):
