@@ -62,10 +62,15 @@ def test_agent_killed_mid_change_comes_back_on_the_version_in_force(installed, t
         (spec.config_dir / "slow-next").touch()
         threading.Thread(target=lambda: _ignore(lambda: client.put_config(
             "filebeat", 2, {"filebeat.queue.mem.events": 16384})), daemon=True).start()
+        first_pid = runtime.pid()
         deadline = time.monotonic() + 30
-        while not any(e["event"] == "change_started" and e["version"] == 2 for e in _audit(config.state_dir)):
+        # Kill only once the slow start is really under way (a new process in the pid file), not while
+        # the old Filebeat is still shutting down: that is the moment the test is about.
+        while not any(e["event"] == "change_started" and e["version"] == 2 for e in _audit(config.state_dir)) \
+                or runtime.pid() in (None, first_pid):
             assert time.monotonic() < deadline, "the change never started"
             time.sleep(0.1)
+        slow_start_pid = runtime.pid()
         agent.send_signal(signal.SIGKILL)
         agent.wait(10)
         assert "16384" in (spec.config_dir / "filebeat.yml").read_text()  # the change was half done
@@ -74,6 +79,7 @@ def test_agent_killed_mid_change_comes_back_on_the_version_in_force(installed, t
         _wait_answering(client, agent, log)
         state = client.component("filebeat")
         assert state["version"] == 1 and state["change_in_progress"] is False
+        assert not _alive(slow_start_pid)  # the half-started process was stopped, not leaked
         assert state["health"]["ok"] and state["params"]["filebeat.queue.mem.events"] == 8192
         assert (spec.config_dir / "filebeat.yml").read_text() == in_force
         assert _audit(config.state_dir)[-1] | {"at": 0} == {"at": 0, "event": "recovered", "interrupted": 2,
@@ -86,6 +92,14 @@ def test_agent_killed_mid_change_comes_back_on_the_version_in_force(installed, t
             agent.terminate()
             agent.wait(20)
         runtime.stop()
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie waiting for a reaper that this sandbox may lack does not count)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 def _ignore(call) -> None:
