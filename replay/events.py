@@ -13,7 +13,6 @@ import json
 from dataclasses import dataclass
 from typing import Iterator, Protocol
 
-from replay.shop import ShopUsers
 from replay.trace import TraceRecord
 
 REQUEST_ID_FORMAT = "{run_id}-{seq:08d}"

@@ -153,21 +153,30 @@ def install_filebeat() -> Path:
     return binary
 
 
-def install_prometheus() -> Path:
-    """Prometheus from Debian's package; the package's service is never started, we run the binary."""
-    found = shutil.which("prometheus")
+def install_debian_packages(packages: tuple[str, ...], binary: str, purpose: str) -> Path:
+    """`binary` from Debian's `packages`, installed with apt-get when missing (idempotent).
+
+    A first install attempt runs on the package lists as they are; only if it fails are the lists
+    refreshed (`apt-get update`) and the install tried again.
+    """
+    found = shutil.which(binary)
     if found:
         return Path(found)
-    apt = require_tool("apt-get", "to install Prometheus from Debian's package")
+    apt = require_tool("apt-get", f"to install Debian's {' '.join(packages)} {purpose}")
+    install = [apt, "install", "-y", "-q", "--no-install-recommends", *packages]
     if os.geteuid() != 0:
-        raise PrerequisiteError("installing Prometheus needs root: run `apt-get install -y prometheus` as root")
-    _log("installing Prometheus from Debian's package ...")
+        raise PrerequisiteError(f"installing {' '.join(packages)} needs root: run `{' '.join(install)}` as root")
+    _log(f"installing {' '.join(packages)} from Debian's packages ...")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    install = [apt, "install", "-y", "-q", "--no-install-recommends", "prometheus"]
     if subprocess.run(install, env=env, capture_output=True).returncode != 0:
         _run([apt, "update", "-q"], "apt-get update", env=env)
-        _run(install, "apt-get install prometheus", env=env)
-    return Path(require_tool("prometheus", "after installing Debian's prometheus package"))
+        _run(install, f"apt-get install {' '.join(packages)}", env=env)
+    return Path(require_tool(binary, f"after installing Debian's {' '.join(packages)}"))
+
+
+def install_prometheus() -> Path:
+    """Prometheus from Debian's package; the package's service is never started, we run the binary."""
+    return install_debian_packages(("prometheus",), "prometheus", "for the testbed")
 
 
 def install_all() -> Installed:

@@ -11,7 +11,7 @@ from typing import Iterator
 import pytest
 
 from agents.config import AgentConfig
-from agents.docker_engine import DockerEngine, import_image, start_engine
+from testbed.docker_engine import DockerEngine, import_image, start_engine
 from tests.conftest import free_ports
 
 TOKEN = "test-token-0123456789"

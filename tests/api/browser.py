@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
-from testbed.install import PrerequisiteError, require_tool
+from testbed.install import install_debian_packages
 
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -16,20 +14,7 @@ FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
 
 def install_chromium() -> Path:
     """The chromium binary, installing Debian's package first when it is missing (idempotent)."""
-    found = shutil.which("chromium")
-    if found:
-        return Path(found)
-    apt = require_tool("apt-get", "to install Debian's chromium for the status-page test")
-    if os.geteuid() != 0:
-        raise PrerequisiteError("installing chromium needs root: run `apt-get install -y chromium` as root")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    install = [apt, "install", "-y", "-q", "--no-install-recommends", "chromium"]
-    if subprocess.run(install, env=env, capture_output=True).returncode != 0:
-        for cmd in ([apt, "update", "-q"], install):  # the package lists may be stale or absent
-            proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
-            if proc.returncode != 0:
-                raise PrerequisiteError(f"{' '.join(cmd)} failed: {proc.stderr.strip()[-800:]}")
-    return Path(require_tool("chromium", "after installing Debian's chromium package"))
+    return install_debian_packages(("chromium",), "chromium", "for the status-page test")
 
 
 def run_chromium(binary: Path, url: str, profile: Path, *extra: str, budget_ms: int = 8000) -> str:

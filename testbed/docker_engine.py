@@ -15,31 +15,16 @@ from pathlib import Path
 
 import docker
 
-APT_PACKAGES = ("docker.io", "busybox-static")
-
+from testbed.install import install_debian_packages
 
 class DockerEngineError(RuntimeError):
-    """dockerd cannot be installed or started; the message says which step failed and how."""
+    """dockerd cannot be started; the message says why and where its log is."""
 
 
 def ensure_docker_packages() -> str:
     """The path of `dockerd`, installing Debian's docker.io (and busybox-static for images) when missing."""
-    if shutil.which("dockerd") and Path("/bin/busybox").exists():
-        return str(shutil.which("dockerd"))
-    if os.geteuid() != 0:
-        raise DockerEngineError("installing docker.io needs root: run "
-                                f"`apt-get install -y --no-install-recommends {' '.join(APT_PACKAGES)}`")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    install = ["apt-get", "install", "-y", "-q", "--no-install-recommends", *APT_PACKAGES]
-    if subprocess.run(install, env=env, capture_output=True).returncode != 0:
-        subprocess.run(["apt-get", "update", "-q"], env=env, capture_output=True)
-        proc = subprocess.run(install, env=env, capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise DockerEngineError(f"apt-get install {' '.join(APT_PACKAGES)} failed:\n{proc.stderr[-2000:]}")
-    found = shutil.which("dockerd")
-    if not found:
-        raise DockerEngineError("docker.io installed but `dockerd` is not on PATH")
-    return found
+    install_debian_packages(("busybox-static",), "busybox", "to build container images")
+    return str(install_debian_packages(("docker.io",), "dockerd", "for the Docker runtime"))
 
 
 @dataclass
