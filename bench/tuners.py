@@ -230,6 +230,14 @@ def learner_latency(calibration: Calibration, observations: int = 200, repeats: 
             "tell_s_median": float(np.median(tell))}
 
 
+def _write_outputs(results: dict, plot: Path, json_path: Path | None) -> None:
+    best_so_far_plot({k: v for k, v in results.items() if k != "learner_latency"}, plot)
+    if json_path:
+        slim = {case: {k: v for k, v in r.items() if k != "runs_by_strategy"} if case != "learner_latency" else r
+                for case, r in results.items()}
+        json_path.write_text(json.dumps(slim, indent=1))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calibrations", default="paper-2vcpu")
@@ -287,12 +295,8 @@ def main() -> None:
                 table.add_row(s, f"{f['final_p95_s']:.3f}", f"{f['regret']:.3f}", reach, f"{f['violation_pct']:.1f}",
                               f"{f['restarts']:.0f}", f"{f['suggest_ms_median']:.0f}")
             console.print(table)
-    best_so_far_plot({k: v for k, v in results.items() if k != "learner_latency"}, args.plot)
+            _write_outputs(results, args.plot, args.json)  # after every case, so a long run is never lost
     console.print(f"plot: {args.plot}")
-    if args.json:
-        slim = {case: {k: v for k, v in r.items() if k != "runs_by_strategy"} if case != "learner_latency" else r
-                for case, r in results.items()}
-        args.json.write_text(json.dumps(slim, indent=1))
 
 
 if __name__ == "__main__":
