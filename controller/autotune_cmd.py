@@ -29,7 +29,7 @@ _SHOWN_ROWS = 14
 
 
 def _short_change(change: dict) -> str:
-    parts = [f"{name.split('.', 1)[1]}={new:g}" if isinstance(new, (int, float)) else f"{name}={new}"
+    parts = [f"{name.rsplit('.', 1)[-1]}={new:.4g}" if isinstance(new, (int, float)) else f"{name}={new}"
              for name, (_, new) in change.items()]
     return ", ".join(parts[:3]) + (f" +{len(parts) - 3}" if len(parts) > 3 else "") if parts else "–"
 
@@ -56,7 +56,8 @@ class _LiveTable:
         for col, justify in (("window", "right"), ("action", "left"), ("change", "left"), ("P95 s", "right"),
                              ("out/in", "right"), ("offered ev/s", "right"), ("best P95 s", "right"), ("why", "left")):
             table.add_column(col, justify=justify, no_wrap=True, overflow="ellipsis",
-                             max_width={"change": 40, "why": 70}.get(col))
+                             min_width=None if col in ("change", "why") else len(col),
+                             max_width={"change": 38, "why": 64}.get(col), ratio=1 if col == "why" else None)
         for row in self.rows[-_SHOWN_ROWS:]:
             table.add_row(*row)
         return table
@@ -182,6 +183,7 @@ def autotune_command(
     summary = {name: measure_fresh(cfg, cal, rate, window, seed=seed + 1000).to_dict()
                for name, cfg in (("final", final), ("defaults", preset("defaults")), ("hybrid", preset("hybrid")))}
     summary["final"]["config"] = dict(final)
+    err.print()
     err.print(_summary_table(summary))
     changed = preset("defaults").diff(final)
     err.print("final config vs defaults: " + (", ".join(f"{k} {a:.4g} → {b:.4g}" if isinstance(b, float) else
