@@ -204,15 +204,13 @@ class SafeBayesLearner:
             gp.fit(x[np.ix_(rows, columns)], np.array([h.stage_log_p95[i][stage] for i in rows]))
         self._margin_gp.fit(x, np.array(h.margin))
 
-    def _predict_p95(self, features: np.ndarray, kappa: float) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    def _predict_p95(self, features: np.ndarray, kappa: float) -> np.ndarray:
         """Σ over stages of exp(μ − κσ): the predicted P95 (κ = 0) or its optimistic bound (κ > 0)."""
         total = np.zeros(len(features))
-        per_stage = {}
         for stage, gp in self._stage_gps.items():
             mean, std = gp.predict(features[:, np.append(self.stage_dims[stage], features.shape[1] - 1)])
-            per_stage[stage] = np.exp(mean - kappa * std)
-            total += per_stage[stage]
-        return total, per_stage
+            total += np.exp(mean - kappa * std)
+        return total
 
     def incumbent(self, context: Context) -> Config:
         """The feasible config seen whose predicted P95 at `context` is lowest (under today's policy)."""
@@ -220,7 +218,7 @@ class SafeBayesLearner:
         feasible = [i for i, ok in enumerate(h.feasible) if ok]
         if not feasible:
             return self.start
-        predicted, _ = self._predict_p95(np.array([self._features(h.configs[i], context) for i in feasible]), 0.0)
+        predicted = self._predict_p95(np.array([self._features(h.configs[i], context) for i in feasible]), 0.0)
         return self.policy.enforce(h.configs[feasible[int(np.argmin(predicted))]])
 
     def suggest(self, context: Context) -> Config:
@@ -237,17 +235,14 @@ class SafeBayesLearner:
         mean, optimistic, m_mean, m_std = (np.concatenate([s[k] for s in scored]) for k in range(4))
         safe = m_mean - self.beta * m_std >= self.margin_floor
         if self.policy.p95_ceiling_s is not None:
-            safe &= self._predict_p95(features, -self.beta)[0] <= self.policy.p95_ceiling_s
-        inc_p95 = float(self._predict_p95(self._features(incumbent, context)[None, :], 0.0)[0][0])
+            safe &= self._predict_p95(features, -self.beta) <= self.policy.p95_ceiling_s
+        inc_p95 = float(self._predict_p95(self._features(incumbent, context)[None, :], 0.0)[0])
         gain = inc_p95 - optimistic
         restarts = np.any(np.abs(cand - self.box.encode(self._current))[:, self.box.restart_mask()] > 1e-9, axis=1)
         gain = np.where(restarts, gain * self.restart_discount, gain)
         if not np.any(safe):
             self.length = max(self.length / 2, self.length_min)
-            self.last_reason = f"no candidate predicted safe in trust region {self.length:.2f}: keep the incumbent"
-            self.last_prediction = {"p95_s": inc_p95}
-            self._current = incumbent
-            return incumbent
+            return self._hold(incumbent, inc_p95, f"no candidate predicted safe in trust region {self.length:.2f}")
         uncertainty = mean - optimistic
         if float(np.max(np.where(safe, gain, -np.inf))) > 0.01 * inc_p95:
             score, why = gain, "optimistic gain"
@@ -255,17 +250,12 @@ class SafeBayesLearner:
             # nothing it trusts promises a gain, but it is unsure somewhere safe: go and look
             score, why = uncertainty + m_std, "explore the most uncertain safe candidate"
         else:
-            self.last_reason = f"converged: no safe candidate promises a gain over {inc_p95:.3f}s; keep the incumbent"
-            self.last_prediction = {"p95_s": inc_p95}
-            self._current = incumbent
-            return incumbent
+            return self._hold(incumbent, inc_p95, f"converged: no safe candidate promises a gain over {inc_p95:.3f}s")
         order = np.argsort(-np.where(safe, score, -np.inf))[: int(safe.sum())]
         i = self._first_passing(order, cand, incumbent, context)
         if i is None:
-            self.last_reason = f"the twin expects none of the {min(len(order), self.screen_top)} best candidates to keep up: keep the incumbent"
-            self.last_prediction = {"p95_s": inc_p95}
-            self._current = incumbent
-            return incumbent
+            return self._hold(incumbent, inc_p95, f"the twin expects none of the "
+                                                  f"{min(len(order), self.screen_top)} best candidates to keep up")
         why += f" {gain[i]:.3f}s" if why == "optimistic gain" else ""
         lcb = m_mean[i] - self.beta * m_std[i]
         self.last_prediction = {"p95_s": float(mean[i]), "p95_lower_s": float(optimistic[i]),
@@ -274,6 +264,12 @@ class SafeBayesLearner:
                             f"{lcb:+.3f}, trust region {self.length:.2f}, {int(safe.sum())}/{len(safe)} safe")
         self._current = self.box.decode(cand[i], base=incumbent)
         return self._current
+
+    def _hold(self, incumbent: Config, inc_p95: float, why: str) -> Config:
+        self.last_reason = f"{why}: keep the incumbent"
+        self.last_prediction = {"p95_s": inc_p95}
+        self._current = incumbent
+        return incumbent
 
     def _first_passing(self, order: np.ndarray, cand: np.ndarray, incumbent: Config, context: Context) -> int | None:
         """The best-ranked candidate the twin expects to keep up (the best one, without a screen)."""
@@ -286,8 +282,8 @@ class SafeBayesLearner:
         return next((k for k, ok in zip(top, verdicts) if ok), None)
 
     def _score_chunk(self, features: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        mean, _ = self._predict_p95(features, 0.0)
-        optimistic, _ = self._predict_p95(features, self.kappa)
+        mean = self._predict_p95(features, 0.0)
+        optimistic = self._predict_p95(features, self.kappa)
         m_mean, m_std = self._margin_gp.predict(features)
         return mean, optimistic, m_mean, m_std
 
