@@ -7,6 +7,7 @@ import typer
 from controller.agent_cmd import agent_command
 from controller.api_cmd import register_api_commands
 from controller.autotune_cmd import autotune_command
+from controller.calibrate_cmd import calibrate_command
 from controller.replay_cmd import replay_command
 from controller.scenarios import scenarios_command
 from controller.measure_cmd import measure_command
@@ -32,5 +33,10 @@ app.command("replay")(replay_command)
 app.command("scenarios")(scenarios_command)
 app.add_typer(testbed_app, name="testbed")
 app.command("measure")(measure_command)
+app.command("calibrate")(calibrate_command)
 register_api_commands(app)
 app.command("agent")(agent_command)
+
+
+if __name__ == "__main__":  # `python -m controller.cli`: how the testbed starts its agent
+    app()

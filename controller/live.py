@@ -21,7 +21,7 @@ from replay.arrivals import Schedule
 from replay.engine import ReplayResult, Workload, run
 from replay.manifest import build_manifest, write_manifest
 from replay.sinks import SinkSpec
-from testbed import bed
+from testbed import agent, bed
 from testbed.pipeline import PipelineSpec
 from testbed.processes import TestbedError
 from testbed.prometheus import prometheus_url
@@ -84,17 +84,25 @@ class LivePipeline:
         self.telemetry = telemetry or PrometheusTelemetry(prometheus_url(spec))
 
     def apply(self, config: Config) -> ApplyReport:
-        """Reconfigure the running testbed (`testbed.bed.apply`); a restart's duration is the pause."""
-        started = time.monotonic()
+        """Reconfigure the running testbed through its agent; a restart's time in force is the pause."""
         try:
-            done = bed.apply(self.spec, config)
+            results = bed.apply_changes(self.spec, config)
         except TestbedError as err:
-            return ApplyReport(False, self.current(), time.monotonic() - started, str(err))
-        restarted = any(action.endswith("restarted") for action in done)
-        pause_s = time.monotonic() - started if restarted else 0.0
+            return ApplyReport(False, self._recorded(), 0.0, str(err))
+        refused = [r for r in results if r.status not in bed.OK]
+        if refused:
+            # apply_changes recorded what the agent kept in force; the agent may be the thing that failed.
+            r = refused[0]
+            return ApplyReport(False, self._recorded(), 0.0, f"{r.component} change {r.status}: {r.message}")
+        pause_s = sum(r.elapsed_s for r in results if r.action == "restarted")
+        done = [f"{r.component} {r.action}" for r in results if r.status == "applied"]
         return ApplyReport(True, config, pause_s, ", ".join(done) or "already in place")
 
     def current(self) -> Config:
+        """The agent's versions in force, with the testbed's record for what no agent manages (the probe)."""
+        return Config({**self._recorded(), **agent.params_in_force(self.spec)})
+
+    def _recorded(self) -> Config:
         return bed.recorded_config(self.spec) or self.spec.start_config()
 
     def observe(self, seconds: float) -> Observation:

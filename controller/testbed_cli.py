@@ -8,7 +8,7 @@ from typing import NoReturn
 import typer
 
 from models.space import PIPELINE_SPACE
-from testbed import bed
+from testbed import agent, bed
 from testbed.install import PrerequisiteError
 from testbed.pipeline import DEFAULT_PIPELINE, PipelineError, PipelineSpec, load_pipeline
 from testbed.processes import TestbedError
@@ -40,6 +40,9 @@ def _print_status(spec: PipelineSpec) -> None:
     for row in rows:
         state = f"running, pid {row.pid}" if row.pid else "stopped"
         typer.echo(f"  {row.name:<10} {state:<20} {row.endpoint}  log {row.log_file}")
+    if any(row.name == "agent" for row in rows):
+        typer.echo(f"  agent {agent.agent_url(spec)}: every Filebeat and broker change goes through it; "
+                   f"its bearer token is in {agent.token_file(spec)} (mode 0600)")
     config = bed.recorded_config(spec)
     if config is not None:
         changed = PIPELINE_SPACE.defaults().diff(config)

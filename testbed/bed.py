@@ -1,27 +1,35 @@
-"""Bring the testbed up, down, and say what runs: Kafka, then Prometheus, the probe, Filebeat.
+"""Bring the testbed up, down, and say what runs: Kafka, Prometheus, the probe, then the node agent,
+which starts Filebeat and makes every Filebeat and broker change.
 
 `up` records what it started in `<run dir>/state.json`; `down` stops exactly those processes (by
-pid file, checked against the kernel's start time), in reverse order.
+pid file, checked against the kernel's start time), the agent first so it cannot restart Filebeat.
 """
 
 from __future__ import annotations
 
 import json
+import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from models.space import PIPELINE_SPACE, ChangeCost, Config
-from testbed import processes
+import httpx
+
+from agents.client import AgentError
+from agents.component import ChangeResult
+from models.space import PIPELINE_SPACE, Config
+from testbed import agent, processes
 from testbed.install import Installed, install_all
-from testbed.kafka import alter_broker_threads, broker_ready, create_topics, kafka_service
-from testbed.filebeat import filebeat_service, write_filebeat_config
+from testbed.kafka import broker_ready, create_topics, kafka_service
+from testbed.filebeat import filebeat_layout, filebeat_pid_file
 from testbed.pipeline import PipelineSpec
 from testbed.probe import probe_service
 from testbed.processes import Service, TestbedError
 from testbed.prometheus import probe_scraped, prometheus_service, prometheus_url
 
-ORDER = ("kafka", "prometheus", "probe", "filebeat")
+START = ("kafka", "prometheus", "probe", "agent")  # the agent starts Filebeat
+STOP = ("agent", "filebeat", "probe", "prometheus", "kafka")
+OK = ("applied", "unchanged")
 
 
 @dataclass(frozen=True)
@@ -43,24 +51,39 @@ def _start_ready(spec: PipelineSpec, service: Service) -> None:
     checks = {"kafka": (lambda: broker_ready(spec.bootstrap), 60.0),
               "prometheus": (lambda: _http_ok(endpoints["prometheus"] + "/-/ready"), 20.0),
               "probe": (lambda: _http_ok(endpoints["probe"]), 20.0),
-              "filebeat": (lambda: _http_ok(endpoints["filebeat"]), 30.0)}
+              "agent": (lambda: _agent_ready(spec), 90.0)}
     ready, timeout_s = checks[service.name]
     processes.start(service)
     processes.wait_ready(service, ready, timeout_s)
 
 
+def _agent_ready(spec: PipelineSpec) -> bool:
+    """The agent answers once it has started its components (Filebeat healthy, broker configs set)."""
+    with agent.client(spec) as client:
+        return all(component["health"]["ok"] for component in client.components())
+
+
 def _endpoints(spec: PipelineSpec) -> dict[str, str]:
     return {"kafka": spec.bootstrap, "prometheus": prometheus_url(spec),
             "probe": f"http://127.0.0.1:{spec.probe.metrics_port}/metrics",
-            "filebeat": f"http://127.0.0.1:{spec.filebeat.http_port}/stats"}
+            "filebeat": f"http://127.0.0.1:{spec.filebeat.http_port}/stats", "agent": agent.agent_url(spec)}
+
+
+def _filebeat(spec: PipelineSpec, argv: tuple[str, ...]) -> Service:
+    """Filebeat as the agent runs it: its pid file is the agent's, so `down` and `status` see that process."""
+    return Service("filebeat", argv, spec.resolved_run_dir(), pid_path=filebeat_pid_file(spec))
 
 
 def services(spec: PipelineSpec, installed: Installed, config: Config) -> dict[str, Service]:
-    """Every testbed process, its config files written."""
+    """Every testbed process, its config files written (Filebeat's are written by the agent)."""
+    home = filebeat_layout(spec).home_dir
     return {"kafka": kafka_service(spec, installed.kafka_libs, config),
             "prometheus": prometheus_service(spec, installed.prometheus),
             "probe": probe_service(spec, config),
-            "filebeat": filebeat_service(spec, installed.filebeat, config)}
+            "agent": agent.agent_service(spec, installed.filebeat, config),
+            # The argv the agent's process runtime uses by default for a Filebeat component.
+            "filebeat": _filebeat(spec, (str(installed.filebeat), "-c", str(home / "filebeat.yml"),
+                                         "--path.home", str(home)))}
 
 
 def recorded_services(spec: PipelineSpec) -> dict[str, Service]:
@@ -70,7 +93,8 @@ def recorded_services(spec: PipelineSpec) -> dict[str, Service]:
         record = json.loads(state.read_text())
     except (OSError, ValueError):
         return {}
-    return {name: Service(name, tuple(argv), spec.resolved_run_dir()) for name, argv in record["services"].items()}
+    return {name: _filebeat(spec, tuple(argv)) if name == "filebeat" else Service(name, tuple(argv), spec.resolved_run_dir())
+            for name, argv in record["services"].items()}
 
 
 def up(spec: PipelineSpec, config: Config | None = None) -> list[ServiceStatus]:
@@ -90,10 +114,11 @@ def up(spec: PipelineSpec, config: Config | None = None) -> list[ServiceStatus]:
     planned = services(spec, installed, config)
     _record(spec, config, planned)
     try:
-        for name in ORDER:
+        for name in START:
             _start_ready(spec, planned[name])
             if name == "kafka":
                 create_topics(spec)  # before any event can flow
+        processes.wait_ready(planned["filebeat"], lambda: _http_ok(_endpoints(spec)["filebeat"]), 30.0)
         # Prometheus picks up new targets only after a few seconds: telemetry is live once it has.
         processes.wait_ready(planned["prometheus"], lambda: probe_scraped(spec), 30.0)
     except BaseException:
@@ -105,13 +130,15 @@ def up(spec: PipelineSpec, config: Config | None = None) -> list[ServiceStatus]:
 def down(spec: PipelineSpec) -> list[str]:
     """Stop what `up` started for this pipeline, in reverse order; returns the names that were running."""
     recorded = recorded_services(spec)
-    stopped = [name for name in reversed(ORDER) if name in recorded and processes.stop(recorded[name])]
+    stopped = [name for name in STOP if name in recorded and processes.stop(recorded[name])]
     return stopped
 
 
 def status(spec: PipelineSpec) -> list[ServiceStatus]:
     endpoints = _endpoints(spec)
-    return [ServiceStatus(name, processes.running_pid(service), endpoints[name], service.log_file)
+    # The agent's process runtime logs Filebeat's output beside its pid file.
+    logs = {"filebeat": filebeat_pid_file(spec).with_name("filebeat.out")}
+    return [ServiceStatus(name, processes.running_pid(service), endpoints[name], logs.get(name, service.log_file))
             for name, service in recorded_services(spec).items()]
 
 
@@ -119,35 +146,42 @@ def _changed(old: Config, new: Config, prefix: str) -> bool:
     return any(name.startswith(prefix) for name in new.diff(old))
 
 
-def apply(spec: PipelineSpec, config: Config) -> list[str]:
-    """Move the running testbed to `config` the cheapest way each change allows; says what it did.
+def apply_changes(spec: PipelineSpec, config: Config) -> list[ChangeResult]:
+    """Move the running testbed to `config`: Filebeat and broker changes go to the agent as new versions
+    (it reloads or restarts and rolls back a failed change); consumer settings restart the probe.
 
-    Filebeat input settings reload live (the inputs file is rewritten); any other Filebeat change
-    restarts Filebeat; consumer settings restart the probe; broker thread counts change live.
+    Stops at the first change the agent did not put in force; a request it refused outright raises
+    `TestbedError`.
     """
     recorded = recorded_services(spec)
     if not recorded or any(processes.running_pid(s) is None for s in recorded.values()):
         raise TestbedError(f"the testbed {spec.name!r} is not running; start it with `pipetune testbed up`")
     old = recorded_config(spec) or spec.start_config()
-    done: list[str] = []
-    filebeat_changes = {n for n in config.diff(old) if n.startswith("filebeat.")}
-    if filebeat_changes:
-        write_filebeat_config(spec, config)
-        if all(PIPELINE_SPACE[name].cost is ChangeCost.LIVE for name in filebeat_changes):
-            done.append("filebeat inputs reloaded")
-        else:
-            processes.stop(recorded["filebeat"])
-            _start_ready(spec, recorded["filebeat"])
-            done.append("filebeat restarted")
+    try:
+        results = agent.push(spec, old, config)
+        if any(r.status not in OK for r in results):
+            # Record what the agent has in force, so the next change starts from the truth.
+            _record(spec, Config({**old, **agent.params_in_force(spec)}), recorded)
+            return results
+    except (AgentError, httpx.HTTPError) as err:
+        raise TestbedError(f"the testbed's agent ({agent.agent_url(spec)}) refused the change: {err}") from None
     if _changed(old, config, "kafka.consumer."):
+        started = time.monotonic()
         processes.stop(recorded["probe"])
         _start_ready(spec, probe_service(spec, config))
-        done.append("probe restarted")
-    if _changed(old, config, "kafka.broker."):
-        alter_broker_threads(spec.bootstrap, config)
-        done.append("broker threads altered")
+        results.append(ChangeResult("probe", 0, 0, "applied", "restarted", elapsed_s=time.monotonic() - started))
     _record(spec, config, {**recorded, "probe": probe_service(spec, config)})
-    return done
+    return results
+
+
+def apply(spec: PipelineSpec, config: Config) -> list[str]:
+    """`apply_changes`, said in words ("filebeat inputs reloaded"); a change not in force is a `TestbedError`."""
+    results = apply_changes(spec, config)
+    for result in results:
+        if result.status not in OK:
+            raise TestbedError(f"the agent did not put the {result.component} change in force "
+                               f"({result.status}): {result.message}")
+    return [f"{r.component} {r.action}" for r in results if r.status == "applied"]
 
 
 def _record(spec: PipelineSpec, config: Config, started: dict[str, Service]) -> None:

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 from kafka import KafkaAdminClient
-from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
+from kafka.admin import NewTopic
 from kafka.errors import TopicAlreadyExistsError
 
 from models.space import Config
@@ -105,13 +105,3 @@ def create_topics(spec: PipelineSpec) -> list[str]:
     finally:
         admin.close()
 
-
-def alter_broker_threads(bootstrap: str, config: Config) -> None:
-    """Set the broker's thread counts live (per-broker dynamic configs of node 1)."""
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="pipetune-testbed")
-    try:
-        admin.alter_configs([ConfigResource(ConfigResourceType.BROKER, "1", configs={
-            "num.io.threads": str(config["kafka.broker.num.io.threads"]),
-            "num.network.threads": str(config["kafka.broker.num.network.threads"])})])
-    finally:
-        admin.close()

@@ -65,6 +65,12 @@ class ProbeSpec(_Spec):
     late_after_s: float = Field(default=10.0, gt=0, description="grace after a run's end before missing events count as lost")
 
 
+class AgentSpec(_Spec):
+    port: int = Port
+    health_timeout_s: float = Field(default=30.0, gt=0, description="how long a changed component may take to be healthy")
+    settle_s: float = Field(default=1.0, ge=0, description="how long it must stay healthy before a change counts")
+
+
 class StartConfig(_Spec):
     preset: str = "defaults"
     set: dict[str, Value] = {}
@@ -78,6 +84,7 @@ class PipelineSpec(_Spec):
     filebeat: FilebeatSpec
     prometheus: PrometheusSpec
     probe: ProbeSpec
+    agent: AgentSpec = AgentSpec(port=18765)
     config: StartConfig = StartConfig()
 
     @model_validator(mode="after")
@@ -97,7 +104,7 @@ class PipelineSpec(_Spec):
         """Every loopback port the testbed listens on, by field name."""
         return {"kafka.port": self.kafka.port, "kafka.controller_port": self.kafka.controller_port,
                 "filebeat.http_port": self.filebeat.http_port, "prometheus.port": self.prometheus.port,
-                "probe.metrics_port": self.probe.metrics_port}
+                "probe.metrics_port": self.probe.metrics_port, "agent.port": self.agent.port}
 
     def resolved_run_dir(self) -> Path:
         """Where the testbed keeps its configs, data, pid files and logs."""

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from models.space import Config
-from testbed.filebeat import filebeat_layout
+from testbed.filebeat import filebeat_layout, filebeat_pid_file
 from testbed.pipeline import PipelineSpec
 from testbed.processes import Service, pid_file
 
@@ -16,8 +16,9 @@ def probe_service(spec: PipelineSpec, config: Config) -> Service:
     """The probe, consuming with the config's `kafka.consumer.*` settings and re-exporting Filebeat's
     stats and the other components' CPU time."""
     run = spec.resolved_run_dir()
-    cpu_of = [arg for name in ("kafka", "filebeat", "prometheus")
-              for arg in ("--cpu-of", f"{name}={pid_file(run, name)}")]
+    pid_files = {"kafka": pid_file(run, "kafka"), "filebeat": filebeat_pid_file(spec),
+                 "prometheus": pid_file(run, "prometheus")}
+    cpu_of = [arg for name, path in pid_files.items() for arg in ("--cpu-of", f"{name}={path}")]
     argv = (sys.executable, "-m", "agents.probe", "--bootstrap", spec.bootstrap, "--topic", spec.probe.topic,
             "--group-id", spec.probe.group_id, "--metrics-port", str(spec.probe.metrics_port),
             "--manifests", str(run / "manifests"), "--reports", str(run / "reports"),
@@ -27,11 +28,12 @@ def probe_service(spec: PipelineSpec, config: Config) -> Service:
             "--filebeat-stats-url", f"http://127.0.0.1:{spec.filebeat.http_port}/stats",
             "--filebeat-data", str(filebeat_layout(spec).home_dir / "data"), "--log-path", str(spec.log_path()),
             *cpu_of)
-    return Service("probe", argv, run, env=_probe_env())
+    return Service("probe", argv, run, env=checkout_env())
 
 
-def _probe_env() -> dict[str, str]:
-    # The probe must import this checkout even when pipetune is not installed into the interpreter.
+def checkout_env() -> dict[str, str]:
+    """The environment, with this checkout importable."""
+    # The probe and the agent must import this checkout even when pipetune is not installed into the interpreter.
     root = str(Path(__file__).resolve().parent.parent)
     path = os.environ.get("PYTHONPATH")
     return {**os.environ, "PYTHONPATH": f"{root}:{path}" if path else root}

@@ -30,10 +30,11 @@ class Service:
     argv: tuple[str, ...]
     run_dir: Path
     env: dict[str, str] | None = None
+    pid_path: Path | None = None  # a pid file kept by someone else (the agent's, for the Filebeat it runs)
 
     @property
     def pid_file(self) -> Path:
-        return pid_file(self.run_dir, self.name)
+        return self.pid_path or pid_file(self.run_dir, self.name)
 
     @property
     def log_file(self) -> Path:

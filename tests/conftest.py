@@ -29,13 +29,14 @@ def free_ports(count: int) -> list[int]:
 def _write_pipeline(directory: Path, name: str, **changes: object) -> Path:
     """A copy of the default pipeline file with fresh ports, its run dir inside `directory`, and `changes`."""
     raw = yaml.safe_load(DEFAULT_PIPELINE.read_text())
-    kafka, controller, filebeat, prometheus, probe = free_ports(5)
+    kafka, controller, filebeat, prometheus, probe, agent = free_ports(6)
     raw["name"] = name
     raw["run_dir"] = str(directory / "run")
     raw["kafka"] |= {"port": kafka, "controller_port": controller}
     raw["filebeat"]["http_port"] = filebeat
     raw["prometheus"]["port"] = prometheus
     raw["probe"]["metrics_port"] = probe
+    raw["agent"]["port"] = agent
     for key, value in changes.items():  # a section given as a mapping changes only the fields it names
         raw[key] = raw[key] | value if isinstance(value, dict) and isinstance(raw.get(key), dict) else value
     path = directory / "pipeline.yaml"

@@ -56,15 +56,18 @@ def test_up_status_down_leaves_nothing_behind(installed, tmp_path, make_pipeline
         up = runner.invoke(app, ["testbed", "up", "--pipeline", str(path)])
         assert up.exit_code == 0, up.output
         status = runner.invoke(app, ["testbed", "status", "--pipeline", str(path)])
-        for name in ("kafka", "prometheus", "probe", "filebeat"):
+        for name in ("kafka", "prometheus", "probe", "agent", "filebeat"):
             assert any(line.split()[:2] == [name, "running,"] for line in status.output.splitlines()), status.output
         assert "config in force: the component defaults" in status.output
-        assert len(_our_processes(spec.resolved_run_dir())) == 4
+        token = spec.resolved_run_dir() / "agent" / "token"
+        assert f"agent http://127.0.0.1:{spec.agent.port}" in status.output and str(token) in status.output
+        assert token.stat().st_mode & 0o777 == 0o600
+        assert len(_our_processes(spec.resolved_run_dir())) == 5
         again = runner.invoke(app, ["testbed", "up", "--pipeline", str(path)])
         assert again.exit_code == 2 and "already runs" in again.output
     finally:
         down = runner.invoke(app, ["testbed", "down", "--pipeline", str(path)])
-    assert down.exit_code == 0 and "stopped: filebeat, probe, prometheus, kafka" in down.output
+    assert down.exit_code == 0 and "stopped: agent, filebeat, probe, prometheus, kafka" in down.output
     assert _our_processes(spec.resolved_run_dir()) == []
     assert "stopped" in runner.invoke(app, ["testbed", "status", "--pipeline", str(path)]).output
 

@@ -16,7 +16,7 @@ from controller.telemetry import PrometheusTelemetry
 from models.observation import Observation
 from models.space import PIPELINE_SPACE
 from replay import arrivals
-from testbed import bed, processes
+from testbed import agent, bed, processes
 from testbed.pipeline import load_pipeline
 from testbed.prometheus import prometheus_url
 
@@ -87,6 +87,10 @@ def test_live_pipeline_applies_and_observes_like_the_twin(testbed):
         report = pipeline.apply(changed)
         assert report.ok and report.pause_s > 0 and "filebeat restarted" in report.message
         assert pipeline.current() == changed
+        with agent.client(testbed) as client:  # the change went through the agent, as a new version
+            started, applied = client.audit("filebeat")[-2:]
+        assert started["event"] == "change_started" and started["changes"] == {"filebeat.output.bulk_max_size": 512}
+        assert applied["event"] == "applied" and applied["action"] == "restarted"
         replay = threading.Thread(target=replay_into, args=(testbed, arrivals.steady(300, 4), new_run_id()))
         replay.start()
         observation = pipeline.observe(4.0)
@@ -95,6 +99,15 @@ def test_live_pipeline_applies_and_observes_like_the_twin(testbed):
         assert observation.events_out > 0 and observation.p95_s > 0
     finally:
         assert pipeline.apply(before).ok
+
+
+def test_live_pipeline_reports_a_change_the_broker_refuses(testbed):
+    pipeline = LivePipeline(testbed)
+    before = pipeline.current()
+    # The broker refuses to more than double a thread pool: the agent's check rejects it, nothing changes.
+    report = pipeline.apply(PIPELINE_SPACE.config({"kafka.broker.num.io.threads": 64}, base=before))
+    assert not report.ok and "kafka change rejected" in report.message
+    assert pipeline.current() == before == report.config
 
 
 def test_measure_writes_the_promised_json(testbed, testbed_file, tmp_path):
