@@ -18,6 +18,7 @@ from controller.telemetry import PrometheusTelemetry
 from models.observation import Observation
 from models.presets import PRESETS, preset
 from models.space import PIPELINE_SPACE, Config, ParamError
+from replay.arrivals import Schedule
 from testbed import bed
 from testbed.pipeline import DEFAULT_PIPELINE, PipelineError, PipelineSpec, load_pipeline
 from testbed.processes import TestbedError
@@ -58,6 +59,13 @@ def observe_run(spec: PipelineSpec, run: LiveRun, scrape_s: float, warmup_s: flo
     latency.events_in, latency.events_out = run.events, run.report.received
     latency.lost_events = run.report.lost_events
     return latency
+
+
+def replay_and_observe(spec: PipelineSpec, schedule: Schedule, warmup_s: float) -> tuple[LiveRun, Observation]:
+    """Replay `schedule` through the config in force (just applied) and observe the run."""
+    time.sleep(2 * spec.prometheus.scrape_interval_s)  # a restarted component's first scrape
+    run = replay_and_check(spec, schedule)
+    return run, observe_run(spec, run, spec.prometheus.scrape_interval_s, warmup_s)
 
 
 def plot_series(observation: Observation, title: str, path: Path) -> None:
@@ -111,13 +119,11 @@ def measure_command(
         typer.secho(f"error: {err}", fg=typer.colors.RED, err=True)
         raise typer.Exit(2)
     typer.echo(f"config {config}: {', '.join(done) or 'already in place'}", err=True)
-    time.sleep(2 * spec.prometheus.scrape_interval_s)  # a restarted component's first scrape
     try:
-        run = replay_and_check(spec, schedule)
+        run, observation = replay_and_observe(spec, schedule, warmup)
     except TimeoutError as err:
         typer.secho(f"error: {err}", fg=typer.colors.RED, err=True)
         raise typer.Exit(2)
-    observation = observe_run(spec, run, spec.prometheus.scrape_interval_s, warmup)
     result = {"p50_s": observation.p50_s, "p95_s": observation.p95_s, "p99_s": observation.p99_s,
               "offered_eps": observation.offered_eps, "throughput_eps": observation.throughput_eps,
               "lost_events": run.report.lost_events, "duplicate_events": run.report.duplicate_events,
