@@ -1,20 +1,26 @@
-"""`pipetune autotune`: the daemon on the twin (the embedded default), with a live table and a summary."""
+"""`pipetune autotune`: the daemon on the twin (the embedded default) or on the live testbed through its
+node agent, with a live table and a summary."""
 
 from __future__ import annotations
 
 import json
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Optional
 
+import httpx
 import typer
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from agents.client import AgentError
 from controller.api_cmd import require_token, start_api_thread
 from controller.daemon import Daemon, Decision
-from controller.pipelines import TwinPipeline
+from controller.live import LivePipeline
+from controller.live_load import BackgroundLoad
+from controller.pipelines import Pipeline, TwinPipeline
 from controller.state import StateStore
 from controller.twin_runs import PROFILES, measure_fresh, workload
 from models.learning import Box, tuned_names
@@ -23,6 +29,7 @@ from models.presets import preset
 from models.screen import TwinScreen
 from models.strategies import STRATEGIES
 from models.twin import available, load
+from testbed.pipeline import PipelineError, load_pipeline
 
 err = Console(stderr=True)
 _SHOWN_ROWS = 14
@@ -63,7 +70,7 @@ class _LiveTable:
         return table
 
 
-def _plot(decisions: list[Decision], path: Path, summary: dict) -> None:
+def _plot(decisions: list[Decision], path: Path, summary: dict | None, where: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -78,15 +85,16 @@ def _plot(decisions: list[Decision], path: Path, summary: dict) -> None:
             ax1.axvline(d.t_s, color="tab:green", alpha=0.25, lw=1)
         if d.action == "rollback":
             ax1.axvline(d.t_s, color="tab:red", alpha=0.7, lw=1.5)
-    for name, color in (("defaults", "tab:gray"), ("hybrid", "tab:orange"), ("final", "tab:blue")):
+    for name, color in (("defaults", "tab:gray"), ("hybrid", "tab:orange"), ("final", "tab:blue")) if summary else ():
         ax1.axhline(summary[name]["p95_s"], color=color, ls="--", lw=1, label=f"{name} (fresh windows)")
     ax1.set_yscale("log")
     ax1.set_ylabel("P95 end-to-end (s)")
-    ax1.set_title("pipetune autotune on the twin — green: config changes, red: rollbacks")
-    ax1.legend(fontsize=8)
+    ax1.set_title(f"pipetune autotune on {where} — green: config changes, red: rollbacks")
+    if summary:
+        ax1.legend(fontsize=8)
     ax2.plot(t, [d.observed["throughput_ratio"] for d in decisions], "o-", ms=3, color="tab:purple")
     ax2.set_ylabel("output / input")
-    ax2.set_xlabel("simulated seconds")
+    ax2.set_xlabel("simulated seconds" if summary else "seconds")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -103,14 +111,29 @@ def _summary_table(summary: dict) -> Table:
     return table
 
 
+def _live_pipeline(pipeline: str) -> LivePipeline | None:
+    """None for the twin; else the running testbed of the pipeline file, reachable through its agent."""
+    if pipeline == "twin":
+        return None
+    try:
+        live = LivePipeline(load_pipeline(Path(pipeline)))
+        live.current()  # asks the agent: fails now, not after Ray has started, when the testbed is down
+    except PipelineError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--pipeline") from None
+    except (OSError, httpx.HTTPError, AgentError) as exc:
+        raise typer.BadParameter(f"the testbed's agent does not answer ({exc}); start the testbed with "
+                                 f"`pipetune testbed up --pipeline {pipeline}`", param_hint="--pipeline") from None
+    return live
+
+
 def autotune_command(
     pipeline: str = typer.Option("twin", help="'twin' (the embedded simulated pipeline) or a pipeline FILE."),
-    calibration: str = typer.Option("paper-2vcpu", help=f"Twin calibration: one of {', '.join(available())}, or a YAML path."),
+    calibration: Optional[str] = typer.Option(None, help=f"Twin calibration: one of {', '.join(available())}, or a YAML path (default: paper-2vcpu on the twin, local-filebeat-kafka live)."),
     profile: str = typer.Option("burst", help=f"Workload: one of {', '.join(PROFILES)}."),
     rate: float = typer.Option(300.0, help="Base offered load, events/s (the paper's ~300)."),
     windows: int = typer.Option(30, help="Measurement windows to run."),
-    window: float = typer.Option(30.0, help="Window length, simulated seconds."),
-    speed: float = typer.Option(15.0, help="Simulated seconds per wall second (0: as fast as possible)."),
+    window: float = typer.Option(30.0, help="Window length, seconds (simulated on the twin, wall-clock live)."),
+    speed: float = typer.Option(15.0, help="Simulated seconds per wall second on the twin (0: as fast as possible)."),
     slo_p95: Optional[float] = typer.Option(None, help="P95 ceiling in seconds: a window above it rolls back."),
     min_throughput_ratio: float = typer.Option(0.95, help="Output must keep up with this share of the offered load."),
     mode: str = typer.Option("auto", help="auto (apply), advise (recommend only), frozen (hold)."),
@@ -125,9 +148,6 @@ def autotune_command(
     token_file: Optional[Path] = typer.Option(None, help="File holding the API token (default: $PIPETUNE_API_TOKEN)."),
 ) -> None:
     """Tune the pipeline on line: observe a window, check guardrails, decide, apply, settle, record."""
-    if pipeline != "twin":
-        raise typer.BadParameter("live pipelines need the node agents, which are not built yet; use 'twin'",
-                                 param_hint="--pipeline")
     checks = [(rate > 0, "--rate", f"must be > 0 events/s, got {rate:g}"),
               (windows >= 1, "--windows", f"must be >= 1, got {windows}"),
               (window > 0, "--window", f"must be > 0 seconds, got {window:g}"),
@@ -141,8 +161,9 @@ def autotune_command(
     for ok, flag, message in checks:
         if not ok:
             raise typer.BadParameter(message, param_hint=flag)
+    live = _live_pipeline(pipeline)
     try:
-        cal = load(calibration)
+        cal = load(calibration or ("local-filebeat-kafka" if live else "paper-2vcpu"))
     except (KeyError, FileNotFoundError, ValueError) as exc:
         raise typer.BadParameter(str(exc).splitlines()[0], param_hint="--calibration") from None
     policy = Policy(mode=mode, min_throughput_ratio=min_throughput_ratio, p95_ceiling_s=slo_p95)
@@ -154,7 +175,7 @@ def autotune_command(
         policy = stored
         err.print(f"[dim]resuming with the policy stored in {directory}[/]")
     resumed_incumbent = store.load_incumbent()
-    start = resumed_incumbent.config if resumed_incumbent else preset("defaults")
+    start = resumed_incumbent.config if resumed_incumbent else live.current() if live else preset("defaults")
     box = Box(tuned_names(policy, cal.topology), policy)
 
     # Ray is imported only here: it takes seconds, and every other subcommand should start at once.
@@ -164,9 +185,9 @@ def autotune_command(
     start_ray(ray_address)
     learner = RemoteLearner(strategy, box, start, cal.topology, seed, screen=TwinScreen(cal))
     # settling after restarts and rollbacks adds up to a window per change
-    arrivals_s = workload(profile, rate, windows * window * 2.2 + 120.0, seed)
-    twin = TwinPipeline(start, arrivals_s, cal, seed=seed)
-    daemon = Daemon(twin, learner, policy, window_s=window, store=store, explain=learner.explain)
+    load_s = windows * window * 2.2 + 120.0
+    tuned: Pipeline = live or TwinPipeline(start, workload(profile, rate, load_s, seed), cal, seed=seed)
+    daemon = Daemon(tuned, learner, policy, window_s=window, store=store, explain=learner.explain)
     resumed = daemon.resume()
     if api_port is not None:
         start_api_thread(store, token, daemon.metrics.registry, api_host, api_port)
@@ -175,25 +196,30 @@ def autotune_command(
                   if resumed_incumbent else f"resumed {resumed} observations from {directory}")
 
     table = _LiveTable(windows)
-    with Live(table.render(), console=err, refresh_per_second=4) as live:
-        decisions = daemon.run(windows, on_decision=lambda d: (table.add(d), live.update(table.render())),
-                               wall_s_per_window=window / speed if speed > 0 else 0.0)
+    # Live, the replay engine offers the load in the background and each window is wall-clock time.
+    load_ctx = BackgroundLoad(live.spec, profile, rate, load_s, seed) if live else nullcontext()
+    with load_ctx, Live(table.render(), console=err, refresh_per_second=4) as shown:
+        decisions = daemon.run(windows, on_decision=lambda d: (table.add(d), shown.update(table.render())),
+                               wall_s_per_window=window / speed if speed > 0 and not live else 0.0)
 
-    final = daemon.incumbent.config if daemon.incumbent else twin.current()
-    summary = {name: measure_fresh(cfg, cal, rate, window, seed=seed + 1000).to_dict()
-               for name, cfg in (("final", final), ("defaults", preset("defaults")), ("hybrid", preset("hybrid")))}
-    summary["final"]["config"] = dict(final)
+    final = daemon.incumbent.config if daemon.incumbent else tuned.current()
+    summary = None if live else {
+        name: measure_fresh(cfg, cal, rate, window, seed=seed + 1000).to_dict()
+        for name, cfg in (("final", final), ("defaults", preset("defaults")), ("hybrid", preset("hybrid")))}
     err.print()
-    err.print(_summary_table(summary))
+    if summary:
+        summary["final"]["config"] = dict(final)
+        err.print(_summary_table(summary))
     changed = preset("defaults").diff(final)
     err.print("final config vs defaults: " + (", ".join(f"{k} {a:.4g} → {b:.4g}" if isinstance(b, float) else
                                                          f"{k} {a} → {b}" for k, (a, b) in changed.items()) or "unchanged"))
     err.print(f"rollbacks {daemon.rollbacks}, seconds in guardrail violation {daemon.violation_s:g} "
-              f"of {daemon.t_s:g} simulated")
+              f"of {daemon.t_s:g} {'wall-clock' if live else 'simulated'}")
     plot_path = plot or directory / "autotune.png"
-    _plot(decisions, plot_path, summary)
+    _plot(decisions, plot_path, summary, f"the live pipeline {live.spec.name!r}" if live else "the twin")
     err.print(f"plot: {plot_path}\ndecision log: {directory / 'decisions.jsonl'}")
     if json_path:
-        doc = {"windows": [vars(d) for d in decisions], **summary, "rollbacks": daemon.rollbacks,
+        doc = {"windows": [vars(d) for d in decisions], **(summary or {"final": {"config": dict(final)}}),
+               "rollbacks": daemon.rollbacks,
                "violation_s": daemon.violation_s, "state_dir": str(directory)}
         json_path.write_text(json.dumps(doc, indent=1, default=str))

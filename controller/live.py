@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from agents.probe.ledger import RunReport
 from agents.probe.runs import read_report
@@ -76,6 +76,15 @@ def replay_and_check(spec: PipelineSpec, schedule: Schedule, run_id: str | None 
     return LiveRun(run_id, result.started_at, ended_at, result.events, report)
 
 
+# The probe's stages under the twin's names for the filebeat-kafka topology. Filebeat's publish span holds
+# both its queue and its Kafka request, which the probe cannot tell apart: it counts as the "filebeat" stage.
+TWIN_STAGES = {"filebeat_read": "nginx->filebeat", "filebeat_publish": "filebeat", "kafka_consume": "kafka->sink"}
+
+
+def _twin_stages(by_stage: dict[str, float]) -> dict[str, float]:
+    return {TWIN_STAGES.get(stage, stage): value for stage, value in by_stage.items()}
+
+
 class LivePipeline:
     """The `Pipeline` seam over the running testbed: reconfigure it, observe windows of telemetry."""
 
@@ -106,7 +115,10 @@ class LivePipeline:
         return bed.recorded_config(self.spec) or self.spec.start_config()
 
     def observe(self, seconds: float) -> Observation:
-        """Wait `seconds`, then summarise that window (the same `Observation` the twin returns)."""
+        """Wait `seconds`, then summarise that window (the same `Observation` the twin returns, its stages
+        named as the twin names them, which is how the learner's per-stage models know them)."""
         start = time.time()
         time.sleep(seconds)
-        return self.telemetry.window(start, time.time())
+        observation = self.telemetry.window(start, time.time())
+        return replace(observation, stage_p95_s=_twin_stages(observation.stage_p95_s),
+                       stage_mean_s=_twin_stages(observation.stage_mean_s))

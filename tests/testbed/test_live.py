@@ -97,6 +97,7 @@ def test_live_pipeline_applies_and_observes_like_the_twin(testbed):
         replay.join()
         assert isinstance(observation, Observation) and observation.duration_s >= 4.0
         assert observation.events_out > 0 and observation.p95_s > 0
+        assert set(observation.stage_p95_s) == {"nginx->filebeat", "filebeat", "kafka->sink"}  # as the twin names them
     finally:
         assert pipeline.apply(before).ok
 

@@ -1,0 +1,58 @@
+"""`pipetune autotune --pipeline FILE`: the daemon on the live testbed, every change through its agent."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from controller.live import LivePipeline
+from models.space import PIPELINE_SPACE
+from testbed import agent
+
+PIPETUNE = str(Path(sys.executable).with_name("pipetune"))
+
+
+def _autotune(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([PIPETUNE, "autotune", *args], capture_output=True, text=True, timeout=600)
+
+
+def test_a_testbed_that_is_not_up_is_a_clear_error(tmp_path, make_pipeline):
+    result = _autotune("--pipeline", str(make_pipeline(tmp_path, "down")), "--windows", "1")
+    assert result.returncode == 2
+    assert "the testbed's agent does not answer" in result.stderr and "pipetune testbed up" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.slow
+def test_autotune_tunes_the_live_testbed_through_its_agent(testbed, testbed_file, tmp_path):
+    pipeline = LivePipeline(testbed)
+    before = pipeline.current()
+    # From the component defaults (the session's testbed starts low-latency, where there is little to gain).
+    assert pipeline.apply(PIPELINE_SPACE.defaults()).ok
+    with agent.client(testbed) as client:
+        seen = {name: len(client.audit(name)) for name in agent.COMPONENTS}
+    out, state = tmp_path / "out.json", tmp_path / "state"
+    try:
+        result = _autotune("--pipeline", str(testbed_file), "--windows", "3", "--window", "15", "--rate", "300",
+                           "--profile", "steady", "--json", str(out), "--state-dir", str(state))
+        assert result.returncode == 0, result.stderr[-3000:]
+        with agent.client(testbed) as client:
+            audit = [entry for name in agent.COMPONENTS for entry in client.audit(name)[seen[name]:]]
+    finally:
+        assert pipeline.apply(before).ok
+    windows = json.loads(out.read_text())["windows"]
+    assert len(windows) == 3 and len((state / "decisions.jsonl").read_text().splitlines()) == 3
+    assert all(w["observed"]["offered_eps"] > 0 for w in windows)  # the background replay drove every window
+    managed = tuple(agent.COMPONENTS.values())
+    changes = [(w, {name: to for name, (_, to) in w["change"].items() if name.startswith(managed)}) for w in windows]
+    changes = [(w, change) for w, change in changes if change]
+    assert changes, "the daemon changed nothing in 3 windows"
+    # Every change the daemon made is a version the agent decided: put in force, or refused by its checks.
+    decided = [entry for entry in audit if entry["event"] in ("change_started", "rejected")]
+    assert len(decided) >= len(changes)
+    started = [entry["changes"] for entry in decided if entry["event"] == "change_started"]
+    for window, change in changes:
+        if not window["reason"].startswith("apply failed"):
+            assert any(change.items() <= entry.items() for entry in started), window
