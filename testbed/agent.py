@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import sys
 from pathlib import Path
 from typing import Mapping
@@ -44,8 +45,13 @@ def _params(config: Mapping[str, Value], prefix: str) -> dict[str, Value]:
 
 
 def agent_service(spec: PipelineSpec, filebeat_binary: Path, config: Config) -> Service:
-    """Write agent.yaml and a fresh token; the agent starts Filebeat on `config` when it starts."""
+    """Write agent.yaml and a fresh token; the agent starts Filebeat on `config` when it starts.
+
+    Each `up` starts the agent on an empty state dir: a kept one would put back its last version, with
+    files rendered for the ports and paths of the pipeline file as it was then.
+    """
     directory = agent_dir(spec)
+    shutil.rmtree(directory / "state", ignore_errors=True)
     directory.mkdir(parents=True, exist_ok=True)
     layout = filebeat_layout(spec)
     document = {

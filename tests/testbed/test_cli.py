@@ -7,6 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from controller.cli import app
+from testbed import agent, bed
 from testbed.pipeline import load_pipeline
 
 runner = CliRunner()
@@ -81,3 +82,17 @@ def test_measure_needs_a_running_testbed_and_a_known_config(tmp_path, make_pipel
     for choice, message in (("fastest", "neither a preset"), (str(bad), "filebeat.backoff")):
         result = runner.invoke(app, ["measure", "--pipeline", str(path), "--config", choice])
         assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.slow
+def test_up_again_puts_the_new_start_config_in_force_through_the_agent(installed, tmp_path, make_pipeline):
+    spec = load_pipeline(make_pipeline(tmp_path, "again"))
+    bed.up(spec)
+    bed.down(spec)
+    # Other ports and another start config: the agent must not put back the version it had in force.
+    again = load_pipeline(make_pipeline(tmp_path, "again", config={"set": {"filebeat.output.bulk_max_size": 512}}))
+    try:
+        bed.up(again)
+        assert agent.params_in_force(again)["filebeat.output.bulk_max_size"] == 512
+    finally:
+        bed.down(again)
