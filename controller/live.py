@@ -104,8 +104,7 @@ class LivePipeline:
             r = refused[0]
             return ApplyReport(False, self._recorded(), 0.0, f"{r.component} change {r.status}: {r.message}")
         pause_s = sum(r.elapsed_s for r in results if r.action == "restarted")
-        done = [f"{r.component} {r.action}" for r in results if r.status == "applied"]
-        return ApplyReport(True, config, pause_s, ", ".join(done) or "already in place")
+        return ApplyReport(True, config, pause_s, ", ".join(bed.describe(results)) or "already in place")
 
     def current(self) -> Config:
         """The agent's versions in force, with the testbed's record for what no agent manages (the probe)."""

@@ -181,6 +181,11 @@ def apply(spec: PipelineSpec, config: Config) -> list[str]:
         if result.status not in OK:
             raise TestbedError(f"the agent did not put the {result.component} change in force "
                                f"({result.status}): {result.message}")
+    return describe(results)
+
+
+def describe(results: list[ChangeResult]) -> list[str]:
+    """What the changes that took did, in words: "filebeat restarted", "kafka broker configs altered"."""
     return [f"{r.component} {r.action}" for r in results if r.status == "applied"]
 
 
