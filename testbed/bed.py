@@ -93,8 +93,10 @@ def recorded_services(spec: PipelineSpec) -> dict[str, Service]:
         record = json.loads(state.read_text())
     except (OSError, ValueError):
         return {}
-    return {name: _filebeat(spec, tuple(argv)) if name == "filebeat" else Service(name, tuple(argv), spec.resolved_run_dir())
-            for name, argv in record["services"].items()}
+    # A testbed started before it had an agent ran Filebeat itself, under its own pid file.
+    by_agent = "agent" in record["services"]
+    return {name: _filebeat(spec, tuple(argv)) if name == "filebeat" and by_agent
+            else Service(name, tuple(argv), spec.resolved_run_dir()) for name, argv in record["services"].items()}
 
 
 def up(spec: PipelineSpec, config: Config | None = None) -> list[ServiceStatus]:
@@ -156,6 +158,9 @@ def apply_changes(spec: PipelineSpec, config: Config) -> list[ChangeResult]:
     recorded = recorded_services(spec)
     if not recorded or any(processes.running_pid(s) is None for s in recorded.values()):
         raise TestbedError(f"the testbed {spec.name!r} is not running; start it with `pipetune testbed up`")
+    if "agent" not in recorded:
+        raise TestbedError(f"the testbed {spec.name!r} was started without its agent (by an older pipetune); "
+                           "run `pipetune testbed down`, then `pipetune testbed up`")
     old = recorded_config(spec) or spec.start_config()
     try:
         results = agent.push(spec, old, config)
