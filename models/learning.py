@@ -18,7 +18,7 @@ import numpy as np
 
 from models.observation import Observation
 from models.policy import Policy
-from models.space import PIPELINE_SPACE, Config, Param, SearchSpace
+from models.space import NOT_ABOVE, PIPELINE_SPACE, Config, Param, SearchSpace
 
 # Parameters each topology's learner tunes by default: the ones the twin models as moving latency or
 # throughput. Categoricals (acks, compression) and thread counts stay with the operator.
@@ -129,7 +129,10 @@ class Box:
             low, high = self.policy.range_of(name, self.space)
             value = min(max(value, low), high)
             changes[name] = int(round(value)) if param.kind == "int" else round(value, 6)
-        return self.policy.enforce(self.space.config(changes, base=base), self.space)
+        config = self.policy.enforce(self.space.config(changes, base=base), self.space)
+        # Never propose what the component itself refuses: pull a tuned value down to its limit.
+        repairs = {a: config[b] for a, b in NOT_ABOVE if a in self.names and config[a] > config[b]}
+        return self.space.config(repairs, base=config) if repairs else config
 
     def stage_dims(self, stage_params: dict[str, tuple[str, ...]] | None) -> dict[str, np.ndarray]:
         """For each stage, the indices of the tuned dimensions that move it.

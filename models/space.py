@@ -216,3 +216,7 @@ PIPELINE_PARAMS: tuple[Param, ...] = (
 )
 
 PIPELINE_SPACE = SearchSpace(PIPELINE_PARAMS)
+
+# Pairs (a, b) whose values a component refuses when a > b: Filebeat 7.17's memory queue
+# (libbeat/publisher/queue/memqueue/config.go Validate: "flush.min_events must be less events").
+NOT_ABOVE: tuple[tuple[str, str], ...] = (("filebeat.queue.mem.flush.min_events", "filebeat.queue.mem.events"),)

@@ -58,3 +58,13 @@ def test_decoded_configs_always_honour_bounds_and_pins(u, a, b, pin):
     config = box.decode(u[: box.dims], base=PIPELINE_SPACE.defaults())
     assert policy.allows(config)
     assert all(math.isfinite(float(config[n])) for n in box.names)
+
+
+def test_the_box_never_decodes_a_queue_filebeat_refuses():
+    policy = Policy(tuned=["filebeat.queue.mem.flush.min_events", "filebeat.queue.mem.events"])
+    box = Box(tuned_names(policy, "paper"), policy)
+    i, j = box.names.index("filebeat.queue.mem.flush.min_events"), box.names.index("filebeat.queue.mem.events")
+    u = [0.5] * box.dims
+    u[i], u[j] = 1.0, 0.0  # the largest flush batch in the smallest queue
+    config = box.decode(u, base=PIPELINE_SPACE.defaults())
+    assert config["filebeat.queue.mem.flush.min_events"] <= config["filebeat.queue.mem.events"]
