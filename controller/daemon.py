@@ -147,10 +147,13 @@ class Daemon:
             self.metrics.violation_seconds.inc(observation.duration_s)
         else:
             self._update_incumbent(config, observation)
-        self._recommendation: dict = {}
         target, action, reason, predicted = self._decide(config, context, observation, found)
+        recommendation = {}
+        if action == "advise":  # advise names the learner's config as its target but never applies it
+            recommendation = {k: [a, b] for k, (a, b) in config.diff(target).items()}
+            target = config
         decision = Decision(self.window, self.t_s, dict(config), _summary(observation), action, reason,
-                            recommendation=self._recommendation, predicted=predicted, guardrail=found,
+                            recommendation=recommendation, predicted=predicted, guardrail=found,
                             incumbent_p95_s=self.incumbent.p95_s if self.incumbent else None)
         if target != config:
             self._apply(config, target, decision)
@@ -204,8 +207,7 @@ class Daemon:
         if candidate != config and _restarts(config, candidate) and not self._restart_allowed():
             return config, "hold", f"restart budget of {self.policy.max_restarts_per_hour}/h spent", predicted
         if self.policy.mode == "advise":
-            self._recommendation = {k: [a, b] for k, (a, b) in config.diff(candidate).items()}
-            return config, "advise", "mode advise, recommended: " + reason, predicted
+            return candidate, "advise", "mode advise, recommended: " + reason, predicted
         if candidate == config:
             return config, "hold", reason, predicted
         return candidate, "explore", reason, predicted

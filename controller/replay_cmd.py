@@ -20,7 +20,7 @@ from rich.table import Table
 
 from replay import arrivals
 from replay.arrivals import Schedule, Stage
-from replay.engine import ReplayResult, Workload, run
+from replay.engine import ReplayResult, Workload, phase_results, run
 from replay.manifest import build_manifest, write_manifest
 from replay.sinks import SinkSpec, parse_kafka_target
 from replay.trace import TraceError, read_trace
@@ -227,9 +227,7 @@ def _dry_run_summary(schedule: Schedule) -> dict:
         "interarrival_p99_ms": round(float(np.percentile(gaps_ms, 99)), 3),
         "send_lag_p50_ms": 0.0,
         "send_lag_p99_ms": 0.0,
-        "phases": [vars(p) | {"achieved_eps": round(float(np.count_nonzero((times >= p.start_s) & (times < p.end_s))
-                                                          / (p.end_s - p.start_s)), 2)}
-                   for p in schedule.phases],
+        "phases": [vars(p) | {"achieved_eps": round(p.achieved_eps, 2)} for p in phase_results(schedule.phases, times)],
     }
 
 

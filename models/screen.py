@@ -9,10 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from models.space import Config
-from models.twin import Calibration, Twin
+from models.twin import Calibration, Twin, steady_arrivals
 
 
 @dataclass(frozen=True)
@@ -24,8 +22,7 @@ class TwinScreen:
     window_s: float = 20.0
 
     def keeps_up(self, config: Config, offered_eps: float, min_throughput_ratio: float) -> bool:
-        rate = max(offered_eps, 1.0) * self.headroom
-        arrivals = np.arange(int(rate * 2 * self.window_s)) / rate
+        arrivals = steady_arrivals(max(offered_eps, 1.0) * self.headroom, 2 * self.window_s)
         twin = Twin(config, arrivals, self.calibration, seed=0)
         twin.run_until(2 * self.window_s)
         return twin.observe(self.window_s, 2 * self.window_s).throughput_ratio >= min_throughput_ratio

@@ -162,7 +162,8 @@ def _worker(args, counters, lags, index, results) -> None:
     results.put((index, _drive(*args, index, len(counters), report)))
 
 
-def _phase_results(phases: list[Phase], sent_at_s: np.ndarray) -> list[PhaseResult]:
+def phase_results(phases: list[Phase], sent_at_s: np.ndarray) -> list[PhaseResult]:
+    """Each phase's target beside the rate of the given send times within it."""
     results = []
     for p in phases:
         count = int(np.count_nonzero((sent_at_s >= p.start_s) & (sent_at_s < p.end_s)))
@@ -190,7 +191,7 @@ def run(schedule: Schedule, sink_spec: SinkSpec, workload: Workload = Workload()
         detail={k: sum(s.detail.get(k, 0) for s in all_stats) for s in all_stats for k in s.detail},
     )
     return ReplayResult(run_id, schedule, start_wall, sent_at, lag, merged, processes,
-                        _phase_results(schedule.phases, sent_at))
+                        phase_results(schedule.phases, sent_at))
 
 
 def _run_processes(shards, start_wall, run_id, workload, seed, sink_spec, progress):

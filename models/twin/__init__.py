@@ -6,6 +6,6 @@ changes between windows) and `simulate` (one run). Cost coefficients come from a
 """
 
 from models.twin.calibration import Calibration, available, load
-from models.twin.twin import STAGES, Twin, simulate
+from models.twin.twin import STAGES, Twin, simulate, steady_arrivals
 
-__all__ = ["Calibration", "STAGES", "Twin", "available", "load", "simulate"]
+__all__ = ["Calibration", "STAGES", "Twin", "available", "load", "simulate", "steady_arrivals"]

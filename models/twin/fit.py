@@ -16,8 +16,7 @@ from scipy.optimize import minimize
 
 from models.space import Config
 from models.twin.calibration import Calibration
-from models.twin.twin import Twin
-from replay import arrivals
+from models.twin.twin import Twin, steady_arrivals
 
 
 @dataclass(frozen=True)
@@ -56,8 +55,7 @@ def twin_predictor(duration_s: float, warmup_s: float, seed: int = 1) -> Predict
     after the warm-up (the tail drains for 10 s), throughput over the replay after the warm-up."""
 
     def predict(calibration: Calibration, config: Config, rate_eps: float) -> tuple[float, float]:
-        times_s = arrivals.steady(rate_eps, duration_s, seed=seed).times_s
-        twin = Twin(config, times_s, calibration, seed=seed)
+        twin = Twin(config, steady_arrivals(rate_eps, duration_s), calibration, seed=seed)
         twin.run_until(duration_s + 10.0)
         p95_s = twin.observe(warmup_s, duration_s + 10.0).p95_s
         return p95_s, twin.observe(warmup_s, duration_s).throughput_eps

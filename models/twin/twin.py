@@ -140,6 +140,12 @@ class Twin:
         return window_observation(self.stamps, self.stages, self.cpu, start_s, end_s)
 
 
+def steady_arrivals(rate_eps: float, duration_s: float) -> np.ndarray:
+    """Evenly spaced write times at `rate_eps` for `duration_s` (what `replay.arrivals.steady` gives
+    without Poisson; `models` cannot import `replay`)."""
+    return (np.arange(int(round(rate_eps * duration_s))) + 0.5) / rate_eps
+
+
 def simulate(config: Config, arrivals_s: np.ndarray, calibration: Calibration, *, seed: int,
              multiline: bool = False, rotations_s: np.ndarray | None = None,
              until_s: float | None = None) -> tuple[Observation, Twin]:
