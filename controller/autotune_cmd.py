@@ -197,10 +197,11 @@ def autotune_command(
 
     table = _LiveTable(windows)
     # Live, the replay engine offers the load in the background and each window is wall-clock time.
-    load_ctx = BackgroundLoad(live.spec, profile, rate, load_s, seed) if live else nullcontext()
-    with load_ctx, Live(table.render(), console=err, refresh_per_second=4) as shown:
+    load = BackgroundLoad(live.spec, profile, rate, load_s, seed) if live else None
+    with load or nullcontext(), Live(table.render(), console=err, refresh_per_second=4) as shown:
         decisions = daemon.run(windows, on_decision=lambda d: (table.add(d), shown.update(table.render())),
                                wall_s_per_window=window / speed if speed > 0 and not live else 0.0)
+    ledger = load.ledger() if load else None
 
     final = daemon.incumbent.config if daemon.incumbent else tuned.current()
     summary = None if live else {
@@ -215,11 +216,14 @@ def autotune_command(
                                                          f"{k} {a} → {b}" for k, (a, b) in changed.items()) or "unchanged"))
     err.print(f"rollbacks {daemon.rollbacks}, seconds in guardrail violation {daemon.violation_s:g} "
               f"of {daemon.t_s:g} {'wall-clock' if live else 'simulated'}")
+    if ledger:
+        err.print(f"events lost across every change: {ledger['lost']} of {ledger['expected']} "
+                  f"({ledger['duplicates']} duplicated; the probe's ledger over {ledger['runs']} replay runs)")
     plot_path = plot or directory / "autotune.png"
     _plot(decisions, plot_path, summary, f"the live pipeline {live.spec.name!r}" if live else "the twin")
     err.print(f"plot: {plot_path}\ndecision log: {directory / 'decisions.jsonl'}")
     if json_path:
         doc = {"windows": [vars(d) for d in decisions], **(summary or {"final": {"config": dict(final)}}),
                "rollbacks": daemon.rollbacks,
-               "violation_s": daemon.violation_s, "state_dir": str(directory)}
+               "violation_s": daemon.violation_s, "state_dir": str(directory), "ledger": ledger}
         json_path.write_text(json.dumps(doc, indent=1, default=str))

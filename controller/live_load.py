@@ -1,50 +1,68 @@
-"""Load for tuning the live testbed: the replay engine writes a profile into its log in the background."""
+"""Load for tuning the live testbed: the replay engine writes a profile into its log in the background.
+
+The load goes in chunks, each a replay run with its own manifest, so the probe's ledger accounts for
+every event of a tuning run however long it lasts and wherever it is stopped.
+"""
 
 from __future__ import annotations
 
 import threading
 
-from controller.live import new_run_id
+import numpy as np
+
+from controller.live import new_run_id, replay_into, wait_for_report
 from controller.twin_runs import workload
 from replay.arrivals import Schedule
-from replay.engine import Workload, run
-from replay.sinks import SinkSpec
 from testbed.pipeline import PipelineSpec
 from testbed.processes import TestbedError
 
-
-class _Stopped(Exception):
-    """Raised from the engine's progress callback: the only way to end a replay before its schedule does."""
+CHUNK_S = 20.0  # the end of a `with` block waits at most this long for the chunk under way
 
 
 class BackgroundLoad:
-    """Replays `profile` at `rate_eps` into the pipeline's log from a thread, until the `with` block ends."""
+    """Replays `profile` at `rate_eps` into the pipeline's log from a thread, until the `with` block ends.
+
+    `run_ids` names the replay runs written so far; the probe reports on each.
+    """
 
     def __init__(self, spec: PipelineSpec, profile: str, rate_eps: float, duration_s: float, seed: int) -> None:
-        times_s = workload(profile, rate_eps, duration_s, seed)
-        self._schedule = Schedule(profile, seed, duration_s, times_s)
-        self._sink = SinkSpec("file", str(spec.log_path()))
-        self._fmt = spec.log.format
+        self.spec = spec
+        self.profile = profile
+        self.seed = seed
+        self.times_s = workload(profile, rate_eps, duration_s, seed)
+        self.duration_s = duration_s
+        self.run_ids: list[str] = []
         self._stop = threading.Event()
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._replay, name="pipetune-load", daemon=True)
-        spec.log_path().parent.mkdir(parents=True, exist_ok=True)
 
-    def _check_stop(self, *_: object) -> None:
-        if self._stop.is_set():
-            raise _Stopped
+    def _chunk(self, start_s: float) -> Schedule:
+        end_s = min(start_s + CHUNK_S, self.duration_s)
+        times = self.times_s[(self.times_s >= start_s) & (self.times_s < end_s)] - start_s
+        return Schedule(self.profile, self.seed, end_s - start_s, np.asarray(times))
 
     def _replay(self) -> None:
+        start_s = 0.0
         try:
-            run(self._schedule, self._sink, Workload(fmt=self._fmt), run_id=new_run_id(), progress=self._check_stop)
-        except _Stopped:
-            pass
+            while start_s < self.duration_s and not self._stop.is_set():
+                run_id = new_run_id()
+                self.run_ids.append(run_id)
+                replay_into(self.spec, self._chunk(start_s), run_id)
+                start_s += CHUNK_S
         except BaseException as err:  # reported when the block ends, not lost in the thread
             self._error = err
 
     def __enter__(self) -> "BackgroundLoad":
         self._thread.start()
         return self
+
+    def ledger(self) -> dict[str, int]:
+        """What the probe's ledger says of every run so far, once each is final: expected, lost, duplicates."""
+        grace_s = self.spec.probe.late_after_s + CHUNK_S
+        reports = [wait_for_report(self.spec, run_id, grace_s) for run_id in self.run_ids]
+        return {"runs": len(reports), "expected": sum(r.expected for r in reports),
+                "lost": sum(r.lost_events for r in reports), "duplicates": sum(r.duplicate_events for r in reports),
+                "late": sum(r.late_events for r in reports)}
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()

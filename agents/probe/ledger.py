@@ -113,3 +113,34 @@ class Ledger:
         return RunReport(run_id, len(expected), received, len(missing), duplicates, self._late[run_id],
                          [manifest.request_id(seq) for seq in missing[:_SAMPLE]], not missing,
                          now > manifest.ends_at + self.late_after_s)
+
+    def save(self, path: Path, now: float) -> None:
+        """Write the arrivals of every run not yet final at `now`, for the next probe process to `load`.
+
+        The agent recreates the probe when its consumer settings change; the consumer commits its
+        offsets as it closes, so the old process's arrivals plus what the new one consumes from the
+        committed offsets are every arrival exactly once, and an open run is not declared lost.
+        """
+        open_runs = [run_id for run_id in self._arrivals
+                     if run_id not in self._manifests or now <= self._manifests[run_id].ends_at + self.late_after_s]
+        document = {run_id: {"seqs": sorted(self._arrivals[run_id]), "late": self._late[run_id],
+                             "repeats": {str(seq): count for seq, count in self._arrivals[run_id].items() if count > 1}}
+                    for run_id in open_runs}
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(document))
+        tmp.replace(path)
+
+    @classmethod
+    def load(cls, path: Path, late_after_s: float) -> "Ledger":
+        """A ledger carrying on from a `save`d one (an empty one when there is none)."""
+        ledger = cls(late_after_s)
+        try:
+            document = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return ledger
+        for run_id, saved in document.items():
+            seen = dict.fromkeys(saved["seqs"], 1) | {int(seq): count for seq, count in saved["repeats"].items()}
+            ledger._arrivals[run_id] = seen
+            ledger._totals[run_id] = sum(seen.values())
+            ledger._late[run_id] = saved["late"]
+        return ledger

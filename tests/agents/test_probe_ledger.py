@@ -91,3 +91,30 @@ def test_late_arrivals_update_a_final_report_but_not_the_lost_counter(tmp_path):
     late = read_report(reports, "run-b")
     assert (late.lost_events, late.late_events, late.complete, late.final) == (0, 1, True, True)
     assert metrics.registry.get_sample_value("pipetune_lost_events_total") == 1
+
+
+def test_a_recreated_probe_carries_on_counting_an_open_run(tmp_path):
+    before = Ledger(late_after_s=5.0)
+    manifest = _manifest(events=4)
+    before.add_manifest(manifest)
+    for seq in (0, 1, 1):
+        before.record(manifest.request_id(seq), 1001.0)
+    before.record("other-00000000", 1001.0)  # a run whose manifest is not written yet
+    before.save(tmp_path / "ledger.checkpoint", now=1002.0)
+
+    after = Ledger.load(tmp_path / "ledger.checkpoint", late_after_s=5.0)
+    after.add_manifest(manifest)
+    for seq in (2, 3):
+        after.record(manifest.request_id(seq), 1003.0)
+    report = after.report("run-a", now=1020.0)
+    assert (report.received, report.lost_events, report.duplicate_events) == (4, 0, 1)
+    assert after.arrivals("other") == 1
+
+
+def test_a_finished_run_is_not_carried_over_and_a_missing_checkpoint_is_a_fresh_ledger(tmp_path):
+    ledger = Ledger(late_after_s=5.0)
+    ledger.add_manifest(_manifest())
+    ledger.record("run-a-00000000", 1001.0)
+    ledger.save(tmp_path / "ledger.checkpoint", now=2000.0)
+    assert Ledger.load(tmp_path / "ledger.checkpoint", 5.0).arrivals("run-a") == 0
+    assert Ledger.load(tmp_path / "absent", 5.0).arrivals("run-a") == 0

@@ -1,0 +1,284 @@
+"""pipetune on the real testbed: a tuning run of 15 minutes or more, then the contenders side by side.
+
+1. `pipetune autotune --pipeline FILE` tunes the running testbed from the component defaults while
+   the replay engine offers a steady load with a ×2 burst (40-55 % of the run).
+2. Defaults, the paper's Hybrid, Elastic's latency preset and pipetune's final config are measured in
+   the same run on fresh steady windows, interleaved (ABCD, then DCBA) so drift hits all alike.
+3. The run's checks: P95 against the defaults at equal throughput (goal >= 10x lower); windows of the
+   whole tuning run, restarts included, whose output fell behind their input (goal: never two in a row);
+   events lost across every change (the probe's ledger; goal 0); every change and rollback the daemon
+   logged is a version the node agent decided (its audit log).
+
+    python -m bench.live [--pipeline FILE] [--rate 1000] [--tune-minutes 15] [--window 30]
+                         [--measure 45] [--rounds 2] [--out docs/evidence/live]
+
+Starts the testbed when it is not up (and stops it again); writes live.json and live.png to --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from controller.measure_cmd import replay_and_observe
+from controller.state import StateStore
+from controller.telemetry import PrometheusTelemetry
+from models.presets import preset
+from models.space import PIPELINE_SPACE, Config
+from replay.arrivals import steady
+from testbed import agent, bed, processes
+from testbed.pipeline import DEFAULT_PIPELINE, PipelineSpec, load_pipeline
+from testbed.prometheus import prometheus_url
+
+console = Console()
+MIN_THROUGHPUT_RATIO = 0.95  # the daemon's guardrail: output below this share of the input is behind
+CALIBRATION = "local-filebeat-kafka-fitted"
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One contender on one fresh steady window."""
+
+    name: str
+    round: int
+    p95_s: float
+    p50_s: float
+    offered_eps: float
+    throughput_eps: float
+    lost: int
+
+    @property
+    def out_in(self) -> float:
+        return self.throughput_eps / self.offered_eps if self.offered_eps else math.nan
+
+
+def _running(spec: PipelineSpec) -> bool:
+    recorded = bed.recorded_services(spec)
+    return bool(recorded) and all(processes.running_pid(s) for s in recorded.values())
+
+
+def tune(pipeline: Path, args: argparse.Namespace, directory: Path) -> dict:
+    """`pipetune autotune` on the live testbed, its live table on this terminal; returns its --json."""
+    windows = math.ceil(args.tune_minutes * 60 / args.window)
+    out = directory / "tune.json"
+    argv = [sys.executable, "-m", "controller.cli", "autotune", "--pipeline", str(pipeline), "--profile", "burst",
+            "--rate", str(args.rate), "--windows", str(windows), "--window", str(args.window),
+            "--calibration", CALIBRATION, "--seed", str(args.seed), "--state-dir", str(directory / "state"),
+            "--plot", str(directory / "tune.png"), "--json", str(out)]
+    subprocess.run(argv, check=True)
+    return json.loads(out.read_text())
+
+
+def behind_windows(spec: PipelineSpec, start: float, end: float, window_s: float) -> list[dict]:
+    """Every window of [start, end] (settling after restarts included) with its output over input and P95."""
+    telemetry = PrometheusTelemetry(prometheus_url(spec))
+    rows = []
+    t = start
+    while t + window_s <= end:
+        o = telemetry.window(t, t + window_s)
+        rows.append({"t_s": t - start, "out_in": o.throughput_ratio, "p95_s": o.p95_s,
+                     "behind": o.throughput_ratio < MIN_THROUGHPUT_RATIO})
+        t += window_s
+    return rows
+
+
+def longest_streak(flags: list[bool]) -> int:
+    longest = current = 0
+    for flag in flags:
+        current = current + 1 if flag else 0
+        longest = max(longest, current)
+    return longest
+
+
+def measure_side_by_side(spec: PipelineSpec, contenders: dict[str, Config], args: argparse.Namespace) -> list[Measured]:
+    """Each contender on fresh steady windows, ABCD then DCBA, each after its own warm-up."""
+    names = list(contenders)
+    rows = []
+    for round_ in range(args.rounds):
+        for name in names if round_ % 2 == 0 else names[::-1]:
+            done = bed.apply(spec, contenders[name])
+            console.print(f"[dim]round {round_ + 1}: {name} ({', '.join(done) or 'already in place'})[/]")
+            schedule = steady(args.rate, args.measure, seed=args.seed + 100 + round_)
+            run, observed = replay_and_observe(spec, schedule, args.warmup)
+            rows.append(Measured(name, round_ + 1, observed.p95_s, observed.p50_s, observed.offered_eps,
+                                 observed.throughput_eps, run.report.lost_events))
+            console.print(f"  P95 {observed.p95_s:.4f} s, out/in {rows[-1].out_in:.1%}, lost {run.report.lost_events}")
+    return rows
+
+
+def decisions_in_audit(decisions: list[dict], audit: list[dict]) -> tuple[int, int]:
+    """(changes the daemon logged for the agent's components, of them matched by a version the agent decided)."""
+    managed = tuple(agent.COMPONENTS.values())
+    decided = [entry["changes"] for entry in audit if entry["event"] == "change_started"]
+    refused = sum(entry["event"] == "rejected" for entry in audit)
+    logged = matched = 0
+    for decision in decisions:
+        change = {name: to for name, (_, to) in decision["change"].items() if name.startswith(managed)}
+        if not change:
+            continue
+        logged += 1
+        # a change the agent refused at validation has no change_started; it is one of its rejections
+        matched += any(change.items() <= entry.items() for entry in decided) or (
+            decision["reason"].startswith("apply failed") and refused > 0)
+    return logged, matched
+
+
+def summarise(rows: list[Measured]) -> dict[str, dict]:
+    by_name: dict[str, list[Measured]] = {}
+    for row in rows:
+        by_name.setdefault(row.name, []).append(row)
+    return {name: {"p95_s": _median([r.p95_s for r in rs]), "p95_rounds_s": [r.p95_s for r in rs],
+                   "p50_s": _median([r.p50_s for r in rs]), "offered_eps": _median([r.offered_eps for r in rs]),
+                   "throughput_eps": _median([r.throughput_eps for r in rs]),
+                   "out_in": _median([r.out_in for r in rs]), "lost": sum(r.lost for r in rs)}
+            for name, rs in by_name.items()}
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def table(summary: dict[str, dict]) -> Table:
+    shown = Table(title="fresh steady windows, same run: P95 end-to-end (median of rounds)")
+    for col in ("config", "P95 s", "rounds", "P50 s", "offered ev/s", "out/in", "lost", "defaults / config"):
+        shown.add_column(col, justify="left" if col == "config" else "right")
+    base = summary["defaults"]["p95_s"]
+    for name, m in summary.items():
+        shown.add_row(name, f"{m['p95_s']:.4f}", " / ".join(f"{p:.4f}" for p in m["p95_rounds_s"]), f"{m['p50_s']:.4f}",
+                      f"{m['offered_eps']:.0f}", f"{m['out_in']:.1%}", str(m["lost"]), f"×{base / m['p95_s']:.1f}")
+    return shown
+
+
+def plot(decisions: list[dict], began: float, timeline: list[dict], summary: dict[str, dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (run_ax, bars) = plt.subplots(1, 2, figsize=(13, 4.5), gridspec_kw={"width_ratios": [2.2, 1]})
+    t = [row["t_s"] / 60 for row in timeline]
+    run_ax.plot(t, [row["p95_s"] for row in timeline], "o-", ms=3, label="P95 per window (all windows)")
+    behind = [row for row in timeline if row["behind"]]
+    run_ax.plot([r["t_s"] / 60 for r in behind], [r["p95_s"] for r in behind], "x", color="tab:red", ms=7,
+                label=f"output behind input (< {MIN_THROUGHPUT_RATIO:.0%})")
+    for d in decisions:
+        if d["change"]:
+            color = "tab:red" if d["action"] == "rollback" else "tab:green"
+            run_ax.axvline((d["wall_time"] - began) / 60, color=color, alpha=0.3, lw=1)
+    span = t[-1] if t else 0.0
+    run_ax.axvspan(0.40 * span, 0.55 * span, color="tab:orange", alpha=0.1, label="×2 burst (about)")
+    run_ax.set_yscale("log")
+    run_ax.set_xlabel("minutes into the tuning run")
+    run_ax.set_ylabel("P95 end-to-end (s)")
+    run_ax.set_title("tuning the live testbed (green: changes, red: rollbacks)")
+    run_ax.legend(fontsize=8)
+    names = list(summary)
+    bars.bar(names, [summary[n]["p95_s"] for n in names], color=["tab:gray", "tab:orange", "tab:purple", "tab:blue"])
+    for i, name in enumerate(names):
+        bars.plot([i] * len(summary[name]["p95_rounds_s"]), summary[name]["p95_rounds_s"], "k.", ms=6)
+    bars.set_yscale("log")
+    bars.set_ylabel("P95 end-to-end (s), fresh windows")
+    bars.set_title("side by side, same run")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pipeline", type=Path, default=DEFAULT_PIPELINE)
+    parser.add_argument("--rate", type=float, default=1000.0, help="steady offered load, events/s")
+    parser.add_argument("--tune-minutes", type=float, default=15.0)
+    parser.add_argument("--window", type=float, default=30.0, help="tuning window, seconds")
+    parser.add_argument("--measure", type=float, default=45.0, help="each side-by-side replay, seconds")
+    parser.add_argument("--warmup", type=float, default=10.0, help="seconds of each replay the latency ignores")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=Path("docs/evidence/live"))
+    args = parser.parse_args()
+    for ok, flag, allowed in ((args.rate > 0, "--rate", "> 0"), (args.tune_minutes > 0, "--tune-minutes", "> 0"),
+                              (args.window >= 5, "--window", ">= 5 s"), (args.rounds >= 1, "--rounds", ">= 1"),
+                              (0 <= args.warmup < args.measure, "--warmup", "in [0, --measure)")):
+        if not ok:
+            parser.error(f"{flag} must be {allowed}")
+    spec = load_pipeline(args.pipeline)
+    args.out.mkdir(parents=True, exist_ok=True)
+    started_here = not _running(spec)
+    if started_here:
+        console.print(f"[dim]starting the testbed {spec.name!r} on the component defaults[/]")
+        bed.up(spec, PIPELINE_SPACE.defaults())
+    try:
+        bed.apply(spec, PIPELINE_SPACE.defaults())
+        with agent.client(spec) as client:
+            seen = {name: len(client.audit(name)) for name in agent.COMPONENTS}
+        shutil.rmtree(args.out / "state", ignore_errors=True)  # a kept state dir would resume the last run
+        began = time.time()
+        tuned = tune(args.pipeline, args, args.out)
+        ended = time.time()
+        with agent.client(spec) as client:
+            audit = [entry for name in agent.COMPONENTS for entry in client.audit(name)[seen[name]:]]
+        timeline = behind_windows(spec, began, ended, args.window)
+        final = PIPELINE_SPACE.config(tuned["final"]["config"])
+        contenders = {"defaults": preset("defaults"), "hybrid": preset("hybrid"), "latency": preset("latency"),
+                      "pipetune": final}
+        rows = measure_side_by_side(spec, contenders, args)
+    finally:
+        if started_here:
+            bed.down(spec)
+    summary = summarise(rows)
+    decisions = StateStore(args.out / "state").decisions()  # as logged, with the wall time of each
+    logged, matched = decisions_in_audit(decisions, audit)
+    lost_tuning = tuned["ledger"]["lost"]
+    result = {
+        "rate_eps": args.rate, "tune_s": ended - began, "window_s": args.window, "summary": summary,
+        "p95_defaults_over_pipetune": summary["defaults"]["p95_s"] / summary["pipetune"]["p95_s"],
+        "longest_behind_streak_windows": longest_streak([row["behind"] for row in timeline]),
+        "behind_windows": sum(row["behind"] for row in timeline), "windows": len(timeline),
+        "lost_events_tuning": lost_tuning, "ledger_tuning": tuned["ledger"],
+        "lost_events_side_by_side": sum(m["lost"] for m in summary.values()),
+        "changes_logged": logged, "changes_in_agent_audit": matched,
+        "agent_versions": sum(entry["event"] == "change_started" for entry in audit),
+        "agent_rollbacks": sum(entry["event"] == "rolled_back" for entry in audit),
+        "daemon_rollbacks": tuned["rollbacks"], "final_config": dict(final),
+        "final_vs_defaults": {k: [a, b] for k, (a, b) in preset("defaults").diff(final).items()},
+        "timeline": timeline, "measurements": [vars(r) for r in rows],
+    }
+    (args.out / "live.json").write_text(json.dumps(result, indent=1, default=str))
+    plot(decisions, began, timeline, summary, args.out / "live.png")
+    console.print(table(summary))
+    equal = abs(summary["pipetune"]["throughput_eps"] / summary["defaults"]["throughput_eps"] - 1) <= 0.05
+    checks = [
+        (result["p95_defaults_over_pipetune"] >= 10 and equal,
+         f"P95 {result['p95_defaults_over_pipetune']:.1f}x lower than defaults (goal >= 10x) at "
+         f"{'equal' if equal else 'UNEQUAL'} throughput"),
+        (result["longest_behind_streak_windows"] <= 1,
+         f"output behind input in {result['behind_windows']} of {result['windows']} windows of the tuning run, "
+         f"at most {result['longest_behind_streak_windows']} in a row (goal <= 1)"),
+        (lost_tuning == 0 and result["lost_events_side_by_side"] == 0,
+         f"events lost: {lost_tuning} of {tuned['ledger']['expected']} while tuning, "
+         f"{result['lost_events_side_by_side']} side by side (goal 0)"),
+        (logged == matched, f"decision-log changes found in the agent's audit: {matched} of {logged} "
+                            f"({result['agent_versions']} versions, {result['agent_rollbacks']} agent rollbacks, "
+                            f"{result['daemon_rollbacks']} daemon rollbacks)"),
+    ]
+    for ok, text in checks:
+        console.print(("[green]met[/]    " if ok else "[red]missed[/] ") + text)
+    console.print(f"tuned for {result['tune_s'] / 60:.1f} min; final config vs defaults: "
+                  + ", ".join(f"{k} {a} → {b}" for k, (a, b) in result["final_vs_defaults"].items()))
+    console.print(f"{args.out / 'live.json'}, {args.out / 'live.png'}")
+
+
+if __name__ == "__main__":
+    main()
