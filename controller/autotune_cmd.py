@@ -197,11 +197,11 @@ def autotune_command(
 
     table = _LiveTable(windows)
     # Live, the replay engine offers the load in the background and each window is wall-clock time.
-    load = BackgroundLoad(live.spec, profile, rate, load_s, seed) if live else None
-    with load or nullcontext(), Live(table.render(), console=err, refresh_per_second=4) as shown:
+    background = BackgroundLoad(live.spec, profile, rate, load_s, seed) if live else None
+    with background or nullcontext(), Live(table.render(), console=err, refresh_per_second=4) as shown:
         decisions = daemon.run(windows, on_decision=lambda d: (table.add(d), shown.update(table.render())),
                                wall_s_per_window=window / speed if speed > 0 and not live else 0.0)
-    ledger = load.ledger() if load else None
+    ledger = background.ledger() if background else None
 
     final = daemon.incumbent.config if daemon.incumbent else tuned.current()
     summary = None if live else {
