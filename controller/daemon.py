@@ -6,10 +6,13 @@ window whose output falls behind its input, whose backlog grows, or whose P95 cr
 sends the pipeline back to the incumbent at once, and the learner is told the window failed, so it
 marks that region unsafe. When the offered load changes clearly, the incumbent is measured again
 before its old figure is trusted. Modes: `auto` applies, `advise` only recommends, `frozen` holds.
+While the pipeline cannot be observed or reached (`PipelineUnavailable`), the daemon holds as in
+`frozen` on its own, and picks up again with the first window it can read.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -17,7 +20,7 @@ from typing import Callable
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from controller.guardrails import breaches
-from controller.pipelines import Pipeline
+from controller.pipelines import Pipeline, PipelineUnavailable
 from controller.state import Incumbent, Override, StateStore
 from models.learning import Context, Learner
 from models.observation import Observation
@@ -70,6 +73,12 @@ def _summary(observation: Observation) -> dict:
             "backlog_events": observation.backlog_total, "duration_s": observation.duration_s}
 
 
+def _unobserved(duration_s: float) -> dict:
+    """`_summary` of a window nothing could be read of: every figure unknown (NaN; null in the API)."""
+    blank = Observation(duration_s, *[math.nan] * 6)
+    return dict.fromkeys(_summary(blank), math.nan) | {"duration_s": duration_s}
+
+
 def _restarts(old: Config, new: Config) -> bool:
     return any(PIPELINE_SPACE[name].cost is ChangeCost.RESTART for name in old.diff(new))
 
@@ -112,8 +121,11 @@ class Daemon:
 
     def warm_up(self) -> None:
         """Let a freshly started pipeline fill its buffers; that window measures the start, not the config."""
-        self.pipeline.observe(self.window_s)
         self.t_s += self.window_s
+        try:
+            self.pipeline.observe(self.window_s)
+        except PipelineUnavailable as err:
+            self._finish(self._unavailable(err))
 
     def _sync(self) -> None:
         """Adopt what people changed in the state directory since the last decision."""
@@ -132,9 +144,12 @@ class Daemon:
     def step(self) -> Decision:
         """Measure one window and act on it."""
         self._sync()
-        observation = self.pipeline.observe(self.window_s)
-        self.t_s += self.window_s
-        config = self.pipeline.current()
+        self.t_s += self.window_s  # the window passes whether or not it can be read
+        try:
+            observation = self.pipeline.observe(self.window_s)
+            config = self.pipeline.current()
+        except PipelineUnavailable as err:
+            return self._finish(self._unavailable(err))
         context = Context(observation.offered_eps)
         found = breaches(observation, self.policy, self.previous)
         self.previous = observation
@@ -156,10 +171,29 @@ class Daemon:
                             recommendation=recommendation, predicted=predicted, guardrail=found,
                             incumbent_p95_s=self.incumbent.p95_s if self.incumbent else None)
         if target != config:
-            self._apply(config, target, decision)
+            try:
+                self._apply(config, target, decision)
+            except PipelineUnavailable as err:
+                self._unavailable(err, decision)
         else:
             self._dwell += 1
-        self._record(decision, observation)
+        return self._finish(decision)
+
+    def _unavailable(self, err: PipelineUnavailable, decision: Decision | None = None) -> Decision:
+        """Hold while the pipeline cannot be read or reached: a window not seen teaches the learner nothing and
+        proves nothing of the incumbent, and changing what cannot be verified is not safe. `decision` is the
+        window's, when the pipeline went away while it was being changed."""
+        self.previous = None  # the trend guardrail must not compare windows across the gap
+        if decision is None:
+            return Decision(self.window, self.t_s, {}, _unobserved(self.window_s), "frozen",
+                            f"pipeline unavailable ({err}): holding, nothing changed")
+        decision.action = "frozen"
+        decision.reason = (f"pipeline unavailable while changing it ({err}): holding; "
+                           "what is in force is read again when it answers")
+        return decision
+
+    def _finish(self, decision: Decision) -> Decision:
+        self._record(decision)
         self.window += 1
         return decision
 
@@ -245,10 +279,10 @@ class Daemon:
             self.t_s += settle_s
             decision.pause_s = settle_s
 
-    def _record(self, decision: Decision, observation: Observation) -> None:
+    def _record(self, decision: Decision) -> None:
         self.metrics.decisions.labels(decision.action).inc()
-        self.metrics.window_p95.set(observation.p95_s)
-        self.metrics.throughput_ratio.set(observation.throughput_ratio)
+        self.metrics.window_p95.set(decision.observed["p95_s"])
+        self.metrics.throughput_ratio.set(decision.observed["throughput_ratio"])
         if self.incumbent:
             self.metrics.incumbent_p95.set(self.incumbent.p95_s)
         if self.store:
@@ -257,6 +291,10 @@ class Daemon:
 
     def status(self, last: Decision | None = None) -> dict:
         """What `GET /status` shows: mode, pipeline, incumbent, last window, guardrails, overrides, progress."""
+        try:
+            current = dict(self.pipeline.current())
+        except PipelineUnavailable:
+            current = None  # unknown until the pipeline answers again
         return {
             "pipeline": self.name,
             "mode": self.policy.mode,
@@ -264,7 +302,7 @@ class Daemon:
             "window": self.window,
             "t_s": self.t_s,
             "updated_at": time.time(),
-            "current_config": dict(self.pipeline.current()),
+            "current_config": current,
             "incumbent": self.incumbent.to_dict() if self.incumbent else None,
             "last_decision": vars(last) if last else None,
             "guardrail": {"last_breaches": last.guardrail if last else [], "rollbacks": self.rollbacks,

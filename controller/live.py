@@ -11,9 +11,11 @@ import secrets
 import time
 from dataclasses import dataclass, replace
 
+import httpx
+
 from agents.probe.ledger import RunReport
 from agents.probe.runs import read_report
-from controller.pipelines import ApplyReport
+from controller.pipelines import ApplyReport, PipelineUnavailable
 from controller.telemetry import PrometheusTelemetry, TelemetrySource
 from models.observation import Observation
 from models.space import Config
@@ -23,7 +25,7 @@ from replay.manifest import build_manifest, write_manifest
 from replay.sinks import SinkSpec
 from testbed import agent, bed
 from testbed.pipeline import PipelineSpec
-from testbed.processes import TestbedError
+from testbed.processes import TestbedError, running_pid
 from testbed.prometheus import prometheus_url
 
 
@@ -97,6 +99,8 @@ class LivePipeline:
         try:
             results = bed.apply_changes(self.spec, config)
         except TestbedError as err:
+            # apply_changes says the same for a part that is down and a change the agent refused.
+            self._check_reachable()
             return ApplyReport(False, self._recorded(), 0.0, str(err))
         refused = [r for r in results if r.status not in bed.OK]
         if refused:
@@ -108,7 +112,18 @@ class LivePipeline:
 
     def current(self) -> Config:
         """The agent's versions in force, with the testbed's record for what no agent manages (the probe)."""
-        return Config({**self._recorded(), **agent.params_in_force(self.spec)})
+        try:
+            in_force = agent.params_in_force(self.spec)
+        except httpx.TransportError as err:
+            raise PipelineUnavailable(f"agent at {agent.agent_url(self.spec)}: {err}") from err
+        return Config({**self._recorded(), **in_force})
+
+    def _check_reachable(self) -> None:
+        """`PipelineUnavailable` naming what is down: a testbed process, or an agent that does not answer."""
+        down = [name for name, service in bed.recorded_services(self.spec).items() if running_pid(service) is None]
+        if down:
+            raise PipelineUnavailable(f"testbed {self.spec.name!r}: {', '.join(down)} not running")
+        self.current()
 
     def _recorded(self) -> Config:
         return bed.recorded_config(self.spec) or self.spec.start_config()

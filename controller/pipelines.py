@@ -22,14 +22,28 @@ class ApplyReport:
     message: str = ""
 
 
+class PipelineUnavailable(RuntimeError):
+    """The pipeline cannot be observed or reached right now; the message says which part."""
+
+
 class Pipeline(Protocol):
-    """A pipeline the daemon can reconfigure and measure."""
+    """A pipeline the daemon can reconfigure and measure.
 
-    def apply(self, config: Config) -> ApplyReport: ...
+    Each method raises `PipelineUnavailable` when a part it needs (a node's agent, the telemetry) does not
+    answer; the daemon then holds until it does.
+    """
 
-    def observe(self, seconds: float) -> Observation: ...
+    def apply(self, config: Config) -> ApplyReport:
+        """Put `config` in force; a change the pipeline refuses is `ok=False`, not `PipelineUnavailable`."""
+        ...
 
-    def current(self) -> Config: ...
+    def observe(self, seconds: float) -> Observation:
+        """Measure the next `seconds`; `PipelineUnavailable` when that window cannot be read."""
+        ...
+
+    def current(self) -> Config:
+        """The config in force; `PipelineUnavailable` when it cannot be asked."""
+        ...
 
 
 class TwinPipeline:

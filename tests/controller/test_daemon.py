@@ -1,10 +1,12 @@
 """The autotune loop on the twin: guardrails, modes, overrides' path, and resuming from the state dir."""
 
+import math
+
 import pytest
 
 from controller.daemon import Daemon
 from controller.guardrails import breaches
-from controller.pipelines import TwinPipeline
+from controller.pipelines import PipelineUnavailable, TwinPipeline
 from controller.state import StateStore
 from controller.twin_runs import workload
 from models.observation import Observation
@@ -145,3 +147,91 @@ def test_overrides_pause_and_policy_from_the_state_dir_take_effect_at_the_next_d
     assert learner.policy.pins == {"filebeat.backoff": 0.3}
     assert pipeline.current()["filebeat.backoff"] == pytest.approx(0.3)
     assert store.load_status()["window"] == 2
+
+
+class Outages:
+    """The twin behind a seam whose agent can go away: while `down`, the pipeline keeps running but every
+    call raises `PipelineUnavailable`; `down_on_apply` takes it away at the next change instead."""
+
+    def __init__(self, twin: TwinPipeline) -> None:
+        self.twin = twin
+        self.down = False
+        self.down_on_apply = False
+        self.applied = []
+
+    def _check(self) -> None:
+        if self.down:
+            raise PipelineUnavailable("agent at http://127.0.0.1:9 (test): connection refused")
+
+    def observe(self, seconds):
+        observation = self.twin.observe(seconds)  # the window passes whether or not it is read
+        self._check()
+        return observation
+
+    def current(self):
+        self._check()
+        return self.twin.current()
+
+    def apply(self, config):
+        self.down = self.down or self.down_on_apply
+        self._check()
+        self.applied.append(config)
+        return self.twin.apply(config)
+
+
+def _outage_daemon(learner, store=None):
+    twin = TwinPipeline(preset("defaults"), workload("steady", RATE, 900, seed=1), load("paper-2vcpu"), seed=1)
+    pipeline = Outages(twin)
+    daemon = Daemon(pipeline, learner, Policy(), window_s=WINDOW_S, store=store)
+    daemon.warm_up()
+    return daemon, pipeline
+
+
+def test_an_unreachable_pipeline_freezes_the_daemon_until_it_answers_again(tmp_path):
+    first, second = PIPELINE_SPACE.config({"filebeat.backoff": 0.5}), PIPELINE_SPACE.config({"filebeat.backoff": 0.2})
+    learner = Scripted(first, second)
+    store = StateStore(tmp_path)
+    daemon, pipeline = _outage_daemon(learner, store)
+    assert daemon.step().action == "explore" and pipeline.twin.current() == first
+    told, applied, incumbent = len(learner.told), len(pipeline.applied), daemon.incumbent
+
+    pipeline.down = True
+    frozen = [daemon.step() for _ in range(3)]
+    assert [d.action for d in frozen] == ["frozen"] * 3
+    assert all("pipeline unavailable (agent at http://127.0.0.1:9 (test): connection refused)" in d.reason
+               and not d.change for d in frozen)
+    assert all(math.isnan(d.observed["p95_s"]) and d.observed["duration_s"] == WINDOW_S for d in frozen)
+    assert [d.window for d in frozen] == [1, 2, 3] and [d.t_s for d in frozen] == [WINDOW_S * n for n in (3, 4, 5)]
+    assert pipeline.twin.current() == first and len(pipeline.applied) == applied  # nothing changed
+    assert len(learner.told) == told and daemon.incumbent == incumbent and daemon.previous is None
+    assert learner.queue == [second]  # not asked for a candidate either
+    assert store.load_status()["current_config"] is None and len(store.decisions()) == 4
+
+    pipeline.down = False
+    resumed = daemon.step()
+    assert resumed.action == "explore" and resumed.change == {"filebeat.backoff": [0.5, 0.2]}
+    assert pipeline.twin.current() == second and len(learner.told) == told + 1
+    assert store.load_status()["current_config"] == dict(second)
+
+
+def test_a_pipeline_lost_while_being_changed_is_recorded_and_held():
+    learner = Scripted(PIPELINE_SPACE.config({"filebeat.backoff": 0.5}))
+    daemon, pipeline = _outage_daemon(learner)
+    pipeline.down_on_apply = True
+    decision = daemon.step()
+    assert decision.action == "frozen" and "pipeline unavailable while changing it" in decision.reason
+    assert decision.change == {"filebeat.backoff": [1.0, 0.5]}  # what it was changing when the agent went
+    assert pipeline.twin.current() == preset("defaults") and not pipeline.applied and daemon.rollbacks == 0
+    assert len(learner.told) == 1  # the window itself was measured before the change
+    pipeline.down = pipeline.down_on_apply = False
+    retried = daemon.step()
+    assert retried.action == "explore" and pipeline.twin.current() == PIPELINE_SPACE.config({"filebeat.backoff": 0.5})
+
+
+def test_a_pipeline_unavailable_at_warm_up_is_a_frozen_window(tmp_path):
+    store = StateStore(tmp_path)
+    daemon, pipeline = _outage_daemon(Scripted(preset("defaults")), store)
+    pipeline.down = True
+    daemon.warm_up()
+    assert [d["action"] for d in store.decisions()] == ["frozen"]
+    assert daemon.window == 1 and daemon.t_s == 2 * WINDOW_S
