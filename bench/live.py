@@ -30,6 +30,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from controller.guardrails import output_behind
 from controller.measure_cmd import replay_and_observe
 from controller.state import StateStore
 from controller.telemetry import PrometheusTelemetry
@@ -41,7 +42,7 @@ from testbed.pipeline import DEFAULT_PIPELINE, PipelineSpec, load_pipeline
 from testbed.prometheus import prometheus_url
 
 console = Console()
-MIN_THROUGHPUT_RATIO = 0.95  # the daemon's guardrail: output below this share of the input is behind
+MIN_THROUGHPUT_RATIO = 0.95  # autotune's default guardrail
 CALIBRATION = "local-filebeat-kafka-fitted"
 
 
@@ -87,7 +88,7 @@ def behind_windows(spec: PipelineSpec, start: float, end: float, window_s: float
     while t + window_s <= end:
         o = telemetry.window(t, t + window_s)
         rows.append({"t_s": t - start, "out_in": o.throughput_ratio, "p95_s": o.p95_s,
-                     "behind": o.throughput_ratio < MIN_THROUGHPUT_RATIO})
+                     "behind": output_behind(o, MIN_THROUGHPUT_RATIO) is not None})
         t += window_s
     return rows
 
@@ -172,7 +173,7 @@ def plot(decisions: list[dict], began: float, timeline: list[dict], summary: dic
     run_ax.plot(t, [row["p95_s"] for row in timeline], "o-", ms=3, label="P95 per window (all windows)")
     behind = [row for row in timeline if row["behind"]]
     run_ax.plot([r["t_s"] / 60 for r in behind], [r["p95_s"] for r in behind], "x", color="tab:red", ms=7,
-                label=f"output behind input (< {MIN_THROUGHPUT_RATIO:.0%})")
+                label="output behind input")
     for d in decisions:
         if d["change"]:
             color = "tab:red" if d["action"] == "rollback" else "tab:green"
