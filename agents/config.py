@@ -40,6 +40,12 @@ class DockerRuntimeSpec(_Spec):
     stop_timeout_s: int = Field(default=15, gt=0)
 
 
+class ClientRuntimeSpec(ProcessRuntimeSpec):
+    """A process runtime whose command must be given (a Kafka client has no standard one)."""
+
+    argv: list[str] = Field(min_length=1, description="the client's command: there is no default one")
+
+
 RuntimeSpec = Annotated[Union[ProcessRuntimeSpec, DockerRuntimeSpec], Field(discriminator="kind")]
 
 
@@ -59,7 +65,8 @@ class _Component(_Spec):
         return self
 
     def prefix(self) -> str:
-        return {"filebeat": "filebeat", "logstash": "logstash", "kafka": "kafka.broker"}[self.kind]  # type: ignore[attr-defined]
+        return {"filebeat": "filebeat", "logstash": "logstash", "kafka": "kafka.broker",
+                "kafka-consumer": "kafka.consumer"}[self.kind]  # type: ignore[attr-defined]
 
 
 class FilebeatComponent(_Component):
@@ -93,7 +100,15 @@ class KafkaBrokerComponent(_Component):
     visible_timeout_s: float = Field(default=30.0, gt=0, description="longest wait for describe_configs to agree")
 
 
-Component = Annotated[Union[FilebeatComponent, LogstashComponent, KafkaBrokerComponent], Field(discriminator="kind")]
+class KafkaConsumerComponent(_Component):
+    kind: Literal["kafka-consumer"]
+    config_dir: Path = Field(description="consumer.properties goes here; the client reads it when it starts")
+    health_url: str = Field(pattern=r"^https?://", description="answers HTTP 200 while the client runs")
+    runtime: ClientRuntimeSpec
+
+
+Component = Annotated[Union[FilebeatComponent, LogstashComponent, KafkaBrokerComponent, KafkaConsumerComponent],
+                      Field(discriminator="kind")]
 
 
 class AgentConfig(_Spec):
@@ -131,7 +146,7 @@ def load_agent_config(path: Path | str) -> AgentConfig:
         raise AgentConfigError(f"{path}: {problems}") from None
 
 
-_TAGS = {"filebeat", "logstash", "kafka", "process", "docker"}
+_TAGS = {"filebeat", "logstash", "kafka", "kafka-consumer", "process", "docker"}
 
 
 def _describe(error: dict) -> str:

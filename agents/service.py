@@ -18,10 +18,11 @@ from pydantic import BaseModel, Field
 from agents.adapter import Adapter, ConfigStore, Runtime
 from agents.component import ChangeRefused, ManagedComponent, result_dict
 from agents.config import (AgentConfig, Component, DockerRuntimeSpec, FilebeatComponent, KafkaBrokerComponent,
-                           LogstashComponent)
+                           KafkaConsumerComponent, LogstashComponent)
 from agents.filebeat import FilebeatLayout
 from agents.filebeat_adapter import MAIN_FILE, FilebeatAdapter
 from agents.kafka_broker import KafkaBrokerAdapter
+from agents.kafka_client import KafkaConsumerAdapter
 from agents.logstash import LogstashAdapter, LogstashLayout
 from agents.runtimes import DockerRuntime, ProcessRuntime
 from models.space import Value
@@ -45,6 +46,8 @@ def build_adapter(spec: Component, state_dir: Path) -> Adapter:
     if isinstance(spec, LogstashComponent):
         return LogstashAdapter(LogstashLayout(spec.config_dir, spec.beats_port, tuple(spec.kafka_hosts), spec.topic,
                                               spec.api_port), spec.binary)
+    if isinstance(spec, KafkaConsumerComponent):
+        return KafkaConsumerAdapter(spec.name, spec.config_dir, spec.health_url)
     assert isinstance(spec, KafkaBrokerComponent)
     return KafkaBrokerAdapter(spec.bootstrap, spec.broker_id, state_dir / spec.name / "rendered",
                               visible_timeout_s=spec.visible_timeout_s)

@@ -1,8 +1,9 @@
-"""The testbed's node agent: it starts and changes Filebeat and the broker's dynamic configs.
+"""The testbed's node agent: it starts and changes Filebeat, the broker's dynamic configs and the probe
+(a Kafka consumer).
 
 `up` writes `<run>/agent/agent.yaml` and a bearer token (`<run>/agent/token`, mode 0600), then
-starts `pipetune agent` on loopback; every later Filebeat or broker change is a versioned request
-to it, so the testbed is changed the way a real node is.
+starts `pipetune agent` on loopback; every later Filebeat, broker or consumer change is a versioned
+request to it, so the testbed is changed the way a real node is.
 """
 
 from __future__ import annotations
@@ -21,11 +22,11 @@ from agents.component import ChangeResult
 from models.space import Config, Value
 from testbed.filebeat import filebeat_layout
 from testbed.pipeline import PipelineSpec
-from testbed.probe import checkout_env
+from testbed.probe import checkout_env, probe_config_dir, probe_service
 from testbed.processes import Service
 
 # Agent component name -> the prefix of the parameters it owns.
-COMPONENTS = {"filebeat": "filebeat.", "kafka": "kafka.broker."}
+COMPONENTS = {"filebeat": "filebeat.", "kafka": "kafka.broker.", "probe": "kafka.consumer."}
 
 
 def agent_dir(spec: PipelineSpec) -> Path:
@@ -45,7 +46,7 @@ def _params(config: Mapping[str, Value], prefix: str) -> dict[str, Value]:
 
 
 def agent_service(spec: PipelineSpec, filebeat_binary: Path, config: Config) -> Service:
-    """Write agent.yaml and a fresh token; the agent starts Filebeat on `config` when it starts.
+    """Write agent.yaml and a fresh token; the agent starts Filebeat and the probe on `config` when it starts.
 
     Each `up` starts the agent on an empty state dir: a kept one would put back its last version, with
     files rendered for the ports and paths of the pipeline file as it was then.
@@ -64,6 +65,9 @@ def agent_service(spec: PipelineSpec, filebeat_binary: Path, config: Config) -> 
              "http_port": layout.http_port, "params": _params(config, COMPONENTS["filebeat"])},
             {"name": "kafka", "kind": "kafka", "bootstrap": spec.bootstrap, "broker_id": 1,
              "params": _params(config, COMPONENTS["kafka"])},
+            {"name": "probe", "kind": "kafka-consumer", "config_dir": str(probe_config_dir(spec)),
+             "health_url": f"http://127.0.0.1:{spec.probe.metrics_port}/metrics",
+             "runtime": {"argv": list(probe_service(spec).argv)}, "params": _params(config, COMPONENTS["probe"])},
         ],
     }
     (directory / "agent.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
@@ -84,7 +88,7 @@ def client(spec: PipelineSpec) -> AgentClient:
 
 
 def params_in_force(spec: PipelineSpec) -> dict[str, Value]:
-    """The Filebeat and broker parameters of the versions the agent has in force."""
+    """The Filebeat, broker and consumer parameters of the versions the agent has in force."""
     with client(spec) as agent:
         return {name: value for component in agent.components() for name, value in component["params"].items()}
 

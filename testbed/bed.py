@@ -1,14 +1,14 @@
-"""Bring the testbed up, down, and say what runs: Kafka, Prometheus, the probe, then the node agent,
-which starts Filebeat and makes every Filebeat and broker change.
+"""Bring the testbed up, down, and say what runs: Kafka, Prometheus, then the node agent, which starts
+Filebeat and the probe and makes every Filebeat, broker and consumer change.
 
 `up` records what it started in `<run dir>/state.json`; `down` stops exactly those processes (by
-pid file, checked against the kernel's start time), the agent first so it cannot restart Filebeat.
+pid file, checked against the kernel's start time), the agent first so it cannot restart Filebeat or
+the probe.
 """
 
 from __future__ import annotations
 
 import json
-import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +27,7 @@ from testbed.probe import probe_service
 from testbed.processes import Service, TestbedError
 from testbed.prometheus import probe_scraped, prometheus_service, prometheus_url
 
-START = ("kafka", "prometheus", "probe", "agent")  # the agent starts Filebeat
+START = ("kafka", "prometheus", "agent")  # the agent starts Filebeat and the probe
 STOP = ("agent", "filebeat", "probe", "prometheus", "kafka")
 OK = ("applied", "unchanged")
 
@@ -50,7 +50,6 @@ def _start_ready(spec: PipelineSpec, service: Service) -> None:
     endpoints = _endpoints(spec)
     checks = {"kafka": (lambda: broker_ready(spec.bootstrap), 60.0),
               "prometheus": (lambda: _http_ok(endpoints["prometheus"] + "/-/ready"), 20.0),
-              "probe": (lambda: _http_ok(endpoints["probe"]), 20.0),
               "agent": (lambda: _agent_ready(spec), 90.0)}
     ready, timeout_s = checks[service.name]
     processes.start(service)
@@ -58,7 +57,7 @@ def _start_ready(spec: PipelineSpec, service: Service) -> None:
 
 
 def _agent_ready(spec: PipelineSpec) -> bool:
-    """The agent answers once it has started its components (Filebeat healthy, broker configs set)."""
+    """The agent answers once it has started its components (Filebeat and the probe healthy, broker configs set)."""
     with agent.client(spec) as client:
         return all(component["health"]["ok"] for component in client.components())
 
@@ -69,21 +68,21 @@ def _endpoints(spec: PipelineSpec) -> dict[str, str]:
             "filebeat": f"http://127.0.0.1:{spec.filebeat.http_port}/stats", "agent": agent.agent_url(spec)}
 
 
-def _filebeat(spec: PipelineSpec, argv: tuple[str, ...]) -> Service:
-    """Filebeat as the agent runs it: its pid file is the agent's, so `down` and `status` see that process."""
-    return Service("filebeat", argv, spec.resolved_run_dir(), pid_path=filebeat_pid_file(spec))
-
-
 def services(spec: PipelineSpec, installed: Installed, config: Config) -> dict[str, Service]:
-    """Every testbed process, its config files written (Filebeat's are written by the agent)."""
+    """Every testbed process, its config files written (Filebeat's and the probe's are written by the agent).
+
+    Filebeat and the probe are run by the agent: their pid files are its runtime's, so `down` and
+    `status` see those processes.
+    """
     home = filebeat_layout(spec).home_dir
     return {"kafka": kafka_service(spec, installed.kafka_libs, config),
             "prometheus": prometheus_service(spec, installed.prometheus),
-            "probe": probe_service(spec, config),
             "agent": agent.agent_service(spec, installed.filebeat, config),
             # The argv the agent's process runtime uses by default for a Filebeat component.
-            "filebeat": _filebeat(spec, (str(installed.filebeat), "-c", str(home / "filebeat.yml"),
-                                         "--path.home", str(home)))}
+            "filebeat": Service("filebeat", (str(installed.filebeat), "-c", str(home / "filebeat.yml"),
+                                             "--path.home", str(home)), spec.resolved_run_dir(),
+                                pid_path=filebeat_pid_file(spec)),
+            "probe": probe_service(spec)}
 
 
 def recorded_services(spec: PipelineSpec) -> dict[str, Service]:
@@ -93,10 +92,13 @@ def recorded_services(spec: PipelineSpec) -> dict[str, Service]:
         record = json.loads(state.read_text())
     except (OSError, ValueError):
         return {}
-    # A testbed started before it had an agent ran Filebeat itself, under its own pid file.
-    by_agent = "agent" in record["services"]
-    return {name: _filebeat(spec, tuple(argv)) if name == "filebeat" and by_agent
-            else Service(name, tuple(argv), spec.resolved_run_dir()) for name, argv in record["services"].items()}
+    # Older records name no pid files: their agent ran only Filebeat, and a testbed started before it had
+    # an agent ran Filebeat itself, under its own pid file.
+    older = {"filebeat": str(filebeat_pid_file(spec))} if "agent" in record["services"] else {}
+    pid_files = record.get("pid_files", older)
+    return {name: Service(name, tuple(argv), spec.resolved_run_dir(),
+                          pid_path=Path(pid_files[name]) if name in pid_files else None)
+            for name, argv in record["services"].items()}
 
 
 def up(spec: PipelineSpec, config: Config | None = None) -> list[ServiceStatus]:
@@ -138,19 +140,18 @@ def down(spec: PipelineSpec) -> list[str]:
 
 def status(spec: PipelineSpec) -> list[ServiceStatus]:
     endpoints = _endpoints(spec)
-    # The agent's process runtime logs Filebeat's output beside its pid file.
-    logs = {"filebeat": filebeat_pid_file(spec).with_name("filebeat.out")}
-    return [ServiceStatus(name, processes.running_pid(service), endpoints[name], logs.get(name, service.log_file))
+    return [ServiceStatus(name, processes.running_pid(service), endpoints[name], _log_file(service))
             for name, service in recorded_services(spec).items()]
 
 
-def _changed(old: Config, new: Config, prefix: str) -> bool:
-    return any(name.startswith(prefix) for name in new.diff(old))
+def _log_file(service: Service) -> Path:
+    # The agent's process runtime logs a component's output beside its pid file.
+    return service.pid_path.with_name(f"{service.name}.out") if service.pid_path else service.log_file
 
 
 def apply_changes(spec: PipelineSpec, config: Config) -> list[ChangeResult]:
-    """Move the running testbed to `config`: Filebeat and broker changes go to the agent as new versions
-    (it reloads or restarts and rolls back a failed change); consumer settings restart the probe.
+    """Move the running testbed to `config`: Filebeat, broker and consumer changes go to the agent as new
+    versions (it reloads or restarts and rolls back a failed change).
 
     Stops at the first change the agent did not put in force; a request it refused outright raises
     `TestbedError`.
@@ -170,12 +171,7 @@ def apply_changes(spec: PipelineSpec, config: Config) -> list[ChangeResult]:
             return results
     except (AgentError, httpx.HTTPError) as err:
         raise TestbedError(f"the testbed's agent ({agent.agent_url(spec)}) refused the change: {err}") from None
-    if _changed(old, config, "kafka.consumer."):
-        started = time.monotonic()
-        processes.stop(recorded["probe"])
-        _start_ready(spec, probe_service(spec, config))
-        results.append(ChangeResult("probe", 0, 0, "applied", "restarted", elapsed_s=time.monotonic() - started))
-    _record(spec, config, {**recorded, "probe": probe_service(spec, config)})
+    _record(spec, config, recorded)
     return results
 
 
@@ -196,7 +192,8 @@ def describe(results: list[ChangeResult]) -> list[str]:
 
 def _record(spec: PipelineSpec, config: Config, started: dict[str, Service]) -> None:
     (spec.resolved_run_dir() / "state.json").write_text(json.dumps(
-        {"pipeline": spec.name, "config": dict(config), "services": {n: list(s.argv) for n, s in started.items()}}))
+        {"pipeline": spec.name, "config": dict(config), "services": {n: list(s.argv) for n, s in started.items()},
+         "pid_files": {n: str(s.pid_path) for n, s in started.items() if s.pid_path}}))
 
 
 def recorded_config(spec: PipelineSpec) -> Config | None:

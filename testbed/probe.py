@@ -1,4 +1,5 @@
-"""The testbed's probe process (`python -m agents.probe`), wired to the pipeline's ports and paths."""
+"""The testbed's probe process (`python -m agents.probe`), wired to the pipeline's ports and paths; the
+node agent runs it and renders its consumer settings."""
 
 from __future__ import annotations
 
@@ -6,15 +7,25 @@ import os
 import sys
 from pathlib import Path
 
-from models.space import Config
+from agents.kafka_client import FILE as CONSUMER_PROPERTIES
 from testbed.filebeat import filebeat_layout, filebeat_pid_file
 from testbed.pipeline import PipelineSpec
 from testbed.processes import Service, pid_file
 
 
-def probe_service(spec: PipelineSpec, config: Config) -> Service:
-    """The probe, consuming with the config's `kafka.consumer.*` settings and re-exporting Filebeat's
-    stats and the other components' CPU time."""
+def probe_config_dir(spec: PipelineSpec) -> Path:
+    """Where the agent renders the probe's consumer.properties."""
+    return spec.resolved_run_dir() / "probe"
+
+
+def probe_pid_file(spec: PipelineSpec) -> Path:
+    """Where the agent's process runtime records the probe it started."""
+    return spec.resolved_run_dir() / "agent" / "state" / "probe" / "run" / "probe.pid.json"
+
+
+def probe_service(spec: PipelineSpec) -> Service:
+    """The probe as the agent runs it: consuming with the agent's consumer.properties, re-exporting
+    Filebeat's stats and the other components' CPU time."""
     run = spec.resolved_run_dir()
     pid_files = {"kafka": pid_file(run, "kafka"), "filebeat": filebeat_pid_file(spec),
                  "prometheus": pid_file(run, "prometheus")}
@@ -23,17 +34,16 @@ def probe_service(spec: PipelineSpec, config: Config) -> Service:
             "--group-id", spec.probe.group_id, "--metrics-port", str(spec.probe.metrics_port),
             "--manifests", str(run / "manifests"), "--reports", str(run / "reports"),
             "--late-after-s", str(spec.probe.late_after_s),
-            "--fetch-min-bytes", str(config["kafka.consumer.fetch.min.bytes"]),
-            "--fetch-max-wait-ms", str(config["kafka.consumer.fetch.max.wait.ms"]),
+            "--consumer-properties", str(probe_config_dir(spec) / CONSUMER_PROPERTIES),
             "--filebeat-stats-url", f"http://127.0.0.1:{spec.filebeat.http_port}/stats",
             "--filebeat-data", str(filebeat_layout(spec).home_dir / "data"), "--log-path", str(spec.log_path()),
             *cpu_of)
-    return Service("probe", argv, run, env=checkout_env())
+    return Service("probe", argv, run, pid_path=probe_pid_file(spec))
 
 
 def checkout_env() -> dict[str, str]:
     """The environment, with this checkout importable."""
-    # The probe and the agent must import this checkout even when pipetune is not installed into the interpreter.
+    # The agent (and the probe it starts) must import this checkout even when pipetune is not installed.
     root = str(Path(__file__).resolve().parent.parent)
     path = os.environ.get("PYTHONPATH")
     return {**os.environ, "PYTHONPATH": f"{root}:{path}" if path else root}

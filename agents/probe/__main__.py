@@ -11,6 +11,7 @@ from pathlib import Path
 from prometheus_client import ProcessCollector, start_http_server
 
 from agents.filebeat_stats import FilebeatCollector
+from agents.kafka_client import read_properties
 from agents.log_stats import LogCollector
 from agents.process_stats import ProcessCpuCollector
 from agents.probe.consumer import Probe, consumer_settings
@@ -28,8 +29,8 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--manifests", type=Path, required=True, help="directory of replay manifests")
     parser.add_argument("--reports", type=Path, required=True, help="directory the run reports go to")
     parser.add_argument("--late-after-s", type=float, default=10.0)
-    parser.add_argument("--fetch-min-bytes", type=int, default=1)
-    parser.add_argument("--fetch-max-wait-ms", type=float, default=500.0)
+    parser.add_argument("--consumer-properties", type=Path, metavar="FILE",
+                        help="librdkafka settings (name=value lines), read at start: the agent renders them")
     parser.add_argument("--filebeat-stats-url", help="re-export this Filebeat's /stats")
     parser.add_argument("--filebeat-data", type=Path, help="Filebeat's path.data (for the log backlog)")
     parser.add_argument("--log-path", type=Path, help="the replayed log (for the log backlog)")
@@ -51,7 +52,9 @@ def main() -> None:
     ledger = Ledger(args.late_after_s)
     args.manifests.mkdir(parents=True, exist_ok=True)
     tracker = RunTracker(ledger, metrics, args.manifests, args.reports)
-    settings = consumer_settings(args.bootstrap, args.group_id, args.fetch_min_bytes, args.fetch_max_wait_ms)
+    settings = consumer_settings(args.bootstrap, args.group_id)
+    if args.consumer_properties:
+        settings |= read_properties(args.consumer_properties)
     probe = Probe(settings, args.topic, metrics, ledger)
     start_http_server(args.metrics_port, addr="127.0.0.1", registry=metrics.registry)
     stop = threading.Event()

@@ -13,8 +13,10 @@ from agents.probe.ledger import Ledger
 from agents.probe.metrics import ProbeMetrics
 
 
-def consumer_settings(bootstrap: str, group_id: str, fetch_min_bytes: int, fetch_max_wait_ms: float) -> dict:
-    """librdkafka settings; the two fetch settings are the tunable `kafka.consumer.*` parameters."""
+def consumer_settings(bootstrap: str, group_id: str, fetch_min_bytes: int = 1, fetch_max_wait_ms: float = 500.0
+                      ) -> dict:
+    """librdkafka settings; the two fetch settings are the tunable `kafka.consumer.*` parameters (the
+    running probe takes them from the agent's consumer.properties)."""
     return {"bootstrap.servers": bootstrap, "group.id": group_id, "auto.offset.reset": "earliest",
             "enable.auto.commit": True, "fetch.min.bytes": int(fetch_min_bytes),
             "fetch.wait.max.ms": int(fetch_max_wait_ms), "client.id": "pipetune-probe"}

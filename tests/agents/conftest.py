@@ -1,16 +1,23 @@
-"""Fixtures for the agent tests: an agent.yaml for a real Filebeat, and a private dockerd with a Filebeat image."""
+"""Fixtures for the agent tests: an agent served in a thread, an agent.yaml for a real Filebeat, and a
+private dockerd with a Filebeat image."""
 
 from __future__ import annotations
 
 import io
 import os
 import tarfile
+import threading
+import time
 from pathlib import Path
 from typing import Iterator
 
 import pytest
+import uvicorn
 
+from agents.client import AgentClient
 from agents.config import AgentConfig
+from agents.runtimes import ProcessRuntime
+from agents.service import build_components, create_app
 from testbed.docker_engine import DockerEngine, import_image, start_engine
 from tests.conftest import free_ports
 
@@ -25,6 +32,32 @@ if [ -e "$here/crash-next" ]; then rm "$here/crash-next"; echo "crashing as aske
 if [ -e "$here/slow-next" ]; then rm "$here/slow-next"; sleep 120; fi
 exec "$@"
 """
+
+
+class ServedAgent:
+    """An agent served by uvicorn on loopback in a thread of this process, and a client of it."""
+
+    def __init__(self, config: AgentConfig) -> None:
+        self.config = config
+        self.components = build_components(config)
+        app = create_app(config, TOKEN, self.components)
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=config.port, log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.url = f"http://127.0.0.1:{config.port}"
+        self.client = AgentClient(self.url, TOKEN)
+
+    def close(self) -> None:
+        """Stop serving, then stop the processes the agent started (they outlive an agent otherwise)."""
+        self.client.close()
+        self.server.should_exit = True
+        self.thread.join(10)
+        for component in self.components.values():
+            if isinstance(component.runtime, ProcessRuntime):
+                component.runtime.stop()
 
 
 def write_wrapper(directory: Path) -> Path:

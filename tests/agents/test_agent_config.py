@@ -45,3 +45,19 @@ def test_agent_refuses_to_start_without_a_token(tmp_path):
                            str(_write(tmp_path))], capture_output=True, text=True, timeout=60,
                           env={"PATH": "/usr/bin:/bin"})
     assert proc.returncode != 0 and "PIPETUNE_AGENT_TOKEN" in proc.stderr
+
+
+@pytest.mark.parametrize("changes, field", [
+    ({"runtime": {}}, "components.0.runtime.argv: Field required"),
+    ({"runtime": {"argv": []}}, "components.0.runtime.argv"),
+    ({"health_url": "127.0.0.1:9100/metrics"}, "components.0.health_url"),
+    ({"params": {"filebeat.backoff": 1}}, "params.filebeat.backoff: not a kafka.consumer parameter"),
+])
+def test_a_kafka_consumer_needs_its_command_a_health_url_and_its_own_params(tmp_path, changes, field):
+    consumer = {"name": "probe", "kind": "kafka-consumer", "config_dir": str(tmp_path),
+                "health_url": "http://127.0.0.1:9100/metrics", "runtime": {"argv": ["probe"]}}
+    path = tmp_path / "agent.yaml"
+    path.write_text(yaml.safe_dump({"state_dir": str(tmp_path / "state"), "components": [consumer | changes]}))
+    with pytest.raises(AgentConfigError) as err:
+        load_agent_config(path)
+    assert field in str(err.value)

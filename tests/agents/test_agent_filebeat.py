@@ -4,39 +4,26 @@ rollback of a component that dies, idempotent and serialised requests, the audit
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 from typing import Iterator
 
 import httpx
 import pytest
-import uvicorn
 import yaml
 
-from agents.client import AgentClient, AgentError
+from agents.client import AgentError
 from agents.component import ManagedComponent
 from agents.config import AgentConfig
-from agents.service import build_components, create_app
-from tests.agents.conftest import TOKEN, filebeat_agent_config
+from tests.agents.conftest import ServedAgent, filebeat_agent_config
 
 pytestmark = pytest.mark.slow
 
 
-class Agent:
-    """An agent served by uvicorn on loopback in a thread of this process, a client of it, its one Filebeat."""
+class Agent(ServedAgent):
+    """A served agent and its one Filebeat."""
 
     def __init__(self, config: AgentConfig) -> None:
-        self.config = config
-        self.components = build_components(config)
-        self.app = create_app(config, TOKEN, self.components)
-        self.server = uvicorn.Server(uvicorn.Config(self.app, host="127.0.0.1", port=config.port, log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started and time.monotonic() < deadline:
-            time.sleep(0.05)
-        self.url = f"http://127.0.0.1:{config.port}"
-        self.client = AgentClient(self.url, TOKEN)
+        super().__init__(config)
         self.fb: ManagedComponent = self.components["filebeat"]
         self.config_dir = Path(config.components[0].config_dir)
 
@@ -45,12 +32,6 @@ class Agent:
 
     def main_file(self) -> str:
         return (self.config_dir / "filebeat.yml").read_text()
-
-    def close(self) -> None:
-        self.client.close()
-        self.server.should_exit = True
-        self.thread.join(10)
-        self.fb.runtime.stop()  # type: ignore[union-attr]
 
 
 @pytest.fixture

@@ -79,6 +79,22 @@ def test_input_settings_reload_live_and_queue_settings_restart_filebeat(testbed)
         bed.apply(testbed, before)
 
 
+def test_consumer_settings_recreate_the_probe_through_the_agent(testbed):
+    probe = bed.recorded_services(testbed)["probe"]
+    before = bed.recorded_config(testbed)
+    pid = processes.running_pid(probe)
+    try:
+        changed = PIPELINE_SPACE.config({"kafka.consumer.fetch.min.bytes": 512}, base=before)
+        assert bed.apply(testbed, changed) == ["probe restarted"]
+        assert processes.running_pid(probe) not in (None, pid)
+        properties = (testbed.resolved_run_dir() / "probe" / "consumer.properties").read_text()
+        assert "fetch.min.bytes=512" in properties
+        assert agent.params_in_force(testbed)["kafka.consumer.fetch.min.bytes"] == 512
+        assert replay_and_check(testbed, arrivals.steady(300, 2)).report.lost_events == 0
+    finally:
+        bed.apply(testbed, before)
+
+
 def test_live_pipeline_applies_and_observes_like_the_twin(testbed):
     pipeline = LivePipeline(testbed)
     before = pipeline.current()
