@@ -184,8 +184,9 @@ def autotune_command(
     err.print(f"[dim]starting Ray{' at ' + ray_address if ray_address else ''}; state in {directory}[/]")
     start_ray(ray_address)
     learner = RemoteLearner(strategy, box, start, cal.topology, seed, screen=TwinScreen(cal))
-    # settling after restarts and rollbacks adds up to a window per change
-    load_s = windows * window * 2.2 + 120.0
+    # The twin's schedule must outlast settling after restarts and rollbacks (up to a window per change);
+    # live, the profile spans the nominal run (its burst falls inside it) and steady load follows.
+    load_s = windows * window if live else windows * window * 2.2 + 120.0
     tuned: Pipeline = live or TwinPipeline(start, workload(profile, rate, load_s, seed), cal, seed=seed)
     daemon = Daemon(tuned, learner, policy, window_s=window, store=store, explain=learner.explain)
     resumed = daemon.resume()

@@ -12,7 +12,7 @@ import numpy as np
 
 from controller.live import new_run_id, replay_into, wait_for_report
 from controller.twin_runs import workload
-from replay.arrivals import Schedule
+from replay.arrivals import Schedule, steady
 from testbed.pipeline import PipelineSpec
 from testbed.processes import TestbedError
 
@@ -20,7 +20,8 @@ CHUNK_S = 20.0  # the end of a `with` block waits at most this long for the chun
 
 
 class BackgroundLoad:
-    """Replays `profile` at `rate_eps` into the pipeline's log from a thread, until the `with` block ends.
+    """Replays `profile` at `rate_eps` over `duration_s` into the pipeline's log from a thread, then
+    steady `rate_eps`, until the `with` block ends.
 
     `run_ids` names the replay runs written so far; the probe reports on each.
     """
@@ -29,6 +30,7 @@ class BackgroundLoad:
         self.spec = spec
         self.profile = profile
         self.seed = seed
+        self.rate_eps = rate_eps
         self.times_s = workload(profile, rate_eps, duration_s, seed)
         self.duration_s = duration_s
         self.run_ids: list[str] = []
@@ -37,6 +39,8 @@ class BackgroundLoad:
         self._thread = threading.Thread(target=self._replay, name="pipetune-load", daemon=True)
 
     def _chunk(self, start_s: float) -> Schedule:
+        if start_s >= self.duration_s:
+            return steady(self.rate_eps, CHUNK_S, seed=self.seed + round(start_s))
         end_s = min(start_s + CHUNK_S, self.duration_s)
         times = self.times_s[(self.times_s >= start_s) & (self.times_s < end_s)] - start_s
         return Schedule(self.profile, self.seed, end_s - start_s, np.asarray(times))
@@ -44,7 +48,7 @@ class BackgroundLoad:
     def _replay(self) -> None:
         start_s = 0.0
         try:
-            while start_s < self.duration_s and not self._stop.is_set():
+            while not self._stop.is_set():
                 run_id = new_run_id()
                 self.run_ids.append(run_id)
                 replay_into(self.spec, self._chunk(start_s), run_id)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 
 
@@ -36,6 +37,25 @@ class Observation:
     def throughput_ratio(self) -> float:
         """Output rate over offered rate (1.0 when nothing was offered)."""
         return self.throughput_eps / self.offered_eps if self.offered_eps > 0 else 1.0
+
+    @property
+    def in_flight_events(self) -> float:
+        """About what a pipeline that keeps up holds in flight at any moment: offered rate × median latency."""
+        return self.offered_eps * self.p50_s if math.isfinite(self.p50_s) else 0.0
+
+    def shortfall_allowed(self, min_ratio: float) -> float:
+        """Events a window's output may fall short of its input and still count as keeping up.
+
+        The policy's share, plus what a window's end can cut out of the output of a pipeline that keeps
+        up (the events in flight: Filebeat ships in flush-sized batches), the latter trusted only up to
+        the policy's share again, so a pipeline whose batches outlast the window is not excused.
+        """
+        tolerated = (1.0 - min_ratio) * self.offered_eps * self.duration_s
+        return tolerated + min(self.in_flight_events, tolerated)
+
+    def keeps_up(self, min_ratio: float) -> bool:
+        """Whether output kept up with the offered load within `shortfall_allowed`."""
+        return (self.offered_eps - self.throughput_eps) * self.duration_s <= self.shortfall_allowed(min_ratio)
 
     @property
     def backlog_total(self) -> int:

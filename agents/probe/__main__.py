@@ -49,7 +49,9 @@ def main() -> None:
         metrics.registry.register(LogCollector(args.log_path))
     if args.filebeat_stats_url and args.filebeat_data and args.log_path:
         metrics.registry.register(FilebeatCollector(args.filebeat_stats_url, args.log_path, args.filebeat_data))
-    ledger = Ledger(args.late_after_s)
+    # A recreated probe (the agent restarts it to change its consumer settings) carries on counting.
+    checkpoint = args.reports / "ledger.checkpoint"
+    ledger = Ledger.load(checkpoint, args.late_after_s)
     args.manifests.mkdir(parents=True, exist_ok=True)
     tracker = RunTracker(ledger, metrics, args.manifests, args.reports)
     settings = consumer_settings(args.bootstrap, args.group_id)
@@ -71,7 +73,9 @@ def main() -> None:
                     tracker.write_reports(time.time())
                 probe.update_lag()
     finally:
-        probe.close()
+        probe.close()  # commits the consumer's offsets: the checkpoint holds exactly what came before them
+        with probe.lock:
+            ledger.save(checkpoint, time.time())
 
 
 if __name__ == "__main__":
