@@ -66,7 +66,8 @@ class _Component(_Spec):
 
     def prefix(self) -> str:
         return {"filebeat": "filebeat", "logstash": "logstash", "kafka": "kafka.broker",
-                "kafka-consumer": "kafka.consumer"}[self.kind]  # type: ignore[attr-defined]
+                "kafka-consumer": "kafka.consumer",
+                "kafka-producer": "kafka.producer"}[self.kind]  # type: ignore[attr-defined]
 
 
 class FilebeatComponent(_Component):
@@ -100,15 +101,27 @@ class KafkaBrokerComponent(_Component):
     visible_timeout_s: float = Field(default=30.0, gt=0, description="longest wait for describe_configs to agree")
 
 
-class KafkaConsumerComponent(_Component):
-    kind: Literal["kafka-consumer"]
-    config_dir: Path = Field(description="consumer.properties goes here; the client reads it when it starts")
-    health_url: str = Field(pattern=r"^https?://", description="answers HTTP 200 while the client runs")
+class _ClientComponent(_Component):
+    """A Kafka client process: it reads its properties file from `config_dir` when it starts."""
+
+    config_dir: Path = Field(description="consumer.properties or producer.properties goes here")
     runtime: ClientRuntimeSpec
 
 
-Component = Annotated[Union[FilebeatComponent, LogstashComponent, KafkaBrokerComponent, KafkaConsumerComponent],
-                      Field(discriminator="kind")]
+class KafkaConsumerComponent(_ClientComponent):
+    kind: Literal["kafka-consumer"]
+    health_url: str = Field(pattern=r"^https?://", description="answers HTTP 200 while the client runs")
+
+
+class KafkaProducerComponent(_ClientComponent):
+    kind: Literal["kafka-producer"]
+    # `pipetune replay` serves no HTTP: without a URL, health can only say the process runs.
+    health_url: str | None = Field(default=None, pattern=r"^https?://",
+                                   description="answers HTTP 200 while the client runs; else: the process runs")
+
+
+Component = Annotated[Union[FilebeatComponent, LogstashComponent, KafkaBrokerComponent, KafkaConsumerComponent,
+                            KafkaProducerComponent], Field(discriminator="kind")]
 
 
 class AgentConfig(_Spec):
@@ -146,7 +159,7 @@ def load_agent_config(path: Path | str) -> AgentConfig:
         raise AgentConfigError(f"{path}: {problems}") from None
 
 
-_TAGS = {"filebeat", "logstash", "kafka", "kafka-consumer", "process", "docker"}
+_TAGS = {"filebeat", "logstash", "kafka", "kafka-consumer", "kafka-producer", "process", "docker"}
 
 
 def _describe(error: dict) -> str:

@@ -1,51 +1,113 @@
-"""The Kafka consumer adapter: a consumer process this node runs (the probe) reads `consumer.properties`
-when it starts; librdkafka checks the values, and a change recreates the client by restarting it."""
+"""Kafka clients this node runs: a consumer (the probe) and a producer (`pipetune replay --kafka`).
+
+Each reads a properties file in librdkafka's names when it starts. librdkafka checks every value when
+a client is created from them, so that is the check; and a client's settings are fixed once it is
+created, so a change recreates it by restarting the process.
+"""
 
 from __future__ import annotations
 
 import urllib.request
 from pathlib import Path
+from typing import Callable, ClassVar, Mapping
 
-from confluent_kafka import Consumer, KafkaException
+from confluent_kafka import Consumer, KafkaException, Producer
 
 from agents.adapter import Applied, Health, Runtime, ValidationFailed, restart_if_needed
-from models.space import PIPELINE_SPACE, ChangeCost, Config, Param
+from models.space import PIPELINE_SPACE, ChangeCost, Config, Param, Value
 
 FILE = "consumer.properties"
-# Our parameter names -> librdkafka's (`fetch.max.wait.ms` is the Java client's name).
-PROPERTIES = {"kafka.consumer.fetch.min.bytes": "fetch.min.bytes", "kafka.consumer.fetch.max.wait.ms": "fetch.wait.max.ms"}
+PRODUCER_FILE = "producer.properties"
+# Only errors: a client made just to check its settings has no brokers, and librdkafka would say so.
+_QUIET = {"log_level": "3"}
 
 
 def read_properties(path: Path) -> dict[str, str]:
-    """`name=value` lines; blank lines and `#` comments skipped."""
-    lines = (line.strip() for line in path.read_text().splitlines())
-    return dict(line.split("=", 1) for line in lines if line and not line.startswith("#"))
+    """`name=value` lines (spaces around the `=` dropped); blank lines and `#` comments skipped."""
+    properties: dict[str, str] = {}
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        name, equals, value = line.partition("=")
+        if not equals or not name.strip():
+            raise ValueError(f"{path}:{number}: expected name=value, got {line!r}")
+        properties[name.strip()] = value.strip()
+    return properties
 
 
-class KafkaConsumerAdapter:
-    """One consumer process's `kafka.consumer.*` settings; its metrics endpoint says it is well."""
+def create_consumer(properties: Mapping[str, str]) -> None:
+    """Create a consumer from `properties` (no brokers: nothing is contacted) and close it."""
+    Consumer({**_QUIET, "group.id": "pipetune-agent-check", **properties}).close()
 
-    params: tuple[Param, ...] = tuple(PIPELINE_SPACE[name] for name in PROPERTIES)
 
-    def __init__(self, name: str, config_dir: Path, health_url: str) -> None:
+def create_producer(properties: Mapping[str, str]) -> None:
+    """Create a producer from `properties`; with no brokers it holds nothing to flush."""
+    Producer({**_QUIET, **properties})
+
+
+def check_properties(create: Callable[[Mapping[str, str]], None], properties: Mapping[str, str]) -> None:
+    """Raise `ValidationFailed` naming the property librdkafka refuses when `create` makes a client of them."""
+    reason = _refusal(create, properties)
+    if reason is None:
+        return
+    # librdkafka names a property by its canonical name (linger.ms -> queue.buffering.max.ms): name the one
+    # the file used, found by trying each alone; a refused combination names them all.
+    culprit = next((f"{name}={value}" for name, value in properties.items() if _refusal(create, {name: value})),
+                   ", ".join(f"{name}={value}" for name, value in properties.items()))
+    raise ValidationFailed(f"librdkafka refused {culprit}: {reason}")
+
+
+def _refusal(create: Callable[[Mapping[str, str]], None], properties: Mapping[str, str]) -> str | None:
+    try:
+        create(properties)
+    except KafkaException as err:
+        return err.args[0].str().strip()
+    except ValueError as err:
+        return str(err)
+    return None
+
+
+class KafkaClientAdapter:
+    """One client process's settings: a properties file rendered from `names`, librdkafka's check
+    (`create`), a restart to recreate the client, and health from an HTTP URL or, without one, the process.
+
+    A subclass names its file, its parameters (ours -> librdkafka's) and how a client is created.
+    """
+
+    file: ClassVar[str]
+    names: ClassVar[dict[str, str]]
+    fractional: ClassVar[frozenset[str]] = frozenset()  # librdkafka properties that take fractions
+    create: ClassVar[Callable[[Mapping[str, str]], None]]
+    params: tuple[Param, ...]
+
+    def __init_subclass__(cls) -> None:
+        cls.params = tuple(PIPELINE_SPACE[name] for name in cls.names)
+
+    def __init__(self, name: str, config_dir: Path, health_url: str | None = None,
+                 runtime: Runtime | None = None) -> None:
+        if health_url is None and runtime is None:
+            raise ValueError(f"{name}: health needs a health_url or the runtime to ask whether the process runs")
         self.name = name  # the component's name in agent.yaml (what the client is to this node: "probe")
         self.config_dir = config_dir
         self.health_url = health_url
+        self.runtime = runtime
 
     def render(self, config: Config) -> dict[str, str]:
-        # librdkafka's values are whole milliseconds and bytes: it would cut "2.5" to 2 without a word.
-        lines = [f"{PROPERTIES[p.name]}={round(config[p.name])}" for p in self.params]
-        return {FILE: "# librdkafka consumer settings, read when the client starts\n" + "\n".join(lines) + "\n"}
+        lines = [f"{self.names[p.name]}={self._text(p, config[p.name])}" for p in self.params]
+        return {self.file: "# librdkafka settings, read when the client starts\n" + "\n".join(lines) + "\n"}
+
+    def _text(self, param: Param, value: Value) -> str:
+        if param.kind == "categorical":
+            return str(value)
+        if self.names[param.name] in self.fractional:  # to the microsecond, and "5" rather than "5.0"
+            return f"{float(value):.3f}".rstrip("0").rstrip(".")
+        # Other numbers are whole milliseconds and bytes to librdkafka: it would cut "2.5" to 2 without a word.
+        return str(round(float(value)))
 
     def validate(self, staged_dir: Path) -> None:
-        """librdkafka checks every property when a consumer is created from it: create one and close it."""
-        properties = read_properties(staged_dir / FILE)
-        try:
-            # No bootstrap servers: the check must not reach out to a broker.
-            Consumer({"group.id": "pipetune-agent-check", **properties}).close()
-        except (KafkaException, ValueError) as err:
-            reason = err.args[0].str() if isinstance(err, KafkaException) else str(err)
-            raise ValidationFailed(f"librdkafka refused {properties}: {reason}") from None
+        """librdkafka checks every property when a client is created from them: create one."""
+        check_properties(self.create, read_properties(staged_dir / self.file))
 
     def apply(self, config: Config, runtime: Runtime | None, cost: ChangeCost) -> Applied:
         """A client's settings are fixed once it is created: a change restarts the process."""
@@ -53,9 +115,34 @@ class KafkaConsumerAdapter:
         return restart_if_needed(runtime, cost, self.name) or Applied("already in force")
 
     def health(self) -> Health:
-        """The process's metrics endpoint answers."""
+        """The process's health URL answers 200; without one, only that the process runs."""
+        if self.health_url is None:
+            assert self.runtime is not None
+            running = self.runtime.running()
+            return Health(running, "the process runs (no health_url: delivery is not checked)" if running
+                          else "the process is not running")
         try:
             with urllib.request.urlopen(self.health_url, timeout=1.0) as response:
                 return Health(response.status == 200, f"GET {self.health_url}: {response.status}")
         except OSError as err:
             return Health(False, f"GET {self.health_url}: {err}")
+
+
+class KafkaConsumerAdapter(KafkaClientAdapter):
+    """A consumer's `kafka.consumer.*` settings (the probe: its metrics endpoint is its health)."""
+
+    file = FILE
+    # librdkafka's names (`fetch.max.wait.ms` is the Java client's).
+    names = {"kafka.consumer.fetch.min.bytes": "fetch.min.bytes",
+             "kafka.consumer.fetch.max.wait.ms": "fetch.wait.max.ms"}
+    create = staticmethod(create_consumer)
+
+
+class KafkaProducerAdapter(KafkaClientAdapter):
+    """A producer's `kafka.producer.*` settings (`pipetune replay --kafka ... --producer-properties FILE`)."""
+
+    file = PRODUCER_FILE
+    names = {"kafka.producer.linger.ms": "linger.ms", "kafka.producer.batch.size": "batch.size",
+             "kafka.producer.acks": "acks", "kafka.producer.compression.type": "compression.type"}
+    fractional = frozenset({"linger.ms"})  # librdkafka's linger is a float (queue.buffering.max.ms)
+    create = staticmethod(create_producer)

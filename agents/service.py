@@ -18,11 +18,11 @@ from pydantic import BaseModel, Field
 from agents.adapter import Adapter, ConfigStore, Runtime
 from agents.component import ChangeRefused, ManagedComponent, result_dict
 from agents.config import (AgentConfig, Component, DockerRuntimeSpec, FilebeatComponent, KafkaBrokerComponent,
-                           KafkaConsumerComponent, LogstashComponent)
+                           KafkaConsumerComponent, KafkaProducerComponent, LogstashComponent)
 from agents.filebeat import FilebeatLayout
 from agents.filebeat_adapter import MAIN_FILE, FilebeatAdapter
 from agents.kafka_broker import KafkaBrokerAdapter
-from agents.kafka_client import KafkaConsumerAdapter
+from agents.kafka_client import KafkaConsumerAdapter, KafkaProducerAdapter
 from agents.logstash import LogstashAdapter, LogstashLayout
 from agents.runtimes import DockerRuntime, ProcessRuntime
 from models.space import Value
@@ -37,8 +37,8 @@ class ChangeRequest(BaseModel):
     params: dict[str, Value] = Field(description="parameter name -> value; others keep the value in force")
 
 
-def build_adapter(spec: Component, state_dir: Path) -> Adapter:
-    """The adapter a component entry of agent.yaml describes."""
+def build_adapter(spec: Component, state_dir: Path, runtime: Runtime | None = None) -> Adapter:
+    """The adapter a component entry of agent.yaml describes (`runtime`: the one its health may ask)."""
     if isinstance(spec, FilebeatComponent):
         layout = FilebeatLayout(tuple(spec.log_paths), spec.input_type, spec.multiline, tuple(spec.kafka_hosts),
                                 spec.topic, spec.http_port, spec.config_dir)
@@ -48,6 +48,8 @@ def build_adapter(spec: Component, state_dir: Path) -> Adapter:
                                               spec.api_port), spec.binary)
     if isinstance(spec, KafkaConsumerComponent):
         return KafkaConsumerAdapter(spec.name, spec.config_dir, spec.health_url)
+    if isinstance(spec, KafkaProducerComponent):
+        return KafkaProducerAdapter(spec.name, spec.config_dir, spec.health_url, runtime)
     assert isinstance(spec, KafkaBrokerComponent)
     return KafkaBrokerAdapter(spec.bootstrap, spec.broker_id, state_dir / spec.name / "rendered",
                               visible_timeout_s=spec.visible_timeout_s)
@@ -76,10 +78,13 @@ def _default_argv(spec: Component) -> list[str]:
 
 
 def build_components(config: AgentConfig) -> dict[str, ManagedComponent]:
-    return {spec.name: ManagedComponent(build_adapter(spec, config.state_dir), build_runtime(spec, config.state_dir),
-                                        ConfigStore(config.state_dir, spec.name), spec.params,
-                                        health_timeout_s=config.health_timeout_s, settle_s=config.settle_s)
-            for spec in config.components}
+    components = {}
+    for spec in config.components:
+        runtime = build_runtime(spec, config.state_dir)
+        components[spec.name] = ManagedComponent(build_adapter(spec, config.state_dir, runtime), runtime,
+                                                  ConfigStore(config.state_dir, spec.name), spec.params,
+                                                  health_timeout_s=config.health_timeout_s, settle_s=config.settle_s)
+    return components
 
 
 def create_app(agent_config: AgentConfig, token: str, components: dict[str, ManagedComponent] | None = None

@@ -7,6 +7,7 @@ import json
 import os
 import re
 import secrets
+import signal
 from enum import Enum
 from pathlib import Path
 from typing import Optional
@@ -18,11 +19,13 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from agents.adapter import ValidationFailed
+from agents.kafka_client import check_properties, create_producer, read_properties
 from replay import arrivals
 from replay.arrivals import Schedule, Stage
 from replay.engine import ReplayResult, Workload, phase_results, run
 from replay.manifest import build_manifest, write_manifest
-from replay.sinks import SinkSpec, parse_kafka_target
+from replay.sinks import PRODUCER_DEFAULTS, SinkSpec, parse_kafka_target
 from replay.trace import TraceError, read_trace
 
 err = Console(stderr=True)
@@ -153,12 +156,30 @@ def build_schedule(profile: Profile, rate: float, duration: Optional[float], see
     return schedule, Workload(trace_records=tuple(report.records))
 
 
+def producer_properties(path: Path) -> tuple[tuple[str, str], ...]:
+    """Read `name=value` librdkafka producer properties once, and let librdkafka check them now."""
+    hint = "--producer-properties"
+    try:
+        properties = read_properties(path)
+    except OSError as exc:
+        raise typer.BadParameter(f"cannot read {path}: {exc.strerror}", param_hint=hint) from None
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint=hint) from None
+    try:
+        check_properties(create_producer, {**PRODUCER_DEFAULTS, **properties})
+    except ValidationFailed as exc:
+        raise typer.BadParameter(f"{path}: {exc}", param_hint=hint) from None
+    return tuple(properties.items())
+
+
 def _sink(out: Optional[Path], http: Optional[str], kafka: Optional[str], stdout: bool, rotate_bytes: int,
-          rotate_keep: int) -> SinkSpec:
+          rotate_keep: int, properties_file: Optional[Path] = None) -> SinkSpec:
     chosen = [name for name, v in (("--out", out), ("--http", http), ("--kafka", kafka), ("--stdout", stdout)) if v]
     if len(chosen) != 1:
         raise typer.BadParameter(f"give exactly one of --out PATH, --http URL, --kafka HOST:PORT/TOPIC, --stdout "
                                  f"(got {', '.join(chosen) or 'none'}); or use --dry-run", param_hint="sink")
+    if properties_file is not None and kafka is None:
+        raise typer.BadParameter("only the --kafka sink has a producer", param_hint="--producer-properties")
     if out is not None:
         directory = out.parent if str(out.parent) else Path(".")
         if out.is_dir() or not directory.is_dir() or not os.access(directory, os.W_OK) or \
@@ -175,7 +196,8 @@ def _sink(out: Optional[Path], http: Optional[str], kafka: Optional[str], stdout
             parse_kafka_target(kafka)
         except ValueError as exc:
             raise typer.BadParameter(str(exc), param_hint="--kafka") from None
-        return SinkSpec("kafka", kafka)
+        properties = producer_properties(properties_file) if properties_file is not None else ()
+        return SinkSpec("kafka", kafka, producer_properties=properties)
     return SinkSpec("stdout")
 
 
@@ -255,6 +277,10 @@ def _plot(result: ReplayResult, path: Path) -> None:
     plt.close(fig)
 
 
+def _interrupted(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def replay_command(
     profile: Profile = typer.Option(Profile.steady, help="Arrival process."),
     rate: float = typer.Option(300.0, help="Base rate in events per second (the paper's load is ~300)."),
@@ -275,6 +301,8 @@ def replay_command(
     rotate_keep: int = typer.Option(0, help="--out: rotated files kept (0: all)."),
     http: Optional[str] = typer.Option(None, help="Sink: send each event as its HTTP request to this base URL."),
     kafka: Optional[str] = typer.Option(None, help="Sink: produce to HOST:PORT/TOPIC."),
+    producer_properties_file: Optional[Path] = typer.Option(
+        None, "--producer-properties", help="--kafka: librdkafka producer properties (name=value lines), read at start."),
     stdout: bool = typer.Option(False, "--stdout", help="Sink: write the events to standard output."),
     log_format: LogFormat = typer.Option(LogFormat.json, "--format", help="Single-line or the paper's multi-line JSON."),
     seed: int = typer.Option(0, help="Seed of the arrival process and the shop users."),
@@ -299,13 +327,19 @@ def replay_command(
         else:
             _print_summary(summary, f"{profile.value} schedule (dry run)")
         return
-    sink = _sink(out, http, kafka, stdout, rotate_bytes, rotate_keep)
+    sink = _sink(out, http, kafka, stdout, rotate_bytes, rotate_keep, producer_properties_file)
     if sink.kind == "stdout" and (as_json or processes > 1):
         raise typer.BadParameter("--stdout cannot be combined with --json or --processes > 1", param_hint="--stdout")
     live = _LiveProgress(schedule)
-    with live.progress:
-        result = run(schedule, sink, workload, run_id=run_id or secrets.token_hex(4), processes=processes,
-                     progress=live)
+    # A stop (the agent recreating the producer) ends the run as an interrupt does: the sink is closed, so
+    # what the producer holds is flushed rather than lost.
+    previous = signal.signal(signal.SIGTERM, _interrupted)
+    try:
+        with live.progress:
+            result = run(schedule, sink, workload, run_id=run_id or secrets.token_hex(4), processes=processes,
+                         progress=live)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     summary = result.summary()
     if manifest is not None:
         write_manifest(manifest, build_manifest(result, workload.fmt, f"{sink.kind}:{sink.target}"))

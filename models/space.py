@@ -3,14 +3,15 @@
 Keys are spelled as the components spell them, prefixed with the component
 (`filebeat.queue.mem.flush.timeout`). Values use the component's own unit: durations that the
 component writes as `1s`, `10ms` are float seconds here (`unit="s"`); parameters whose name carries
-a unit keep it (`logstash.pipeline.batch.delay` is milliseconds in logstash.yml, so `unit="ms"`,
-`kafka.consumer.fetch.max.wait.ms` is milliseconds). Filebeat's `log` input names are canonical; the
-Filebeat adapter maps them onto `filestream` names (scan_frequency -> prospector.scanner.check_interval,
-backoff -> backoff.init, max_backoff -> backoff.max) when the pipeline uses that input.
+a unit keep it (`logstash.pipeline.batch.delay` is milliseconds in logstash.yml, so `unit="ms"`;
+`kafka.consumer.fetch.max.wait.ms` and `kafka.producer.linger.ms` are milliseconds). Filebeat's `log`
+input names are canonical; the Filebeat adapter maps them onto `filestream` names (scan_frequency ->
+prospector.scanner.check_interval, backoff -> backoff.init, max_backoff -> backoff.max) when the
+pipeline uses that input.
 
 Defaults are the components' documented 7.17 / 3.x defaults (Filebeat 7.17 reference; Logstash 7.17
-logstash.yml reference; Kafka 3.7 broker/producer/consumer configs); `logstash.pipeline.workers`
-defaults to the node's cores (2 on the paper's node).
+logstash.yml reference; Kafka 3.7 broker/consumer configs; the producer's are the replay sink's own
+settings, see below); `logstash.pipeline.workers` defaults to the node's cores (2 on the paper's node).
 """
 
 from __future__ import annotations
@@ -163,6 +164,23 @@ def _p(name: str, kind: str, default: Value, low: float | None = None, high: flo
 
 LIVE, RELOAD, RESTART = ChangeCost.LIVE, ChangeCost.RELOAD, ChangeCost.RESTART
 
+
+def _producer(prefix: str, names: tuple[str, str, str, str], linger_ms: float, cost: ChangeCost) -> tuple[Param, ...]:
+    """A Kafka producer's linger, batch size, acks and compression, named as its configuration names them;
+    acks 1, 16384-byte batches and no compression by default."""
+    linger, batch, acks, compression = (prefix + name for name in names)
+    return (
+        _p(linger, "float", linger_ms, 0.0, 10000.0, unit="ms", cost=cost,
+           help="producer wait for more records before a send"),
+        _p(batch, "int", 16384, 1, 16777216, log=True, unit="bytes", cost=cost,
+           help="producer batch size per partition"),
+        _p(acks, "categorical", "1", cost=cost, choices=("0", "1", "all"),
+           help="acknowledgements the producer waits for"),
+        _p(compression, "categorical", "none", cost=cost, choices=("none", "gzip", "snappy", "lz4", "zstd"),
+           help="producer compression"),
+    )
+
+
 PIPELINE_PARAMS: tuple[Param, ...] = (
     # Filebeat 7.17, `log` input (reloadable through filebeat.config.inputs).
     _p("filebeat.scan_frequency", "float", 10.0, 0.001, 60.0, log=True, unit="s", cost=LIVE,
@@ -195,14 +213,7 @@ PIPELINE_PARAMS: tuple[Param, ...] = (
        help="events a worker takes per batch"),
     _p("logstash.pipeline.batch.delay", "float", 50.0, 0.0, 10000.0, unit="ms", cost=RELOAD,
        help="longest wait for a partial batch"),
-    _p("logstash.output.kafka.linger_ms", "float", 0.0, 0.0, 10000.0, unit="ms", cost=RELOAD,
-       help="producer wait for more records before a send"),
-    _p("logstash.output.kafka.batch_size", "int", 16384, 1, 16777216, log=True, unit="bytes", cost=RELOAD,
-       help="producer batch size per partition"),
-    _p("logstash.output.kafka.acks", "categorical", "1", cost=RELOAD, choices=("0", "1", "all"),
-       help="acknowledgements the producer waits for"),
-    _p("logstash.output.kafka.compression_type", "categorical", "none", cost=RELOAD,
-       choices=("none", "gzip", "snappy", "lz4", "zstd"), help="producer compression"),
+    *_producer("logstash.output.kafka.", ("linger_ms", "batch_size", "acks", "compression_type"), 0.0, RELOAD),
     # Kafka 3.x broker dynamic configs and the consumer.
     _p("kafka.broker.num.io.threads", "int", 8, 1, 64, cost=LIVE, help="broker request-handler threads"),
     _p("kafka.broker.num.network.threads", "int", 3, 1, 32, cost=LIVE, help="broker network threads"),
@@ -210,6 +221,10 @@ PIPELINE_PARAMS: tuple[Param, ...] = (
        help="bytes the broker waits for before answering a fetch"),
     _p("kafka.consumer.fetch.max.wait.ms", "float", 500.0, 0.0, 10000.0, unit="ms", cost=RESTART,
        help="longest the broker holds a fetch waiting for fetch.min.bytes"),
+    # A Kafka producer the node runs (librdkafka: the replay engine's Kafka sink). Its settings are fixed once
+    # it is created, so a change recreates it. Defaults: what the replay sink sent with under kafka-python
+    # (linger 5 ms, which is librdkafka's default too).
+    *_producer("kafka.producer.", ("linger.ms", "batch.size", "acks", "compression.type"), 5.0, RESTART),
     # Spark Structured Streaming sink (the paper's Kafka -> Spark -> Hive stage); a change restarts the query.
     _p("spark.trigger.interval", "float", 0.0, 0.0, 60.0, unit="s", cost=RESTART,
        help="micro-batch trigger interval (0: start the next batch as soon as the previous one ends)"),

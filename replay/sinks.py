@@ -15,9 +15,12 @@ import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, Sequence
+from typing import TYPE_CHECKING, Mapping, Protocol, Sequence
 
 from replay.events import PreparedEvent
+
+if TYPE_CHECKING:
+    from confluent_kafka import KafkaError, Message
 
 
 class Sink(Protocol):
@@ -120,28 +123,53 @@ class StdoutSink:
         return SinkStats(delivered=self._written)
 
 
-class KafkaSink:
-    """Produce each event as one record (key: request_id) to a Kafka topic."""
+# What the sink sent with under kafka-python; the `kafka.producer.*` parameters' defaults say the same.
+PRODUCER_DEFAULTS = {"acks": "1", "linger.ms": "5", "batch.size": "16384", "compression.type": "none"}
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        from kafka import KafkaProducer
+
+class KafkaSink:
+    """Produce each event as one record (key: request_id) to a Kafka topic.
+
+    `properties` are librdkafka producer properties over `PRODUCER_DEFAULTS` (the caller has checked
+    them: a bad one raises `KafkaException` here). A record counts as delivered once the broker has
+    acknowledged it; one it refused, or that is still unacknowledged when `close` gives up, is failed.
+    """
+
+    def __init__(self, bootstrap: str, topic: str, properties: Mapping[str, str] | None = None) -> None:
+        from confluent_kafka import Producer
 
         self.topic = topic
-        self._producer = KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=5, client_id="pipetune-replay")
+        self._producer = Producer({"client.id": "pipetune-replay", **PRODUCER_DEFAULTS, **(properties or {}),
+                                   "bootstrap.servers": bootstrap})
+        self._unacknowledged: set[str] = set()
         self._failed: list[str] = []
-        self._sent = 0
+        self._delivered = 0
+
+    def _on_delivery(self, error: KafkaError | None, record: Message) -> None:
+        # Runs in `poll`/`flush`, on the thread that sends: no lock needed.
+        request_id = record.key().decode()
+        self._unacknowledged.discard(request_id)
+        if error is None:
+            self._delivered += 1
+        else:
+            self._failed.append(request_id)
 
     def send(self, batch: Sequence[PreparedEvent], ts_nginx: float) -> None:
         for event in batch:
-            future = self._producer.send(self.topic, key=event.request_id.encode(),
-                                         value=event.text(ts_nginx).rstrip("\n").encode())
-            future.add_errback(lambda _exc, rid=event.request_id: self._failed.append(rid))
-        self._sent += len(batch)
+            key, value = event.request_id.encode(), event.text(ts_nginx).rstrip("\n").encode()
+            self._unacknowledged.add(event.request_id)
+            while True:
+                try:
+                    self._producer.produce(self.topic, value=value, key=key, on_delivery=self._on_delivery)
+                    break
+                except BufferError:  # the producer's queue is full: wait for the broker, as kafka-python did
+                    self._producer.poll(0.05)
+        self._producer.poll(0)  # serve delivery callbacks without waiting
 
     def close(self) -> SinkStats:
-        self._producer.flush(timeout=30)
-        self._producer.close(timeout=10)
-        return SinkStats(delivered=self._sent - len(self._failed), failed_request_ids=list(self._failed))
+        self._producer.flush(30)
+        failed = self._failed + sorted(self._unacknowledged)
+        return SinkStats(delivered=self._delivered, failed_request_ids=failed)
 
 
 class HttpSink:
@@ -222,6 +250,7 @@ class SinkSpec:
     target: str = ""  # path, URL, or HOST:PORT/TOPIC
     rotate_bytes: int = 0
     rotate_keep: int = 0
+    producer_properties: tuple[tuple[str, str], ...] = ()  # kafka: librdkafka producer properties
 
     def open(self, process_index: int = 0, processes: int = 1) -> Sink:
         """Open the sink for one replay process; with several, each file sink writes its own file."""
@@ -236,7 +265,7 @@ class SinkSpec:
             return HttpSink(self.target)
         if self.kind == "kafka":
             bootstrap, topic = parse_kafka_target(self.target)
-            return KafkaSink(bootstrap, topic)
+            return KafkaSink(bootstrap, topic, dict(self.producer_properties))
         raise ValueError(f"unknown sink kind {self.kind!r}; expected file, http, kafka or stdout")
 
 

@@ -1,10 +1,14 @@
-"""Fixtures for the agent tests: an agent served in a thread, an agent.yaml for a real Filebeat, and a
-private dockerd with a Filebeat image."""
+"""Fixtures for the agent tests: an agent served in a thread, an agent.yaml for a real Filebeat, a Kafka
+topic of a test's own, a component whose range lets through what only its own check refuses, and a private
+dockerd with a Filebeat image."""
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import io
 import os
+import secrets
 import tarfile
 import threading
 import time
@@ -13,8 +17,10 @@ from typing import Iterator
 
 import pytest
 import uvicorn
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from agents.client import AgentClient
+from agents.component import ManagedComponent
 from agents.config import AgentConfig
 from agents.runtimes import ProcessRuntime
 from agents.service import build_components, create_app
@@ -58,6 +64,27 @@ class ServedAgent:
         for component in self.components.values():
             if isinstance(component.runtime, ProcessRuntime):
                 component.runtime.stop()
+
+
+@pytest.fixture
+def kafka_topic(testbed) -> Iterator[str]:
+    """A one-partition topic of the test's own on the session's broker, deleted after the test."""
+    name = f"agent-test-{secrets.token_hex(4)}"
+    admin = AdminClient({"bootstrap.servers": testbed.bootstrap})
+    admin.create_topics([NewTopic(name, 1, 1)])[name].result(30)
+    yield name
+    admin.delete_topics([name])[name].result(30)
+
+
+def wider_range(agent: ServedAgent, component: str, param: str, high: float) -> ManagedComponent:
+    """The agent's component, on the same runtime and store, with `param` allowed up to `high`: above what
+    the component itself accepts, so that only the component's own check can stop such a value."""
+    managed = agent.components[component]
+    adapter = copy.copy(managed.adapter)
+    adapter.params = tuple(dataclasses.replace(p, high=high) if p.name == param else p for p in adapter.params)
+    widened = ManagedComponent(adapter, managed.runtime, managed.store, {}, settle_s=0.5)
+    widened.start()  # adopts the running component on the version in force
+    return widened
 
 
 def write_wrapper(directory: Path) -> Path:

@@ -61,3 +61,28 @@ def test_a_kafka_consumer_needs_its_command_a_health_url_and_its_own_params(tmp_
     with pytest.raises(AgentConfigError) as err:
         load_agent_config(path)
     assert field in str(err.value)
+
+
+def _load_producer(tmp_path: Path, **changes: object):
+    producer = {"name": "replay", "kind": "kafka-producer", "config_dir": str(tmp_path),
+                "runtime": {"argv": ["pipetune", "replay"]}} | changes
+    path = tmp_path / "agent.yaml"
+    path.write_text(yaml.safe_dump({"state_dir": str(tmp_path / "state"), "components": [producer]}))
+    return load_agent_config(path)
+
+
+def test_a_kafka_producer_may_go_without_a_health_url(tmp_path):
+    [spec] = _load_producer(tmp_path, params={"kafka.producer.acks": "all"}).components
+    assert spec.kind == "kafka-producer" and spec.health_url is None and spec.params == {"kafka.producer.acks": "all"}
+
+
+@pytest.mark.parametrize("changes, field", [
+    ({"runtime": {}}, "components.0.runtime.argv: Field required"),
+    ({"health_url": "127.0.0.1:9100/metrics"}, "components.0.health_url"),
+    ({"params": {"kafka.consumer.fetch.min.bytes": 1}}, "params.kafka.consumer.fetch.min.bytes: not a kafka.producer"),
+    ({"params": {"kafka.producer.acks": "2"}}, "params.kafka.producer.acks: kafka.producer.acks='2' is not allowed"),
+])
+def test_a_kafka_producer_needs_its_command_and_its_own_params(tmp_path, changes, field):
+    with pytest.raises(AgentConfigError) as err:
+        _load_producer(tmp_path, **changes)
+    assert field in str(err.value)

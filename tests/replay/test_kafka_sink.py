@@ -1,15 +1,20 @@
-"""The Kafka sink against the session's real broker."""
+"""The Kafka sink: delivery accounting and producer properties without a broker, every event once
+against the session's real broker, and `pipetune replay --producer-properties` refusing a bad file."""
 
 import json
 import time
 
 import pytest
+from confluent_kafka import KafkaException
 from kafka import KafkaConsumer
 from kafka.admin import KafkaAdminClient, NewTopic
+from typer.testing import CliRunner
 
+from controller.cli import app
 from replay import arrivals
 from replay.engine import run
-from replay.sinks import SinkSpec
+from replay.sinks import KafkaSink, SinkSpec
+from tests.conftest import free_ports
 
 
 @pytest.mark.slow
@@ -35,3 +40,40 @@ def test_kafka_sink_produces_every_event_once(testbed):
             seen.append(event["request_id"])
     consumer.close()
     assert sorted(seen) == [f"kafka-{i:08d}" for i in range(2000)]
+
+
+def test_records_no_broker_acknowledges_are_failed_by_request_id():
+    [port] = free_ports(1)  # nobody listens: every record times out in the producer
+    spec = SinkSpec("kafka", f"127.0.0.1:{port}/t", producer_properties=(("message.timeout.ms", "300"),))
+    result = run(arrivals.steady(100, 0.2), spec, run_id="lost")
+    assert result.sink.delivered == 0
+    assert sorted(result.sink.failed_request_ids) == [f"lost-{i:08d}" for i in range(20)]
+
+
+def test_the_sink_hands_its_properties_to_librdkafka():
+    with pytest.raises(KafkaException, match="queue.buffering.max.ms"):
+        KafkaSink("127.0.0.1:9", "t", {"linger.ms": "-1"})
+
+
+def _replay(tmp_path, properties: str, *sink: str):
+    path = tmp_path / "producer.properties"
+    path.write_text(properties)
+    wide = CliRunner(env={"COLUMNS": "1000"})  # rich would break the file's long path across lines
+    result = wide.invoke(app, ["replay", "--rate", "10", "--duration", "1", *sink, "--producer-properties", str(path)])
+    return result.exit_code, " ".join(result.output.replace("│", " ").split())
+
+
+@pytest.mark.parametrize("properties, message", [
+    ("acks=1\nlinger.ms=1000000\n", "librdkafka refused linger.ms=1000000: "),
+    ("acks=2\ncompression.type=brotli\n", "librdkafka refused compression.type=brotli: "),
+    ("acks=1\nlinger.ms\n", "producer.properties:2: expected name=value, got 'linger.ms'"),
+])
+def test_replay_refuses_a_bad_producer_properties_file_naming_the_property(tmp_path, properties, message):
+    code, output = _replay(tmp_path, properties, "--kafka", "127.0.0.1:9/t")
+    assert code != 0 and "--producer-properties" in output and message in output
+
+
+def test_producer_properties_need_the_kafka_sink(tmp_path):
+    code, output = _replay(tmp_path, "acks=1\n", "--out", str(tmp_path / "a.log"))
+    assert code != 0 and "only the --kafka sink has a producer" in output
+    assert not (tmp_path / "a.log").exists()

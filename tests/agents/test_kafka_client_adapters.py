@@ -1,0 +1,111 @@
+"""The Kafka client adapters without a broker: the producer parameters, the properties files they render,
+librdkafka's own check naming the property it refuses, and health for a client that serves no HTTP."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agents.adapter import ValidationFailed
+from agents.kafka_client import (KafkaConsumerAdapter, KafkaProducerAdapter, check_properties, create_producer,
+                                 read_properties)
+from models.learning import TUNED_BY_TOPOLOGY
+from models.presets import PRESETS, preset
+from models.space import PIPELINE_SPACE, ChangeCost
+from replay.sinks import PRODUCER_DEFAULTS
+
+
+class FakeRuntime:
+    def __init__(self) -> None:
+        self.up = True
+
+    def reload(self) -> None: ...
+
+    def restart(self) -> None: ...
+
+    def running(self) -> bool:
+        return self.up
+
+
+def producer(tmp_path: Path, health_url: str | None = None) -> KafkaProducerAdapter:
+    return KafkaProducerAdapter("replay", tmp_path, health_url, FakeRuntime())
+
+
+def test_producer_parameters_recreate_the_client_and_are_not_tuned():
+    names = [p.name for p in KafkaProducerAdapter.params]
+    assert names == ["kafka.producer.linger.ms", "kafka.producer.batch.size", "kafka.producer.acks",
+                     "kafka.producer.compression.type"]
+    assert {PIPELINE_SPACE[n].cost for n in names} == {ChangeCost.RESTART}
+    assert not {n for tuned in TUNED_BY_TOPOLOGY.values() for n in tuned if n.startswith("kafka.producer.")}
+    assert PIPELINE_SPACE["kafka.producer.acks"].choices == ("0", "1", "all")
+    assert PIPELINE_SPACE["kafka.producer.batch.size"].log_scale
+    # Presets change only what they name: the producer stays at its defaults in each.
+    for name in PRESETS:
+        assert {n: preset(name)[n] for n in names} == {n: PIPELINE_SPACE[n].default for n in names}
+
+
+def test_the_defaults_render_what_the_replay_sink_sends_with(tmp_path):
+    [(file, text)] = producer(tmp_path).render(PIPELINE_SPACE.defaults()).items()
+    assert file == "producer.properties"
+    (tmp_path / file).write_text(text)
+    assert read_properties(tmp_path / file) == PRODUCER_DEFAULTS
+
+
+def test_linger_keeps_its_fraction_while_whole_number_properties_are_rounded(tmp_path):
+    config = PIPELINE_SPACE.config({"kafka.producer.linger.ms": 2.5, "kafka.producer.acks": "all",
+                                    "kafka.consumer.fetch.max.wait.ms": 20.4})
+    produced = producer(tmp_path).render(config)["producer.properties"].splitlines()[1:]
+    assert produced == ["linger.ms=2.5", "batch.size=16384", "acks=all", "compression.type=none"]
+    consumed = KafkaConsumerAdapter("probe", tmp_path, "http://127.0.0.1:1/").render(config)["consumer.properties"]
+    assert consumed.splitlines()[1:] == ["fetch.min.bytes=1", "fetch.wait.max.ms=20"]
+
+
+def test_validate_accepts_what_librdkafka_accepts(tmp_path):
+    adapter = producer(tmp_path)
+    config = PIPELINE_SPACE.config({"kafka.producer.linger.ms": 0.5, "kafka.producer.compression.type": "zstd"})
+    (tmp_path / "producer.properties").write_text(adapter.render(config)["producer.properties"])
+    adapter.validate(tmp_path)
+
+
+@pytest.mark.parametrize("line, named, reason", [
+    # librdkafka calls linger.ms queue.buffering.max.ms: the message still names the file's property.
+    ("linger.ms=1000000", "linger.ms=1000000", "outside allowed range 0..900000"),
+    ("batch.size=0", "batch.size=0", "outside allowed range 1..2147483647"),
+    ("compresion.type=lz4", "compresion.type=lz4", 'No such configuration property: "compresion.type"'),
+])
+def test_validate_names_the_property_librdkafka_refuses(tmp_path, line, named, reason):
+    (tmp_path / "producer.properties").write_text(f"acks=1\n{line}\n")
+    with pytest.raises(ValidationFailed) as err:
+        producer(tmp_path).validate(tmp_path)
+    assert f"librdkafka refused {named}: " in str(err.value) and reason in str(err.value)
+
+
+def test_check_properties_passes_a_good_set():
+    check_properties(create_producer, {"linger.ms": "0", "acks": "all"})
+
+
+def test_properties_files_tolerate_spaces_and_comments_and_name_a_bad_line(tmp_path):
+    path = tmp_path / "p.properties"
+    path.write_text("# comment\n\n linger.ms = 20 \nacks=all\n")
+    assert read_properties(path) == {"linger.ms": "20", "acks": "all"}
+    path.write_text("acks=all\nlinger.ms 20\n")
+    with pytest.raises(ValueError, match=r"p.properties:2: expected name=value, got 'linger.ms 20'"):
+        read_properties(path)
+
+
+def test_without_a_health_url_health_is_whether_the_process_runs(tmp_path):
+    adapter = producer(tmp_path)
+    assert adapter.health().ok and "no health_url" in adapter.health().detail
+    adapter.runtime.up = False  # type: ignore[union-attr]
+    assert not adapter.health().ok and "not running" in adapter.health().detail
+
+
+def test_a_health_url_is_asked_when_given(tmp_path):
+    adapter = producer(tmp_path, "http://127.0.0.1:1/metrics")  # nothing listens on port 1
+    assert not adapter.health().ok and "127.0.0.1:1" in adapter.health().detail
+
+
+def test_an_adapter_with_no_way_to_tell_health_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="health_url or the runtime"):
+        KafkaProducerAdapter("replay", tmp_path)
