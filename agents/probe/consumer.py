@@ -6,7 +6,7 @@ import threading
 import time
 from typing import Callable
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from agents.probe.events import parse_record
 from agents.probe.ledger import Ledger
@@ -66,11 +66,17 @@ class Probe:
             self.metrics.events.inc(parsed)
         return len(records)
 
-    def update_lag(self) -> int:
-        """Records between the consumer's position and the end of each assigned partition."""
+    def update_lag(self) -> int | None:
+        """Records between the consumer's position and the end of each assigned partition; None (the gauge
+        keeps its last value) when the broker did not answer in time."""
         lag = 0
         for part in self.consumer.assignment():
-            low, high = self.consumer.get_watermark_offsets(part, timeout=1.0, cached=False)
+            try:
+                low, high = self.consumer.get_watermark_offsets(part, timeout=1.0, cached=False)
+            except KafkaException:
+                # librdkafka queues the offsets request behind a fetch that may block for the whole
+                # fetch.wait.max.ms: the lag is unknown this pass, and the probe must go on consuming.
+                return None
             position = self.consumer.position([TopicPartition(part.topic, part.partition)])[0].offset
             lag += high - (position if position >= 0 else low)
         self.metrics.lag.set(lag)

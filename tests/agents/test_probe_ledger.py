@@ -118,3 +118,22 @@ def test_a_finished_run_is_not_carried_over_and_a_missing_checkpoint_is_a_fresh_
     ledger.save(tmp_path / "ledger.checkpoint", now=2000.0)
     assert Ledger.load(tmp_path / "ledger.checkpoint", 5.0).arrivals("run-a") == 0
     assert Ledger.load(tmp_path / "absent", 5.0).arrivals("run-a") == 0
+
+
+def test_lag_unknown_for_a_pass_keeps_the_last_value_instead_of_stopping_the_probe():
+    from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+    from agents.probe.consumer import Probe
+
+    class BlockedBehindAFetch:  # librdkafka's answer while a long fetch.wait.max.ms holds the connection
+        def assignment(self):
+            return [TopicPartition("t", 0)]
+
+        def get_watermark_offsets(self, *args, **kwargs):
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT))
+
+    probe = Probe.__new__(Probe)
+    probe.consumer, probe.metrics = BlockedBehindAFetch(), ProbeMetrics()
+    probe.metrics.lag.set(42)
+    assert probe.update_lag() is None
+    assert probe.metrics.registry.get_sample_value("pipetune_kafka_consumer_lag_events") == 42
