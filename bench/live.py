@@ -117,19 +117,24 @@ def measure_side_by_side(spec: PipelineSpec, contenders: dict[str, Config], args
     return rows
 
 
-def decisions_in_audit(decisions: list[dict], audit: list[dict]) -> tuple[int, int]:
-    """(changes the daemon logged for the agent's components, of them matched by a version the agent decided)."""
-    managed = tuple(agent.COMPONENTS.values())
-    decided = [entry["changes"] for entry in audit if entry["event"] == "change_started"]
-    refused = sum(entry["event"] == "rejected" for entry in audit)
+def decisions_in_audit(decisions: list[dict], audit: dict[str, list[dict]]) -> tuple[int, int]:
+    """(changes the daemon logged for the agent's components, of them matched by versions the agent decided).
+
+    A change touching several components is several versions, one per component's audit log.
+    """
+    started = {name: [entry["changes"] for entry in entries if entry["event"] == "change_started"]
+               for name, entries in audit.items()}
+    refused = sum(entry["event"] == "rejected" for entries in audit.values() for entry in entries)
     logged = matched = 0
     for decision in decisions:
-        change = {name: to for name, (_, to) in decision["change"].items() if name.startswith(managed)}
-        if not change:
+        parts = {name: {p: to for p, (_, to) in decision["change"].items() if p.startswith(prefix)}
+                 for name, prefix in agent.COMPONENTS.items()}
+        parts = {name: part for name, part in parts.items() if part}
+        if not parts:
             continue
         logged += 1
         # a change the agent refused at validation has no change_started; it is one of its rejections
-        matched += any(change.items() <= entry.items() for entry in decided) or (
+        matched += all(any(part.items() <= entry.items() for entry in started[name]) for name, part in parts.items()) or (
             decision["reason"].startswith("apply failed") and refused > 0)
     return logged, matched
 
@@ -162,7 +167,8 @@ def table(summary: dict[str, dict]) -> Table:
     return shown
 
 
-def plot(decisions: list[dict], began: float, timeline: list[dict], summary: dict[str, dict], path: Path) -> None:
+def plot(decisions: list[dict], began: float, rate_eps: float, timeline: list[dict], summary: dict[str, dict],
+         path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -178,8 +184,11 @@ def plot(decisions: list[dict], began: float, timeline: list[dict], summary: dic
         if d["change"]:
             color = "tab:red" if d["action"] == "rollback" else "tab:green"
             run_ax.axvline((d["wall_time"] - began) / 60, color=color, alpha=0.3, lw=1)
-    span = t[-1] if t else 0.0
-    run_ax.axvspan(0.40 * span, 0.55 * span, color="tab:orange", alpha=0.1, label="×2 burst (about)")
+    burst = [d for d in decisions if d["observed"]["offered_eps"] > 1.25 * rate_eps]
+    for i, d in enumerate(burst):  # the windows that measured the burst: the load as offered, not as planned
+        end = (d["wall_time"] - d["pause_s"] - began) / 60
+        run_ax.axvspan(end - d["observed"]["duration_s"] / 60, end, color="tab:orange", alpha=0.15, lw=0,
+                       label=f"windows offered > {1.25 * rate_eps:.0f} ev/s (the ×2 burst)" if i == 0 else None)
     run_ax.set_yscale("log")
     run_ax.set_xlabel("minutes into the tuning run")
     run_ax.set_ylabel("P95 end-to-end (s)")
@@ -229,7 +238,7 @@ def main() -> None:
         tuned = tune(args.pipeline, args, args.out)
         ended = time.time()
         with agent.client(spec) as client:
-            audit = [entry for name in agent.COMPONENTS for entry in client.audit(name)[seen[name]:]]
+            audit = {name: client.audit(name)[seen[name]:] for name in agent.COMPONENTS}
         timeline = behind_windows(spec, began, ended, args.window)
         final = PIPELINE_SPACE.config(tuned["final"]["config"])
         contenders = {"defaults": preset("defaults"), "hybrid": preset("hybrid"), "latency": preset("latency"),
@@ -243,21 +252,21 @@ def main() -> None:
     logged, matched = decisions_in_audit(decisions, audit)
     lost_tuning = tuned["ledger"]["lost"]
     result = {
-        "rate_eps": args.rate, "tune_s": ended - began, "window_s": args.window, "summary": summary,
+        "rate_eps": args.rate, "began": began, "tune_s": ended - began, "window_s": args.window, "summary": summary,
         "p95_defaults_over_pipetune": summary["defaults"]["p95_s"] / summary["pipetune"]["p95_s"],
         "longest_behind_streak_windows": longest_streak([row["behind"] for row in timeline]),
         "behind_windows": sum(row["behind"] for row in timeline), "windows": len(timeline),
         "lost_events_tuning": lost_tuning, "ledger_tuning": tuned["ledger"],
         "lost_events_side_by_side": sum(m["lost"] for m in summary.values()),
         "changes_logged": logged, "changes_in_agent_audit": matched,
-        "agent_versions": sum(entry["event"] == "change_started" for entry in audit),
-        "agent_rollbacks": sum(entry["event"] == "rolled_back" for entry in audit),
+        "agent_versions": sum(entry["event"] == "change_started" for entries in audit.values() for entry in entries),
+        "agent_rollbacks": sum(entry["event"] == "rolled_back" for entries in audit.values() for entry in entries),
         "daemon_rollbacks": tuned["rollbacks"], "final_config": dict(final),
         "final_vs_defaults": {k: [a, b] for k, (a, b) in preset("defaults").diff(final).items()},
-        "timeline": timeline, "measurements": [vars(r) for r in rows],
+        "timeline": timeline, "measurements": [vars(r) for r in rows], "agent_audit": audit,
     }
     (args.out / "live.json").write_text(json.dumps(result, indent=1, default=str))
-    plot(decisions, began, timeline, summary, args.out / "live.png")
+    plot(decisions, began, args.rate, timeline, summary, args.out / "live.png")
     console.print(table(summary))
     equal = abs(summary["pipetune"]["throughput_eps"] / summary["defaults"]["throughput_eps"] - 1) <= 0.05
     checks = [
