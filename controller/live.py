@@ -111,7 +111,7 @@ class LivePipeline:
         return ApplyReport(True, config, pause_s, ", ".join(bed.describe(results)) or "already in place")
 
     def current(self) -> Config:
-        """The agent's versions in force, with the testbed's record for what no agent manages (the probe)."""
+        """The agent's versions in force, with the testbed's record for parameters no component on it reads."""
         try:
             in_force = agent.params_in_force(self.spec)
         except httpx.TransportError as err:
