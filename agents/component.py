@@ -88,9 +88,28 @@ class ManagedComponent:
                 self.store.path(interrupted).unlink(missing_ok=True)
                 self._put_in_force(record, ChangeCost.RESTART)
                 self.store.set_pending(None)
-            elif self.runtime is not None and not self.runtime.running():
-                self._put_in_force(record, ChangeCost.RESTART)
-                self.store.audit("restarted", version=record.version, reason="not running at agent start")
+            else:
+                self._restart_if_stopped(record, "not running at agent start")
+
+    def keep_running(self) -> bool:
+        """Restart the version in force if its process stopped outside a change; True when it was restarted.
+
+        A failed restart is audited and tried again at the next call: the component stays the operator's
+        to look at, and the agent keeps serving.
+        """
+        with self._lock:
+            try:
+                return self._restart_if_stopped(self._current_record(), "found not running")
+            except Exception as err:  # reported in the audit log; the next pass tries again
+                self.store.audit("restart_failed", version=self.store.current(), reason=f"{type(err).__name__}: {err}")
+                return False
+
+    def _restart_if_stopped(self, record: Version, reason: str) -> bool:
+        if self.runtime is None or self.runtime.running():
+            return False
+        self._put_in_force(record, ChangeCost.RESTART)
+        self.store.audit("restarted", version=record.version, reason=reason)
+        return True
 
     def _current_record(self) -> Version:
         current = self.store.current()

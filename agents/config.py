@@ -130,6 +130,7 @@ class AgentConfig(_Spec):
     port: Port = 8765
     health_timeout_s: float = Field(default=30.0, gt=0, description="how long a changed component may take to be healthy")
     settle_s: float = Field(default=1.0, ge=0, description="how long it must stay healthy before a change counts")
+    supervise_interval_s: float = Field(default=5.0, gt=0, description="how often a stopped component is restarted")
     components: list[Component] = Field(min_length=1)
 
     @model_validator(mode="after")

@@ -7,7 +7,10 @@ compared in constant time and never logged.
 from __future__ import annotations
 
 import hmac
+import threading
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import AsyncIterator
 
 import docker
 from fastapi import Depends, FastAPI, HTTPException
@@ -97,13 +100,29 @@ def create_app(agent_config: AgentConfig, token: str, components: dict[str, Mana
         component.start()
     bearer = HTTPBearer(auto_error=False)
 
+    @asynccontextmanager
+    async def supervised(_: FastAPI) -> AsyncIterator[None]:
+        """While the agent serves, a component that stops outside a change is restarted on its version."""
+        stop = threading.Event()
+
+        def supervise() -> None:
+            while not stop.wait(agent_config.supervise_interval_s):
+                for component in managed.values():
+                    component.keep_running()
+
+        thread = threading.Thread(target=supervise, name="pipetune-agent-supervisor", daemon=True)
+        thread.start()
+        yield
+        stop.set()
+        thread.join()
+
     def authorised(credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
         if credentials is None:
             raise HTTPException(401, "missing bearer token", headers={"WWW-Authenticate": "Bearer"})
         if not hmac.compare_digest(credentials.credentials.encode(), token.encode()):
             raise HTTPException(403, "wrong token")
 
-    app = FastAPI(title="pipetune agent", dependencies=[Depends(authorised)])
+    app = FastAPI(title="pipetune agent", dependencies=[Depends(authorised)], lifespan=supervised)
 
     def component(name: str) -> ManagedComponent:
         if name not in managed:

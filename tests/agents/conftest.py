@@ -101,7 +101,7 @@ def filebeat_agent_config(tmp_path: Path, binary: Path, runtime: dict | None = N
     http_port, kafka_port, agent_port = free_ports(3)
     argv = ["/bin/sh", str(wrapper), str(binary), "-c", str(config_dir / "filebeat.yml"), "--path.home", str(config_dir)]
     raw = {
-        "state_dir": str(tmp_path / "state"), "port": agent_port, "health_timeout_s": 20, "settle_s": 1.0,
+        "state_dir": str(tmp_path / "state"), "port": agent_port, "health_timeout_s": 20, "settle_s": 1.0, "supervise_interval_s": 0.5,
         "components": [{
             "name": "filebeat", "kind": "filebeat", "binary": str(binary), "config_dir": str(config_dir),
             "log_paths": [str(tmp_path / "logs" / "access.log")], "kafka_hosts": [f"127.0.0.1:{kafka_port}"],

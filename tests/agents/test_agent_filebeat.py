@@ -3,7 +3,10 @@ rollback of a component that dies, idempotent and serialised requests, the audit
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
+import time
 from pathlib import Path
 from typing import Iterator
 
@@ -154,3 +157,21 @@ def test_requests_without_the_right_token_are_refused(agent):
                               headers={"Authorization": "Bearer not-the-token"})
         assert wrong.status_code == 403
     assert agent.client.component("filebeat")["version"] == 0
+
+
+def test_a_component_killed_outside_a_change_is_restarted_on_the_version_in_force(agent):
+    assert agent.client.put_config("filebeat", 1, {"filebeat.queue.mem.events": 8192}).status == "applied"
+    pid, in_force = agent.pid(), agent.main_file()
+    os.kill(pid, signal.SIGKILL)
+
+    def restarts() -> list[dict]:  # audited once the restarted process is healthy
+        return [entry for entry in agent.client.audit("filebeat") if entry["event"] == "restarted"]
+
+    deadline = time.monotonic() + 30
+    while not restarts() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert restarts() and restarts()[-1]["reason"] == "found not running" and restarts()[-1]["version"] == 1
+    state = agent.client.component("filebeat")
+    assert agent.pid() not in (None, pid) and state["health"]["ok"]
+    assert state["version"] == 1 and state["params"]["filebeat.queue.mem.events"] == 8192
+    assert agent.main_file() == in_force

@@ -44,16 +44,25 @@ def test_latency_histograms_read_back_through_prometheus(testbed):
     assert {"kafka", "filebeat", "prometheus", "probe"} <= set(observation.cpu_cores)
 
 
-def test_filebeat_restarted_mid_run_loses_nothing(testbed):
+def test_filebeat_killed_mid_run_is_restarted_by_the_agent_and_loses_nothing(testbed):
     filebeat = bed.recorded_services(testbed)["filebeat"]
-    run_id = new_run_id()
-    replay = threading.Thread(target=replay_into, args=(testbed, arrivals.steady(500, 6), run_id))
-    replay.start()
-    time.sleep(2.5)
-    processes.stop(filebeat)
-    time.sleep(0.5)
-    processes.start(filebeat)
-    replay.join()
+    pid = processes.running_pid(filebeat)
+    with agent.client(testbed) as client:
+        def restarts() -> int:  # audited once the restarted Filebeat is healthy
+            return sum(entry["event"] == "restarted" for entry in client.audit("filebeat"))
+
+        before = restarts()
+        run_id = new_run_id()
+        replay = threading.Thread(target=replay_into, args=(testbed, arrivals.steady(500, 6), run_id))
+        replay.start()
+        time.sleep(2.5)
+        processes.stop(filebeat)  # outside any change: only the agent's supervision brings it back
+        deadline = time.monotonic() + 30
+        while restarts() == before and time.monotonic() < deadline:
+            time.sleep(0.2)
+        replay.join()
+        assert restarts() == before + 1
+    assert processes.running_pid(filebeat) not in (None, pid)
     report = wait_for_report(testbed, run_id, testbed.probe.late_after_s + 10)
     assert report.lost_events == 0, report.lost_sample
     assert report.received == report.expected == 3000
