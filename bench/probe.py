@@ -70,7 +70,7 @@ def fill(bootstrap: str, topic: str, events: int, run_id: str) -> None:
 def drain(bootstrap: str, topic: str, events: int) -> tuple[int, float]:
     """(records, seconds): how long one probe takes to consume and parse all but its first batch."""
     metrics = ProbeMetrics()
-    probe = Probe(consumer_settings(bootstrap, f"bench-{secrets.token_hex(3)}", 1, 100), topic, metrics,
+    probe = Probe(consumer_settings(bootstrap, f"bench-{secrets.token_hex(3)}") | {"fetch.wait.max.ms": 100}, topic, metrics,
                   Ledger(late_after_s=60))
     try:
         consumed = 0

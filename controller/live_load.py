@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import threading
 
-import numpy as np
-
 from controller.live import new_run_id, replay_into, wait_for_report
 from controller.twin_runs import workload
 from replay.arrivals import Schedule, steady
@@ -43,7 +41,7 @@ class BackgroundLoad:
             return steady(self.rate_eps, CHUNK_S, seed=self.seed + round(start_s))
         end_s = min(start_s + CHUNK_S, self.duration_s)
         times = self.times_s[(self.times_s >= start_s) & (self.times_s < end_s)] - start_s
-        return Schedule(self.profile, self.seed, end_s - start_s, np.asarray(times))
+        return Schedule(self.profile, self.seed, end_s - start_s, times)
 
     def _replay(self) -> None:
         start_s = 0.0

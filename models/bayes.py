@@ -165,7 +165,6 @@ class SafeBayesLearner:
 
     def tell(self, config: Config, context: Context, observation: Observation) -> None:
         h = self.history
-        # Output above input only drains an earlier backlog: it says nothing of the config's headroom.
         margin = float(np.clip(observation.throughput_ratio - 1.0, -1.0, 0.5))
         ceiling = self.policy.p95_ceiling_s
         # feasible as the daemon's guardrail judges it: what is in flight at the window's end is not behind

@@ -13,13 +13,11 @@ from agents.probe.ledger import Ledger
 from agents.probe.metrics import ProbeMetrics
 
 
-def consumer_settings(bootstrap: str, group_id: str, fetch_min_bytes: int = 1, fetch_max_wait_ms: float = 500.0
-                      ) -> dict:
-    """librdkafka settings; the two fetch settings are the tunable `kafka.consumer.*` parameters (the
-    running probe takes them from the agent's consumer.properties)."""
+def consumer_settings(bootstrap: str, group_id: str) -> dict:
+    """librdkafka settings the probe always uses; the tunable fetch settings (`kafka.consumer.*`) come on
+    top, from the consumer.properties the agent renders."""
     return {"bootstrap.servers": bootstrap, "group.id": group_id, "auto.offset.reset": "earliest",
-            "enable.auto.commit": True, "fetch.min.bytes": int(fetch_min_bytes),
-            "fetch.wait.max.ms": int(fetch_max_wait_ms), "client.id": "pipetune-probe"}
+            "enable.auto.commit": True, "client.id": "pipetune-probe"}
 
 
 class Probe:
