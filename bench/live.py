@@ -117,28 +117,6 @@ def measure_side_by_side(spec: PipelineSpec, contenders: dict[str, Config], args
     return rows
 
 
-def decisions_in_audit(decisions: list[dict], audit: dict[str, list[dict]]) -> tuple[int, int]:
-    """(changes the daemon logged for the agent's components, of them matched by versions the agent decided).
-
-    A change touching several components is several versions, one per component's audit log.
-    """
-    started = {name: [entry["changes"] for entry in entries if entry["event"] == "change_started"]
-               for name, entries in audit.items()}
-    refused = sum(entry["event"] == "rejected" for entries in audit.values() for entry in entries)
-    logged = matched = 0
-    for decision in decisions:
-        parts = {name: {p: to for p, (_, to) in decision["change"].items() if p.startswith(prefix)}
-                 for name, prefix in agent.COMPONENTS.items()}
-        parts = {name: part for name, part in parts.items() if part}
-        if not parts:
-            continue
-        logged += 1
-        # a change the agent refused at validation has no change_started; it is one of its rejections
-        matched += all(any(part.items() <= entry.items() for entry in started[name]) for name, part in parts.items()) or (
-            decision["reason"].startswith("apply failed") and refused > 0)
-    return logged, matched
-
-
 def summarise(rows: list[Measured]) -> dict[str, dict]:
     by_name: dict[str, list[Measured]] = {}
     for row in rows:
@@ -249,7 +227,8 @@ def main() -> None:
             bed.down(spec)
     summary = summarise(rows)
     decisions = StateStore(args.out / "state").decisions()  # as logged, with the wall time of each
-    logged, matched = decisions_in_audit(decisions, audit)
+    logged = len(agent.changes_for_agent(decisions))
+    matched = logged - len(agent.changes_not_in_audit(decisions, audit))
     lost_tuning = tuned["ledger"]["lost"]
     result = {
         "rate_eps": args.rate, "began": began, "tune_s": ended - began, "window_s": args.window, "summary": summary,

@@ -93,15 +93,43 @@ def params_in_force(spec: PipelineSpec) -> dict[str, Value]:
         return {name: value for component in agent.components() for name, value in component["params"].items()}
 
 
+def by_component(params: Mapping[str, Value]) -> dict[str, dict[str, Value]]:
+    """`params` split by the agent component that owns them; components owning none are left out."""
+    parts = {name: _params(params, prefix) for name, prefix in COMPONENTS.items()}
+    return {name: part for name, part in parts.items() if part}
+
+
+def changes_not_in_audit(decisions: list[dict], audit: Mapping[str, list[dict]]) -> list[dict]:
+    """The decisions whose change to the agent's components is not a version the agent decided.
+
+    `audit` holds each component's audit entries since the run began. A change touching several
+    components is several versions, one in each component's log; a change the agent refused at its
+    checks has no version (the push stops at the first refusal) but leaves a rejection.
+    """
+    started = {name: [entry["changes"] for entry in entries if entry["event"] == "change_started"]
+               for name, entries in audit.items()}
+    rejected = any(entry["event"] == "rejected" for entries in audit.values() for entry in entries)
+    missing = []
+    for decision in decisions:
+        parts = by_component({name: to for name, (_, to) in decision["change"].items()})
+        found = [any(part.items() <= entry.items() for entry in started.get(name, [])) for name, part in parts.items()]
+        refused = decision["reason"].startswith("apply failed") and (rejected or any(found))
+        if not (all(found) or refused):
+            missing.append(decision)
+    return missing
+
+
+def changes_for_agent(decisions: list[dict]) -> list[dict]:
+    """The decisions that changed a parameter one of the agent's components owns."""
+    return [d for d in decisions if by_component({name: to for name, (_, to) in d["change"].items()})]
+
+
 def push(spec: PipelineSpec, old: Config, new: Config) -> list[ChangeResult]:
     """Send each agent component's changed parameters as its next version; stops at the first refusal."""
     changed = new.diff(old)
     results: list[ChangeResult] = []
     with client(spec) as agent:
-        for name, prefix in COMPONENTS.items():
-            params = {p: new[p] for p in changed if p.startswith(prefix)}
-            if not params:
-                continue
+        for name, params in by_component({p: new[p] for p in changed}).items():
             result = agent.put_config(name, agent.next_version(name), params)
             results.append(result)
             if result.status not in ("applied", "unchanged"):

@@ -1,0 +1,39 @@
+"""Matching the daemon's decision log against the node agent's audit (`testbed.agent`)."""
+
+from testbed.agent import changes_for_agent, changes_not_in_audit
+
+
+def _decision(reason: str = "optimistic gain", **change) -> dict:
+    return {"reason": reason, "change": {name.replace("__", "."): [None, to] for name, to in change.items()}}
+
+
+def _started(**params) -> dict:
+    return {"event": "change_started", "changes": {name.replace("__", "."): v for name, v in params.items()}}
+
+
+FILEBEAT_AND_CONSUMER = _decision(**{"filebeat.backoff": 0.01, "filebeat.queue.mem.flush.timeout": 0.1,
+                                     "kafka.consumer.fetch.max.wait.ms": 50})
+
+
+def test_a_change_to_two_components_matches_one_version_in_each_components_log():
+    audit = {"filebeat": [_started(**{"filebeat.backoff": 0.01, "filebeat.queue.mem.flush.timeout": 0.1})],
+             "probe": [_started(**{"kafka.consumer.fetch.max.wait.ms": 50})], "kafka": []}
+    assert changes_not_in_audit([FILEBEAT_AND_CONSUMER], audit) == []
+
+
+def test_a_component_whose_log_lacks_its_part_of_the_change_is_reported():
+    audit = {"filebeat": [_started(**{"filebeat.backoff": 0.01, "filebeat.queue.mem.flush.timeout": 0.1})],
+             "probe": [_started(**{"kafka.consumer.fetch.max.wait.ms": 500})], "kafka": []}
+    assert changes_not_in_audit([FILEBEAT_AND_CONSUMER], audit) == [FILEBEAT_AND_CONSUMER]
+
+
+def test_a_change_refused_at_the_agents_checks_is_one_of_its_rejections():
+    refused = _decision("apply failed (filebeat change rejected: ...)", **{"filebeat.backoff": 0.01})
+    assert changes_not_in_audit([refused], {"filebeat": [{"event": "rejected", "changes": {}}]}) == []
+    assert changes_not_in_audit([refused], {"filebeat": []}) == [refused]
+
+
+def test_changes_to_parameters_no_agent_component_owns_are_not_the_agents():
+    twin_only = _decision(**{"spark.trigger.interval": 0.5})
+    assert changes_for_agent([twin_only, FILEBEAT_AND_CONSUMER]) == [FILEBEAT_AND_CONSUMER]
+    assert changes_not_in_audit([twin_only], {"filebeat": []}) == []
