@@ -128,44 +128,46 @@ class _Reader:
             if section not in SECTIONS:
                 raise self.error(f"expected input, filter or output, found {section!r}", at)
             self.expect("{", f"'{{' after {section}")
-            self.block(section)
+            self.block(section, f"{section} section", at)
             self.skip()
         return self.plugins
 
-    def block(self, section: str) -> None:
-        """Plugins and branches up to the closing brace of the enclosing block."""
+    def block(self, section: str, what: str, opened_at: int) -> None:
+        """Plugins and branches up to the closing brace of the block `what`, opened at `opened_at`."""
         while True:
             self.skip()
             if self.peek() == "}":
                 self.pos += 1
                 return
             if not self.peek():
-                raise self.error("expected '}' to close the block, found the end of the file")
+                raise self.error(f"expected '}}' to close the {what} of line {self.line(opened_at)}, "
+                                 "found the end of the file")
             at = self.pos
             word = self.name("a plugin or an if")
             if word == "if":
-                self.branch(section)
+                self.branch(section, at)
             elif word == "else":
                 raise self.error("'else' without an 'if' before it", at)
             else:
                 self.plugin(section, word, at)
 
-    def branch(self, section: str) -> None:
+    def branch(self, section: str, opened_at: int) -> None:
         self.condition()
-        self.block(section)
+        self.block(section, "if", opened_at)
         while True:
             self.skip()
             if not re.match(r"else\b", self.text[self.pos:self.pos + 5]):
                 return
+            at = self.pos
             self.pos += 4
             self.skip()
             if re.match(r"if\b", self.text[self.pos:self.pos + 3]):
                 self.pos += 2
                 self.condition()
-                self.block(section)
+                self.block(section, "else if", at)
             else:
                 self.expect("{", "'{' after else")
-                self.block(section)
+                self.block(section, "else", at)
                 return
 
     def condition(self) -> None:

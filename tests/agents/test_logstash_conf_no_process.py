@@ -66,7 +66,7 @@ def test_an_unknown_id_is_refused_naming_the_ids_there_are():
 
 
 @pytest.mark.parametrize("text, where", [
-    ("input { beats { port => 5044 }\n", "web.conf:2:1: expected '}'"),
+    ("input { beats { port => 5044 }\n", "web.conf:2:1: expected '}' to close the input section of line 1"),
     ("filter {\n  else { drop {} }\n}", "web.conf:2:3: 'else' without an 'if'"),
     ('output {\n  kafka { topic_id => "x }\n}', "web.conf:2:23: unterminated string"),
     ("inputs { }", "web.conf:1:1: expected input, filter or output"),
