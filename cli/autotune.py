@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 from contextlib import nullcontext
+from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
@@ -16,19 +17,21 @@ from rich.live import Live
 from rich.table import Table
 
 from agents.client import AgentError
-from controller.api_cmd import require_token, start_api_thread
-from controller.daemon import Daemon, Decision
+from api.server import serve_state_in_thread
+from cli.api import require_token
+from cli.tables import Column, plain_line, print_rows, render_table
+from controller.daemon import Decision
+from controller.fresh_windows import measure_fresh
 from controller.live import LivePipeline
-from controller.live_load import BackgroundLoad
-from controller.pipelines import Pipeline, TwinPipeline
+from controller.pipelines import Pipeline
 from controller.state import StateStore
-from controller.twin_runs import PROFILES, measure_fresh, workload
-from models.learning import Box, tuned_names
+from controller.tuning_run import LearnerSetup, tuning_daemon, tuning_learner, twin_pipeline
 from models.policy import Policy
 from models.presets import preset
-from models.screen import TwinScreen
 from models.strategies import STRATEGIES
 from models.twin import available, load
+from replay.profiles import GENERATED_NAMES, WorkloadSpec
+from testbed.harness import BackgroundLoad
 from testbed.pipeline import PipelineError, load_pipeline
 
 err = Console(stderr=True)
@@ -41,33 +44,45 @@ def _short_change(change: dict) -> str:
     return ", ".join(parts[:3]) + (f" +{len(parts) - 3}" if len(parts) > 3 else "") if parts else "–"
 
 
-class _LiveTable:
-    """The last windows: change, P95, throughput, best so far, and why."""
+WINDOW_COLUMNS = (Column("window"), Column("action", "left"), Column("change", "left", 2, flexible=True, max_width=38),
+                  Column("P95 s"), Column("out/in"), Column("offered ev/s", priority=4), Column("best P95 s", priority=1),
+                  Column("why", "left", 3, flexible=True, max_width=64))
 
-    def __init__(self, total: int) -> None:
+
+class _WindowView:
+    """The windows as they come: in a terminal, a live table of the last ones that fits its width; anywhere
+    else, one plain line per window (a pipe or a log file cannot redraw)."""
+
+    def __init__(self, total: int, console: Console) -> None:
         self.total = total
+        self.console = console
         self.rows: list[tuple[str, ...]] = []
         self.best = float("inf")
+        self._live = Live(self._render(), console=console, refresh_per_second=4) if console.is_terminal else None
+
+    def __enter__(self) -> "_WindowView":
+        if self._live:
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._live:
+            self._live.__exit__(*exc)
 
     def add(self, d: Decision) -> None:
-        ok = not d.guardrail
-        if ok:
+        if not d.guardrail:
             self.best = min(self.best, d.observed["p95_s"])
-        action = f"[red]{d.action}[/]" if d.action == "rollback" else d.action
-        self.rows.append((f"{d.window + 1}/{self.total}", action, _short_change(d.change),
-                          f"{d.observed['p95_s']:.3f}", f"{d.observed['throughput_ratio']:.1%}",
-                          f"{d.observed['offered_eps']:.0f}", f"{self.best:.3f}", d.reason))
+        row = (f"{d.window + 1}/{self.total}", d.action, _short_change(d.change), f"{d.observed['p95_s']:.3f}",
+               f"{d.observed['throughput_ratio']:.1%}", f"{d.observed['offered_eps']:.0f}", f"{self.best:.3f}",
+               d.reason)
+        self.rows.append(row)
+        if self._live:
+            self._live.update(self._render())
+        else:
+            self.console.print(plain_line(WINDOW_COLUMNS, row), markup=False, highlight=False, soft_wrap=True)
 
-    def render(self) -> Table:
-        table = Table(title="pipetune autotune", expand=False)
-        for col, justify in (("window", "right"), ("action", "left"), ("change", "left"), ("P95 s", "right"),
-                             ("out/in", "right"), ("offered ev/s", "right"), ("best P95 s", "right"), ("why", "left")):
-            table.add_column(col, justify=justify, no_wrap=True, overflow="ellipsis",
-                             min_width=None if col in ("change", "why") else len(col),
-                             max_width={"change": 38, "why": 64}.get(col), ratio=1 if col == "why" else None)
-        for row in self.rows[-_SHOWN_ROWS:]:
-            table.add_row(*row)
-        return table
+    def _render(self) -> Table:
+        return render_table("pipetune autotune", WINDOW_COLUMNS, self.rows[-_SHOWN_ROWS:], self.console.width)
 
 
 def _plot(decisions: list[Decision], path: Path, summary: dict | None, where: str) -> None:
@@ -100,15 +115,16 @@ def _plot(decisions: list[Decision], path: Path, summary: dict | None, where: st
     plt.close(fig)
 
 
-def _summary_table(summary: dict) -> Table:
-    table = Table(title="fresh windows at the paper's load — pipetune's final config vs defaults and Hybrid")
-    for col in ("config", "P95 s", "P50 s", "out/in", "P95 vs final"):
-        table.add_column(col, justify="right" if col != "config" else "left")
-    for name in ("final", "defaults", "hybrid"):
-        m = summary[name]
-        table.add_row(name, f"{m['p95_s']:.3f}", f"{m['p50_s']:.3f}", f"{m['throughput_ratio']:.1%}",
-                      f"×{m['p95_s'] / summary['final']['p95_s']:.1f}")
-    return table
+SUMMARY_COLUMNS = (Column("config", "left"), Column("P95 s"), Column("P50 s", priority=2), Column("out/in"),
+                   Column("P95 vs final", priority=1))
+
+
+def _print_summary(summary: dict) -> None:
+    rows = [(name, f"{summary[name]['p95_s']:.3f}", f"{summary[name]['p50_s']:.3f}",
+             f"{summary[name]['throughput_ratio']:.1%}", f"×{summary[name]['p95_s'] / summary['final']['p95_s']:.1f}")
+            for name in ("final", "defaults", "hybrid")]
+    print_rows(err, "fresh windows at the paper's load — pipetune's final config vs defaults and Hybrid",
+               SUMMARY_COLUMNS, rows)
 
 
 def _live_pipeline(pipeline: str) -> LivePipeline | None:
@@ -129,7 +145,7 @@ def _live_pipeline(pipeline: str) -> LivePipeline | None:
 def autotune_command(
     pipeline: str = typer.Option("twin", help="'twin' (the embedded simulated pipeline) or a pipeline FILE."),
     calibration: Optional[str] = typer.Option(None, help=f"Twin calibration: one of {', '.join(available())}, or a YAML path (default: paper-2vcpu on the twin, local-filebeat-kafka live)."),
-    profile: str = typer.Option("burst", help=f"Workload: one of {', '.join(PROFILES)}."),
+    profile: str = typer.Option("burst", help=f"Workload: one of {', '.join(GENERATED_NAMES)}."),
     rate: float = typer.Option(300.0, help="Base offered load, events/s (the paper's ~300)."),
     windows: int = typer.Option(30, help="Measurement windows to run."),
     window: float = typer.Option(30.0, help="Window length, seconds (simulated on the twin, wall-clock live)."),
@@ -152,7 +168,7 @@ def autotune_command(
               (windows >= 1, "--windows", f"must be >= 1, got {windows}"),
               (window > 0, "--window", f"must be > 0 seconds, got {window:g}"),
               (speed >= 0, "--speed", f"must be >= 0, got {speed:g}"),
-              (profile in PROFILES, "--profile", f"must be one of {', '.join(PROFILES)}, got {profile!r}"),
+              (profile in GENERATED_NAMES, "--profile", f"must be one of {', '.join(GENERATED_NAMES)}, got {profile!r}"),
               (mode in ("auto", "advise", "frozen"), "--mode", f"must be auto, advise or frozen, got {mode!r}"),
               (0 < min_throughput_ratio <= 1, "--min-throughput-ratio",
                f"must be in (0, 1], got {min_throughput_ratio:g}"),
@@ -176,31 +192,29 @@ def autotune_command(
         err.print(f"[dim]resuming with the policy stored in {directory}[/]")
     resumed_incumbent = store.load_incumbent()
     start = resumed_incumbent.config if resumed_incumbent else live.current() if live else preset("defaults")
-    box = Box(tuned_names(policy, cal.topology), policy)
 
     # Ray is imported only here: it takes seconds, and every other subcommand should start at once.
-    from controller.ray_learner import RemoteLearner, start_ray
+    from controller.ray_learner import start_ray
 
     err.print(f"[dim]starting Ray{' at ' + ray_address if ray_address else ''}; state in {directory}[/]")
     start_ray(ray_address)
-    learner = RemoteLearner(strategy, box, start, cal.topology, seed, screen=TwinScreen(cal))
-    # The twin's schedule must outlast settling after restarts and rollbacks (up to a window per change);
-    # live, the profile spans the nominal run (its burst falls inside it) and steady load follows.
-    load_s = windows * window if live else windows * window * 2.2 + 120.0
-    tuned: Pipeline = live or TwinPipeline(start, workload(profile, rate, load_s, seed), cal, seed=seed)
-    daemon = Daemon(tuned, learner, policy, window_s=window, store=store, explain=learner.explain)
+    learner = tuning_learner(LearnerSetup(strategy, policy, start, cal.topology, seed, screen=cal), remote=True)
+    workload = WorkloadSpec(profile, rate, seed=seed)
+    tuned: Pipeline = live or twin_pipeline(start, cal, workload, windows, window)
+    daemon = tuning_daemon(tuned, learner, policy, window, store)
     resumed = daemon.resume()
     if api_port is not None:
-        start_api_thread(store, token, daemon.metrics.registry, api_host, api_port)
+        serve_state_in_thread(store, token, daemon.metrics.registry, api_host, api_port)
+        err.print(f"API and status page on http://{api_host}:{api_port}/")
     if resumed:
         err.print(f"resumed {resumed} observations from {directory}; incumbent P95 {resumed_incumbent.p95_s:.3f}s"
                   if resumed_incumbent else f"resumed {resumed} observations from {directory}")
 
-    table = _LiveTable(windows)
-    # Live, the replay engine offers the load in the background and each window is wall-clock time.
-    background = BackgroundLoad(live.spec, profile, rate, load_s, seed) if live else None
-    with background or nullcontext(), Live(table.render(), console=err, refresh_per_second=4) as shown:
-        decisions = daemon.run(windows, on_decision=lambda d: (table.add(d), shown.update(table.render())),
+    # Live, the replay engine offers the load in the background and each window is wall-clock time; the
+    # profile spans the nominal run (its burst falls inside it) and steady load follows.
+    background = BackgroundLoad(live.spec, replace(workload, duration_s=windows * window)) if live else None
+    with background or nullcontext(), _WindowView(windows, err) as view:
+        decisions = daemon.run(windows, on_decision=view.add,
                                wall_s_per_window=window / speed if speed > 0 and not live else 0.0)
     ledger = background.ledger() if background else None
 
@@ -211,7 +225,7 @@ def autotune_command(
     err.print()
     if summary:
         summary["final"]["config"] = dict(final)
-        err.print(_summary_table(summary))
+        _print_summary(summary)
     changed = preset("defaults").diff(final)
     err.print("final config vs defaults: " + (", ".join(f"{k} {a:.4g} → {b:.4g}" if isinstance(b, float) else
                                                          f"{k} {a} → {b}" for k, (a, b) in changed.items()) or "unchanged"))
