@@ -19,13 +19,15 @@ _FLEXIBLE_MIN = 12  # a free-text column shown narrower than this says nothing
 @dataclass(frozen=True)
 class Column:
     """A column: its header, alignment, priority (0 = always shown; higher numbers go first when
-    the terminal is narrow) and whether it is free text that may be cut short with an ellipsis."""
+    the terminal is narrow), whether it is free text that may be cut short with an ellipsis, and how
+    a cell reads on a plain line."""
 
     header: str
     justify: str = "right"
     priority: int = 0
     flexible: bool = False
     max_width: int | None = None
+    plain: str = "{header} {value}"  # how a cell reads on a plain line, e.g. "P95 {value} s"
 
 
 def _natural(column: Column, cells: Sequence[str]) -> int:
@@ -71,8 +73,8 @@ def render_table(title: str, columns: Sequence[Column], rows: Sequence[Sequence[
 
 
 def plain_line(columns: Sequence[Column], row: Sequence[str]) -> str:
-    """One row as `header value` pairs, every column, for output that is not a terminal."""
-    return "  ".join(f"{c.header} {cell}" for c, cell in zip(columns, row) if cell)
+    """One row with every column, each cell as its column's `plain` says, for output that is not a terminal."""
+    return "  ".join(c.plain.format(header=c.header, value=cell) for c, cell in zip(columns, row) if cell)
 
 
 def print_rows(console: Console, title: str, columns: Sequence[Column], rows: Sequence[Sequence[str]]) -> None:
