@@ -15,7 +15,6 @@ import typer
 from rich.console import Console
 
 from agents.client import AgentError
-from api.server import serve_state_in_thread
 from cli.api import require_token
 from cli.autotune_view import WindowView, plot_run, print_summary
 from controller.fresh_windows import measure_fresh
@@ -110,6 +109,8 @@ def autotune_command(
     daemon = tuning_daemon(tuned, learner, policy, window, store)
     resumed = daemon.resume()
     if api_port is not None:
+        from api.server import serve_state_in_thread  # FastAPI loads only when the API is asked for
+
         serve_state_in_thread(store, token, daemon.metrics.registry, api_host, api_port)
         err.print(f"API and status page on http://{api_host}:{api_port}/")
     if resumed:
