@@ -7,6 +7,10 @@ import time
 
 import uvicorn
 from fastapi import FastAPI
+from prometheus_client import CollectorRegistry
+
+from api.app import create_app
+from controller.state import StateStore
 
 
 def serve_in_thread(app: FastAPI, host: str, port: int, *, startup_timeout_s: float = 10.0) -> uvicorn.Server:
@@ -20,3 +24,9 @@ def serve_in_thread(app: FastAPI, host: str, port: int, *, startup_timeout_s: fl
             raise RuntimeError(f"the API did not start on {host}:{port} (port taken?)")
         time.sleep(0.05)
     return server
+
+
+def serve_state_in_thread(store: StateStore, token: str, registry: CollectorRegistry, host: str,
+                          port: int) -> uvicorn.Server:
+    """Serve the API over `store` from a thread of this process, `/metrics` from `registry` (the daemon's)."""
+    return serve_in_thread(create_app(store, token, registry), host, port)

@@ -18,14 +18,15 @@ from pathlib import Path
 
 from scipy.stats import spearmanr
 
-from controller.calibrate_cmd import LOW_LATENCY, design_config, measure_live, prime
 from models.presets import preset
 from models.space import Config, Value
 from models.twin import load
 from models.twin.fit import twin_predictor
+from testbed.calibration_design import LOW_LATENCY, design_config
+from testbed.harness import measure_live, prime
 from testbed.pipeline import DEFAULT_PIPELINE, load_pipeline
 
-# Presets and low-latency corners, none of them in controller/calibrate_cmd.DESIGN.
+# Presets and low-latency corners, none of them in testbed/calibration_design.DESIGN.
 CORNERS: dict[str, dict[str, Value]] = {
     "ll-fast-poll": {**LOW_LATENCY, "filebeat.backoff": 0.002, "filebeat.max_backoff": 0.01,
                      "kafka.consumer.fetch.max.wait.ms": 1},

@@ -1,7 +1,7 @@
 """pipetune on the real testbed: a tuning run of 15 minutes or more, then the contenders side by side.
 
 1. `pipetune autotune --pipeline FILE` tunes the running testbed from the component defaults while
-   the replay engine offers a steady load with a ×2 burst (40-55 % of the run).
+   the replay engine offers a steady load with a ×2 burst (1/3-1/2 of the run).
 2. Defaults, the paper's Hybrid, Elastic's latency preset and pipetune's final config are measured in
    the same run on fresh steady windows, interleaved (ABCD, then DCBA) so drift hits all alike.
 3. The run's checks: P95 against the defaults at equal throughput (goal >= 10x lower); windows of the
@@ -31,13 +31,13 @@ from rich.console import Console
 from rich.table import Table
 
 from controller.guardrails import output_behind
-from controller.measure_cmd import replay_and_observe
 from controller.state import StateStore
 from controller.telemetry import PrometheusTelemetry
 from models.presets import preset
 from models.space import PIPELINE_SPACE, Config
-from replay.arrivals import steady
+from replay.profiles import Profile, WorkloadSpec, build_schedule
 from testbed import agent, bed, processes
+from testbed.harness import replay_and_observe
 from testbed.pipeline import DEFAULT_PIPELINE, PipelineSpec, load_pipeline
 from testbed.prometheus import prometheus_url
 
@@ -72,7 +72,7 @@ def tune(pipeline: Path, args: argparse.Namespace, directory: Path) -> dict:
     """`pipetune autotune` on the live testbed, its live table on this terminal; returns its --json."""
     windows = math.ceil(args.tune_minutes * 60 / args.window)
     out = directory / "tune.json"
-    argv = [sys.executable, "-m", "controller.cli", "autotune", "--pipeline", str(pipeline), "--profile", "burst",
+    argv = [sys.executable, "-m", "cli", "autotune", "--pipeline", str(pipeline), "--profile", "burst",
             "--rate", str(args.rate), "--windows", str(windows), "--window", str(args.window),
             "--calibration", CALIBRATION, "--seed", str(args.seed), "--state-dir", str(directory / "state"),
             "--plot", str(directory / "tune.png"), "--json", str(out)]
@@ -109,7 +109,8 @@ def measure_side_by_side(spec: PipelineSpec, contenders: dict[str, Config], args
         for name in names if round_ % 2 == 0 else names[::-1]:
             done = bed.apply(spec, contenders[name])
             console.print(f"[dim]round {round_ + 1}: {name} ({', '.join(done) or 'already in place'})[/]")
-            schedule = steady(args.rate, args.measure, seed=args.seed + 100 + round_)
+            schedule = build_schedule(WorkloadSpec(Profile.steady, args.rate, args.measure,
+                                                   args.seed + 100 + round_)).schedule
             run, observed = replay_and_observe(spec, schedule, args.warmup)
             rows.append(Measured(name, round_ + 1, observed.p95_s, observed.p50_s, observed.offered_eps,
                                  observed.throughput_eps, run.report.lost_events))

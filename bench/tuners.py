@@ -24,10 +24,10 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from controller.daemon import Daemon
+from controller.fresh_windows import measure_fresh
 from controller.pipelines import TwinPipeline
 from controller.ray_learner import start_ray
-from controller.twin_runs import measure_fresh, workload
+from controller.tuning_run import LearnerSetup, tuning_daemon, tuning_learner, twin_pipeline
 from models.learning import Box, Context, tuned_names
 from models.observation import Observation
 from models.policy import Policy
@@ -36,6 +36,7 @@ from models.screen import TwinScreen
 from models.space import Config
 from models.strategies import STRATEGIES, build_learner
 from models.twin import Calibration, load
+from replay.profiles import Profile, WorkloadSpec, build_schedule
 
 console = Console(width=150)
 
@@ -125,14 +126,12 @@ def run_one(strategy: str, calibration: Calibration, profile: str, rate_eps: flo
             seed: int, screen: str) -> dict:
     """One tuning run: the daemon with `strategy` for `windows` windows, then the fresh measurement."""
     policy = Policy()
-    box = Box(tuned_names(policy, calibration.topology), policy)
     start = preset("defaults")
     screen_cal = {"exact": calibration, "misjudged": misjudged(calibration, seed)}.get(screen)
-    learner = TimedLearner(build_learner(strategy, box, start, topology=calibration.topology, seed=seed,
-                                         screen=TwinScreen(screen_cal) if screen_cal else None))
-    pipeline = TwinPipeline(start, workload(profile, rate_eps, windows * window_s * 2.2 + 120, seed), calibration,
-                            seed=seed)
-    daemon = Daemon(pipeline, learner, policy, window_s=window_s, explain=learner.explain)
+    setup = LearnerSetup(strategy, policy, start, calibration.topology, seed, screen=screen_cal)
+    learner = TimedLearner(tuning_learner(setup, remote=False))
+    pipeline = twin_pipeline(start, calibration, WorkloadSpec(profile, rate_eps, seed=seed), windows, window_s)
+    daemon = tuning_daemon(pipeline, learner, policy, window_s)
     decisions = daemon.run(windows)
     final = daemon.incumbent.config if daemon.incumbent else pipeline.current()
     fresh = measure_fresh(final, calibration, rate_eps, window_s, seed=seed + 1000)
@@ -196,6 +195,11 @@ def best_so_far_plot(results: dict, path: Path) -> None:
     plt.close(fig)
 
 
+def _steady_300() -> np.ndarray:
+    """A minute of the paper's load, for the learner-latency windows."""
+    return build_schedule(WorkloadSpec(Profile.steady, 300.0, 60.0, 0)).schedule.times_s
+
+
 def learner_latency(calibration: Calibration, observations: int = 200, repeats: int = 7) -> dict:
     """Median suggest() and tell() seconds of pipetune's learner holding `observations` windows.
 
@@ -212,7 +216,7 @@ def learner_latency(calibration: Calibration, observations: int = 200, repeats: 
     context = Context(300.0)
     for _ in range(observations):
         config = box.decode(np.clip(center + rng.normal(0, 0.2, box.dims), 0, 1), preset("defaults"))
-        pipeline = TwinPipeline(config, workload("steady", 300.0, 60.0, 0), calibration, seed=0)
+        pipeline = TwinPipeline(config, _steady_300(), calibration, seed=0)
         pipeline.observe(20.0)
         learner.tell(config, context, pipeline.observe(20.0))
     suggest, tell = [], []
@@ -220,7 +224,7 @@ def learner_latency(calibration: Calibration, observations: int = 200, repeats: 
         started = time.perf_counter()
         config = learner.suggest(context)
         suggest.append(time.perf_counter() - started)
-        pipeline = TwinPipeline(config, workload("steady", 300.0, 60.0, 0), calibration, seed=0)
+        pipeline = TwinPipeline(config, _steady_300(), calibration, seed=0)
         pipeline.observe(20.0)
         observation = pipeline.observe(20.0)
         started = time.perf_counter()

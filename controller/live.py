@@ -1,81 +1,22 @@
-"""The live pipeline on the testbed: replay a workload into it and read back what arrived.
-
-A run writes its events into the pipeline's log and its manifest into the probe's manifests
-directory; the probe answers with a report (lost, duplicated, late) and Prometheus holds the
-latency histograms, which `PrometheusTelemetry` turns into an `Observation`.
+"""The live pipeline on the testbed as the daemon's `Pipeline`: reconfigure it through its agent, observe
+windows of its telemetry (Prometheus, which `PrometheusTelemetry` turns into an `Observation`).
 """
 
 from __future__ import annotations
 
-import secrets
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import httpx
 
-from agents.probe.ledger import RunReport
-from agents.probe.runs import read_report
 from controller.pipelines import ApplyReport, PipelineUnavailable
 from controller.telemetry import PrometheusTelemetry, TelemetrySource
 from models.observation import Observation
 from models.space import Config
-from replay.arrivals import Schedule
-from replay.engine import ReplayResult, Workload, run
-from replay.manifest import build_manifest, write_manifest
-from replay.sinks import SinkSpec
 from testbed import agent, bed
 from testbed.pipeline import PipelineSpec
 from testbed.processes import TestbedError, running_pid
 from testbed.prometheus import prometheus_url
-
-
-@dataclass(frozen=True)
-class LiveRun:
-    """One replay run through the live pipeline and how it arrived."""
-
-    run_id: str
-    started_at: float
-    ended_at: float  # the replay's last write
-    events: int
-    report: RunReport
-
-
-def new_run_id() -> str:
-    return "r" + secrets.token_hex(4)
-
-
-def replay_into(spec: PipelineSpec, schedule: Schedule, run_id: str) -> ReplayResult:
-    """Write `schedule`'s events into the pipeline's log, then the run's manifest for the probe."""
-    spec.log_path().parent.mkdir(parents=True, exist_ok=True)
-    sink = SinkSpec("file", str(spec.log_path()))
-    result = run(schedule, sink, Workload(fmt=spec.log.format), run_id=run_id)
-    manifest = build_manifest(result, spec.log.format, f"file:{spec.log_path()}")
-    write_manifest(spec.resolved_run_dir() / "manifests" / f"{run_id}.json", manifest)
-    return result
-
-
-def wait_for_report(spec: PipelineSpec, run_id: str, timeout_s: float) -> RunReport:
-    """The probe's report once every event arrived or the run is final; the latest one at the timeout."""
-    deadline = time.monotonic() + timeout_s
-    report = None
-    while time.monotonic() < deadline:
-        report = read_report(spec.resolved_run_dir() / "reports", run_id)
-        if report is not None and (report.complete or report.final):
-            return report
-        time.sleep(0.25)
-    if report is None:
-        raise TimeoutError(f"the probe wrote no report for run {run_id} within {timeout_s:.0f} s; "
-                           f"is the testbed up? (pipetune testbed status)")
-    return report
-
-
-def replay_and_check(spec: PipelineSpec, schedule: Schedule, run_id: str | None = None) -> LiveRun:
-    """Replay, then wait (at most the probe's grace period past the end) for the probe's verdict."""
-    run_id = run_id or new_run_id()
-    result = replay_into(spec, schedule, run_id)
-    ended_at = result.started_at + result.duration_s
-    report = wait_for_report(spec, run_id, spec.probe.late_after_s + 5.0)
-    return LiveRun(run_id, result.started_at, ended_at, result.events, report)
 
 
 # The probe's stages under the twin's names for the filebeat-kafka topology. Filebeat's publish span holds

@@ -77,7 +77,7 @@ def agent_service(spec: PipelineSpec, filebeat_binary: Path, config: Config) -> 
     with os.fdopen(fd, "w") as out:
         out.write(secrets.token_urlsafe(32) + "\n")
     token.chmod(0o600)
-    argv = (sys.executable, "-m", "controller.cli", "agent", "--config", str(directory / "agent.yaml"),
+    argv = (sys.executable, "-m", "cli", "agent", "--config", str(directory / "agent.yaml"),
             "--token-file", str(token))
     return Service("agent", argv, spec.resolved_run_dir(), env=checkout_env())
 

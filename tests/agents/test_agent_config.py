@@ -41,7 +41,7 @@ def test_a_bad_field_is_named(tmp_path, changes, field):
 
 
 def test_agent_refuses_to_start_without_a_token(tmp_path):
-    proc = subprocess.run([sys.executable, "-c", "from controller.cli import app; app()", "agent", "--config",
+    proc = subprocess.run([sys.executable, "-c", "from cli.main import app; app()", "agent", "--config",
                            str(_write(tmp_path))], capture_output=True, text=True, timeout=60,
                           env={"PATH": "/usr/bin:/bin"})
     assert proc.returncode != 0 and "PIPETUNE_AGENT_TOKEN" in proc.stderr

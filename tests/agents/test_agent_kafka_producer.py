@@ -73,7 +73,7 @@ def producing(testbed, kafka_topic, tmp_path) -> Iterator[Producing]:
     [agent_port] = free_ports(1)
     config_dir = tmp_path / "replay"
     wrapper = write_wrapper(config_dir)
-    argv = ["/bin/sh", str(wrapper), sys.executable, "-m", "controller.cli", "replay", "--profile", "steady",
+    argv = ["/bin/sh", str(wrapper), sys.executable, "-m", "cli", "replay", "--profile", "steady",
             "--rate", "200", "--duration", "600", "--kafka", f"{testbed.bootstrap}/{kafka_topic}",
             "--producer-properties", str(config_dir / "producer.properties")]
     # No health URL: health is that the process runs, so it must stay up past its start-up (settle_s).

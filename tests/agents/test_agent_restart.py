@@ -24,7 +24,7 @@ pytestmark = pytest.mark.slow
 def _start_agent(config_file: Path, log: Path) -> subprocess.Popen:
     env = {**os.environ, "PIPETUNE_AGENT_TOKEN": TOKEN}
     with open(log, "ab") as out:
-        return subprocess.Popen([sys.executable, "-c", "from controller.cli import app; app()", "agent",
+        return subprocess.Popen([sys.executable, "-c", "from cli.main import app; app()", "agent",
                                  "--config", str(config_file)], stdout=out, stderr=subprocess.STDOUT, env=env)
 
 

@@ -14,13 +14,13 @@ from api.app import create_app
 from controller.daemon import Daemon
 from controller.pipelines import TwinPipeline
 from controller.state import StateStore
-from controller.twin_runs import workload
 from models.learning import Box, tuned_names
 from models.policy import Policy
 from models.presets import preset
 from models.space import Config
 from models.strategies import build_learner
 from models.twin import load
+from replay.profiles import Profile, WorkloadSpec, build_schedule
 from tests.api.conftest import AUTH, TOKEN
 
 WINDOW_S = 10.0
@@ -34,7 +34,8 @@ def make_daemon(store: StateStore, windows: int = 60) -> Daemon:
     incumbent = store.load_incumbent()
     start = incumbent.config if incumbent else preset("defaults")
     learner = build_learner("pipetune", Box(tuned_names(policy, "paper"), policy), start, topology="paper")
-    twin = TwinPipeline(start, workload("steady", 300.0, (windows + 5) * 2 * WINDOW_S, seed=0), CAL)
+    load_s = (windows + 5) * 2 * WINDOW_S
+    twin = TwinPipeline(start, build_schedule(WorkloadSpec(Profile.steady, 300.0, load_s, seed=0)).schedule.times_s, CAL)
     daemon = Daemon(twin, learner, policy, window_s=WINDOW_S, store=store)
     daemon.resume()
     daemon.warm_up()

@@ -8,12 +8,12 @@ from controller.daemon import Daemon
 from controller.guardrails import breaches
 from controller.pipelines import PipelineUnavailable, TwinPipeline
 from controller.state import StateStore
-from controller.twin_runs import workload
 from models.observation import Observation
 from models.policy import Policy
 from models.presets import preset
 from models.space import PIPELINE_SPACE
 from models.twin import load
+from replay.profiles import Profile, WorkloadSpec, build_schedule
 
 WINDOW_S = 30.0  # long enough that a window's out/in is not thrown by the sink's 1 s micro-batches
 RATE = 450.0  # above the round-trip cap of per-record sends, well within the defaults' capacity
@@ -39,9 +39,14 @@ class Scripted:
         self.policy = policy
 
 
+def _steady_load():
+    """Fifteen minutes of the test's steady load."""
+    return build_schedule(WorkloadSpec(Profile.steady, RATE, 900, seed=1)).schedule.times_s
+
+
 def _daemon(learner, policy=Policy(), store=None, start=None):
     start = start or preset("defaults")
-    pipeline = TwinPipeline(start, workload("steady", RATE, 900, seed=1), load("paper-2vcpu"), seed=1)
+    pipeline = TwinPipeline(start, _steady_load(), load("paper-2vcpu"), seed=1)
     daemon = Daemon(pipeline, learner, policy, window_s=WINDOW_S, store=store)
     daemon.warm_up()
     return daemon, pipeline
@@ -180,7 +185,7 @@ class Outages:
 
 
 def _outage_daemon(learner, store=None):
-    twin = TwinPipeline(preset("defaults"), workload("steady", RATE, 900, seed=1), load("paper-2vcpu"), seed=1)
+    twin = TwinPipeline(preset("defaults"), _steady_load(), load("paper-2vcpu"), seed=1)
     pipeline = Outages(twin)
     daemon = Daemon(pipeline, learner, Policy(), window_s=WINDOW_S, store=store)
     daemon.warm_up()

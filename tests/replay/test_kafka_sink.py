@@ -10,7 +10,7 @@ from kafka import KafkaConsumer
 from kafka.admin import KafkaAdminClient, NewTopic
 from typer.testing import CliRunner
 
-from controller.cli import app
+from cli.main import app
 from replay import arrivals
 from replay.engine import run
 from replay.sinks import KafkaSink, SinkSpec

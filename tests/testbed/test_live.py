@@ -1,22 +1,20 @@
 """The real pipeline end to end: replayed lines reach the probe through Filebeat and Kafka, nothing is lost,
 and the probe's histograms come back through Prometheus."""
 
-import json
 import threading
 import time
 from pathlib import Path
 
 import pytest
 import yaml
-from typer.testing import CliRunner
 
-from controller.cli import app
-from controller.live import LivePipeline, new_run_id, replay_and_check, replay_into, wait_for_report
+from controller.live import LivePipeline
 from controller.telemetry import PrometheusTelemetry
 from models.observation import Observation
 from models.space import PIPELINE_SPACE
 from replay import arrivals
 from testbed import agent, bed, processes
+from testbed.harness import new_run_id, replay_and_check, replay_into, wait_for_report
 from testbed.pipeline import load_pipeline
 from testbed.prometheus import prometheus_url
 
@@ -134,20 +132,6 @@ def test_live_pipeline_reports_a_change_the_broker_refuses(testbed):
     report = pipeline.apply(PIPELINE_SPACE.config({"kafka.broker.num.io.threads": 64}, base=before))
     assert not report.ok and "kafka change rejected" in report.message
     assert pipeline.current() == before == report.config
-
-
-def test_measure_writes_the_promised_json(testbed, testbed_file, tmp_path):
-    out = tmp_path / "m.json"
-    result = CliRunner().invoke(app, ["measure", "--pipeline", str(testbed_file), "--rate", "300", "--duration", "3",
-                                      "--config", str(LOW_LATENCY), "--json", str(out),
-                                      "--plot", str(tmp_path / "m.png")])
-    assert result.exit_code == 0, result.output
-    measured = json.loads(out.read_text())
-    assert {"p50_s", "p95_s", "p99_s", "offered_eps", "throughput_eps", "lost_events", "duplicate_events",
-            "config"} <= set(measured)
-    assert measured["lost_events"] == 0 and measured["offered_eps"] == pytest.approx(300, rel=0.05)
-    assert 0 < measured["p50_s"] <= measured["p95_s"]
-    assert (tmp_path / "m.png").stat().st_size > 0
 
 
 def test_multiline_events_through_the_log_input(installed, tmp_path, make_pipeline):

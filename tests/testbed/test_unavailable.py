@@ -9,13 +9,14 @@ import pytest
 
 from controller.daemon import Daemon
 from controller.live import LivePipeline
-from controller.live_load import BackgroundLoad
 from controller.telemetry import PrometheusTelemetry
 from models.learning import Box, tuned_names
 from models.policy import Policy
 from models.strategies import build_learner
 from models.twin import load
+from replay.profiles import Profile, WorkloadSpec
 from testbed import agent, bed, processes
+from testbed.harness import BackgroundLoad
 from testbed.pipeline import PipelineSpec
 from testbed.prometheus import prometheus_url
 
@@ -50,7 +51,7 @@ def test_the_daemon_holds_while_the_agent_or_prometheus_is_down_and_resumes_afte
     daemon = Daemon(pipeline, build_learner("random", box, original, seed=3), policy, window_s=WINDOW_S)
     recorded = bed.recorded_services(testbed)
     try:
-        with BackgroundLoad(testbed, "steady", 300, 300.0, seed=5):
+        with BackgroundLoad(testbed, WorkloadSpec(Profile.steady, 300, 300.0, seed=5)):
             daemon.warm_up()
             assert daemon.step().action != "frozen"
 

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from models.scenarios import repetition, run as run_scenario
+from models.paper_scenarios import repetition, run as run_scenario
 from models.twin import Calibration, Twin, available, load
 from tests.models.twin.helpers import CAL, QUIET, config, poisson, run
 

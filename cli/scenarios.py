@@ -12,10 +12,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from models.scenarios import (BURST_FACTOR, BURST_SCENARIOS, PAPER, PAPER_BURST, SCENARIOS, burst_window_s,
-                              run_study)
+from models.paper_scenarios import (BURST_FACTOR, BURST_SCENARIOS, PAPER, PAPER_BURST, SCENARIOS, burst_window_s,
+                                    run_study)
 from models.twin import available, load
-from replay.arrivals import step_burst, steady
+from replay.profiles import Profile, WorkloadSpec, build_schedule
 
 # Table 10 compares OVAT variants with its own Hybrid runs (P95 29.06 s), not with Baseline.
 PAPER_OVAT_REFERENCE_P95_S = 29.06
@@ -43,10 +43,10 @@ def scenarios_command(
         raise typer.BadParameter("--rate and --duration must be > 0")
 
     def arrivals(kind: str, run_seed: int) -> np.ndarray:
-        if kind == "burst":
-            start, end = burst_window_s(duration)
-            return step_burst(rate, duration, start, end, BURST_FACTOR, poisson=True, seed=run_seed).times_s
-        return steady(rate, duration, poisson=True, seed=run_seed).times_s
+        burst = {"profile": Profile.burst, "burst_window_s": burst_window_s(duration), "burst_factor": BURST_FACTOR}
+        spec = WorkloadSpec(rate_eps=rate, duration_s=duration, seed=run_seed, poisson=True,
+                            **(burst if kind == "burst" else {}))
+        return build_schedule(spec).schedule.times_s
 
     try:
         result = run_study(cal, arrivals, rate_eps=rate, duration_s=duration, reps=reps, names=names, seed=seed)
@@ -64,7 +64,7 @@ def scenarios_command(
         json_path.write_text(json.dumps(_finite(summary), indent=2) + "\n")
         console.print(f"figures written to {json_path}")
     if plots:
-        from controller.scenario_plots import write_plots
+        from cli.scenario_plots import write_plots
 
         written = write_plots(result, plots)
         console.print(f"plots written: {', '.join(str(p) for p in written)}")

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from models.scenarios import PAPER, SCENARIOS, run_study, summarise, welch_p
+from models.paper_scenarios import PAPER, SCENARIOS, run_study, summarise, welch_p
 from tests.models.twin.helpers import CAL, poisson
 
 
@@ -41,7 +41,7 @@ def test_unknown_scenarios_are_named_in_the_error() -> None:
 
 
 def test_summaries_and_welch() -> None:
-    from models.scenarios import BurstRepetition
+    from models.paper_scenarios import BurstRepetition
 
     reps = [BurstRepetition(1.0, 2.0, 3.0), BurstRepetition(3.0, 2.0, 3.0)]
     s = summarise(reps)

@@ -13,13 +13,11 @@ from typing import Iterator
 
 import httpx
 import pytest
-import typer
 from typer.testing import CliRunner
 
 from api.app import create_app
 from api.server import serve_in_thread
-from controller.api_cmd import parse_ttl
-from controller.cli import app
+from cli.main import app
 from controller.state import StateStore
 from tests.conftest import free_ports
 
@@ -136,15 +134,11 @@ def test_token_errors_and_unreachable_api(served) -> None:
     assert down.exit_code == 1 and "cannot reach the pipetune API" in flat(down.output)
 
 
-@pytest.mark.parametrize("text,seconds", [("90", 90.0), ("30s", 30.0), ("10m", 600.0), ("2h", 7200.0), ("1d", 86400.0),
-                                          ("1.5m", 90.0)])
-def test_parse_ttl(text: str, seconds: float) -> None:
-    assert parse_ttl(text) == seconds
-
-
-def test_parse_ttl_refuses_nonsense() -> None:
-    with pytest.raises(typer.BadParameter, match="10m"):
-        parse_ttl("ten minutes")
+def test_override_names_the_ttl_flag_for_a_ttl_it_cannot_read(served) -> None:
+    url, store = served
+    result = cli(url, "override", "--param", "filebeat.backoff=0.5", "--ttl", "ten minutes", "--reason", "x")
+    assert result.exit_code == 2 and "--ttl" in flat(result.output) and "10m" in flat(result.output)
+    assert store.overrides() == []
 
 
 def test_api_command_needs_a_token(tmp_path: Path) -> None:
@@ -156,7 +150,7 @@ def test_pipetune_api_serves_a_state_dir_on_loopback(tmp_path: Path) -> None:
     token_file = tmp_path / "token"
     token_file.write_text(TOKEN + "\n")
     port = free_ports(1)[0]
-    proc = subprocess.Popen([sys.executable, "-c", "from controller.cli import app; app()", "api",
+    proc = subprocess.Popen([sys.executable, "-c", "from cli.main import app; app()", "api",
                              "--state-dir", str(tmp_path), "--port", str(port), "--token-file", str(token_file)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
@@ -180,7 +174,7 @@ def test_pipetune_api_serves_a_state_dir_on_loopback(tmp_path: Path) -> None:
 def test_autotune_serves_the_api_from_the_daemons_process(tmp_path: Path) -> None:
     port = free_ports(1)[0]
     url = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen([sys.executable, "-c", "from controller.cli import app; app()", "autotune",
+    proc = subprocess.Popen([sys.executable, "-c", "from cli.main import app; app()", "autotune",
                              "--windows", "4", "--window", "10", "--speed", "2", "--profile", "steady",
                              "--state-dir", str(tmp_path / "state"), "--api-port", str(port)],
                             env={**os.environ, "PIPETUNE_API_TOKEN": TOKEN},

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from controller.cli import app
+from cli.main import app
 from models.twin import load
 
 

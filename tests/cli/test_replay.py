@@ -5,7 +5,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from controller.cli import app
+from cli.main import app
 
 runner = CliRunner()
 

@@ -6,110 +6,31 @@ from __future__ import annotations
 import json
 import time
 from contextlib import nullcontext
+from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
 import httpx
 import typer
 from rich.console import Console
-from rich.live import Live
-from rich.table import Table
 
 from agents.client import AgentError
-from controller.api_cmd import require_token, start_api_thread
-from controller.daemon import Daemon, Decision
+from cli.api import require_token
+from cli.autotune_view import WindowView, plot_run, print_summary
+from controller.fresh_windows import measure_fresh
 from controller.live import LivePipeline
-from controller.live_load import BackgroundLoad
-from controller.pipelines import Pipeline, TwinPipeline
+from controller.pipelines import Pipeline
 from controller.state import StateStore
-from controller.twin_runs import PROFILES, measure_fresh, workload
-from models.learning import Box, tuned_names
+from controller.tuning_run import LearnerSetup, tuning_daemon, tuning_learner, twin_pipeline
 from models.policy import Policy
 from models.presets import preset
-from models.screen import TwinScreen
 from models.strategies import STRATEGIES
 from models.twin import available, load
+from replay.profiles import GENERATED_NAMES, WorkloadSpec
+from testbed.harness import BackgroundLoad
 from testbed.pipeline import PipelineError, load_pipeline
 
 err = Console(stderr=True)
-_SHOWN_ROWS = 14
-
-
-def _short_change(change: dict) -> str:
-    parts = [f"{name.rsplit('.', 1)[-1]}={new:.4g}" if isinstance(new, (int, float)) else f"{name}={new}"
-             for name, (_, new) in change.items()]
-    return ", ".join(parts[:3]) + (f" +{len(parts) - 3}" if len(parts) > 3 else "") if parts else "–"
-
-
-class _LiveTable:
-    """The last windows: change, P95, throughput, best so far, and why."""
-
-    def __init__(self, total: int) -> None:
-        self.total = total
-        self.rows: list[tuple[str, ...]] = []
-        self.best = float("inf")
-
-    def add(self, d: Decision) -> None:
-        ok = not d.guardrail
-        if ok:
-            self.best = min(self.best, d.observed["p95_s"])
-        action = f"[red]{d.action}[/]" if d.action == "rollback" else d.action
-        self.rows.append((f"{d.window + 1}/{self.total}", action, _short_change(d.change),
-                          f"{d.observed['p95_s']:.3f}", f"{d.observed['throughput_ratio']:.1%}",
-                          f"{d.observed['offered_eps']:.0f}", f"{self.best:.3f}", d.reason))
-
-    def render(self) -> Table:
-        table = Table(title="pipetune autotune", expand=False)
-        for col, justify in (("window", "right"), ("action", "left"), ("change", "left"), ("P95 s", "right"),
-                             ("out/in", "right"), ("offered ev/s", "right"), ("best P95 s", "right"), ("why", "left")):
-            table.add_column(col, justify=justify, no_wrap=True, overflow="ellipsis",
-                             min_width=None if col in ("change", "why") else len(col),
-                             max_width={"change": 38, "why": 64}.get(col), ratio=1 if col == "why" else None)
-        for row in self.rows[-_SHOWN_ROWS:]:
-            table.add_row(*row)
-        return table
-
-
-def _plot(decisions: list[Decision], path: Path, summary: dict | None, where: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    t = [d.t_s for d in decisions]
-    p95 = [d.observed["p95_s"] for d in decisions]
-    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(10, 6), sharex=True, gridspec_kw={"height_ratios": [3, 1]})
-    ax1.plot(t, p95, "o-", ms=3, label="window P95")
-    for d in decisions:
-        if d.action in ("explore", "remeasure") and d.change:
-            ax1.axvline(d.t_s, color="tab:green", alpha=0.25, lw=1)
-        if d.action == "rollback":
-            ax1.axvline(d.t_s, color="tab:red", alpha=0.7, lw=1.5)
-    for name, color in (("defaults", "tab:gray"), ("hybrid", "tab:orange"), ("final", "tab:blue")) if summary else ():
-        ax1.axhline(summary[name]["p95_s"], color=color, ls="--", lw=1, label=f"{name} (fresh windows)")
-    ax1.set_yscale("log")
-    ax1.set_ylabel("P95 end-to-end (s)")
-    ax1.set_title(f"pipetune autotune on {where} — green: config changes, red: rollbacks")
-    if summary:
-        ax1.legend(fontsize=8)
-    ax2.plot(t, [d.observed["throughput_ratio"] for d in decisions], "o-", ms=3, color="tab:purple")
-    ax2.set_ylabel("output / input")
-    ax2.set_xlabel("simulated seconds" if summary else "seconds")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def _summary_table(summary: dict) -> Table:
-    table = Table(title="fresh windows at the paper's load — pipetune's final config vs defaults and Hybrid")
-    for col in ("config", "P95 s", "P50 s", "out/in", "P95 vs final"):
-        table.add_column(col, justify="right" if col != "config" else "left")
-    for name in ("final", "defaults", "hybrid"):
-        m = summary[name]
-        table.add_row(name, f"{m['p95_s']:.3f}", f"{m['p50_s']:.3f}", f"{m['throughput_ratio']:.1%}",
-                      f"×{m['p95_s'] / summary['final']['p95_s']:.1f}")
-    return table
-
 
 def _live_pipeline(pipeline: str) -> LivePipeline | None:
     """None for the twin; else the running testbed of the pipeline file, reachable through its agent."""
@@ -129,7 +50,7 @@ def _live_pipeline(pipeline: str) -> LivePipeline | None:
 def autotune_command(
     pipeline: str = typer.Option("twin", help="'twin' (the embedded simulated pipeline) or a pipeline FILE."),
     calibration: Optional[str] = typer.Option(None, help=f"Twin calibration: one of {', '.join(available())}, or a YAML path (default: paper-2vcpu on the twin, local-filebeat-kafka live)."),
-    profile: str = typer.Option("burst", help=f"Workload: one of {', '.join(PROFILES)}."),
+    profile: str = typer.Option("burst", help=f"Workload: one of {', '.join(GENERATED_NAMES)}."),
     rate: float = typer.Option(300.0, help="Base offered load, events/s (the paper's ~300)."),
     windows: int = typer.Option(30, help="Measurement windows to run."),
     window: float = typer.Option(30.0, help="Window length, seconds (simulated on the twin, wall-clock live)."),
@@ -152,7 +73,7 @@ def autotune_command(
               (windows >= 1, "--windows", f"must be >= 1, got {windows}"),
               (window > 0, "--window", f"must be > 0 seconds, got {window:g}"),
               (speed >= 0, "--speed", f"must be >= 0, got {speed:g}"),
-              (profile in PROFILES, "--profile", f"must be one of {', '.join(PROFILES)}, got {profile!r}"),
+              (profile in GENERATED_NAMES, "--profile", f"must be one of {', '.join(GENERATED_NAMES)}, got {profile!r}"),
               (mode in ("auto", "advise", "frozen"), "--mode", f"must be auto, advise or frozen, got {mode!r}"),
               (0 < min_throughput_ratio <= 1, "--min-throughput-ratio",
                f"must be in (0, 1], got {min_throughput_ratio:g}"),
@@ -176,31 +97,31 @@ def autotune_command(
         err.print(f"[dim]resuming with the policy stored in {directory}[/]")
     resumed_incumbent = store.load_incumbent()
     start = resumed_incumbent.config if resumed_incumbent else live.current() if live else preset("defaults")
-    box = Box(tuned_names(policy, cal.topology), policy)
 
     # Ray is imported only here: it takes seconds, and every other subcommand should start at once.
-    from controller.ray_learner import RemoteLearner, start_ray
+    from controller.ray_learner import start_ray
 
     err.print(f"[dim]starting Ray{' at ' + ray_address if ray_address else ''}; state in {directory}[/]")
     start_ray(ray_address)
-    learner = RemoteLearner(strategy, box, start, cal.topology, seed, screen=TwinScreen(cal))
-    # The twin's schedule must outlast settling after restarts and rollbacks (up to a window per change);
-    # live, the profile spans the nominal run (its burst falls inside it) and steady load follows.
-    load_s = windows * window if live else windows * window * 2.2 + 120.0
-    tuned: Pipeline = live or TwinPipeline(start, workload(profile, rate, load_s, seed), cal, seed=seed)
-    daemon = Daemon(tuned, learner, policy, window_s=window, store=store, explain=learner.explain)
+    learner = tuning_learner(LearnerSetup(strategy, policy, start, cal.topology, seed, screen=cal), remote=True)
+    workload = WorkloadSpec(profile, rate, seed=seed)
+    tuned: Pipeline = live or twin_pipeline(start, cal, workload, windows, window)
+    daemon = tuning_daemon(tuned, learner, policy, window, store)
     resumed = daemon.resume()
     if api_port is not None:
-        start_api_thread(store, token, daemon.metrics.registry, api_host, api_port)
+        from api.server import serve_state_in_thread  # FastAPI loads only when the API is asked for
+
+        serve_state_in_thread(store, token, daemon.metrics.registry, api_host, api_port)
+        err.print(f"API and status page on http://{api_host}:{api_port}/")
     if resumed:
         err.print(f"resumed {resumed} observations from {directory}; incumbent P95 {resumed_incumbent.p95_s:.3f}s"
                   if resumed_incumbent else f"resumed {resumed} observations from {directory}")
 
-    table = _LiveTable(windows)
-    # Live, the replay engine offers the load in the background and each window is wall-clock time.
-    background = BackgroundLoad(live.spec, profile, rate, load_s, seed) if live else None
-    with background or nullcontext(), Live(table.render(), console=err, refresh_per_second=4) as shown:
-        decisions = daemon.run(windows, on_decision=lambda d: (table.add(d), shown.update(table.render())),
+    # Live, the replay engine offers the load in the background and each window is wall-clock time; the
+    # profile spans the nominal run (its burst falls inside it) and steady load follows.
+    background = BackgroundLoad(live.spec, replace(workload, duration_s=windows * window)) if live else None
+    with background or nullcontext(), WindowView(windows, err) as view:
+        decisions = daemon.run(windows, on_decision=view.add,
                                wall_s_per_window=window / speed if speed > 0 and not live else 0.0)
     ledger = background.ledger() if background else None
 
@@ -211,7 +132,7 @@ def autotune_command(
     err.print()
     if summary:
         summary["final"]["config"] = dict(final)
-        err.print(_summary_table(summary))
+        print_summary(err, summary)
     changed = preset("defaults").diff(final)
     err.print("final config vs defaults: " + (", ".join(f"{k} {a:.4g} → {b:.4g}" if isinstance(b, float) else
                                                          f"{k} {a} → {b}" for k, (a, b) in changed.items()) or "unchanged"))
@@ -221,7 +142,7 @@ def autotune_command(
         err.print(f"events lost across every change: {ledger['lost']} of {ledger['expected']} "
                   f"({ledger['duplicates']} duplicated; the probe's ledger over {ledger['runs']} replay runs)")
     plot_path = plot or directory / "autotune.png"
-    _plot(decisions, plot_path, summary, f"the live pipeline {live.spec.name!r}" if live else "the twin")
+    plot_run(decisions, plot_path, summary, f"the live pipeline {live.spec.name!r}" if live else "the twin")
     err.print(f"plot: {plot_path}\ndecision log: {directory / 'decisions.jsonl'}")
     if json_path:
         doc = {"windows": [vars(d) for d in decisions], **(summary or {"final": {"config": dict(final)}}),

@@ -1,4 +1,4 @@
-"""`pipetune replay`: build a schedule from the flags, send it with live progress, summarise."""
+"""`pipetune replay`: a workload spec from the flags, its schedule sent with live progress, a summary."""
 
 from __future__ import annotations
 
@@ -14,31 +14,19 @@ from typing import Optional
 
 import numpy as np
 import typer
-import yaml
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from agents.adapter import ValidationFailed
 from agents.kafka_client import check_properties, create_producer, read_properties
-from replay import arrivals
-from replay.arrivals import Schedule, Stage
-from replay.engine import ReplayResult, Workload, phase_results, run
+from replay.arrivals import Schedule
+from replay.engine import ReplayResult, phase_results, run
 from replay.manifest import build_manifest, write_manifest
+from replay.profiles import BuiltWorkload, Profile, WorkloadError, WorkloadSpec, build_schedule
 from replay.sinks import PRODUCER_DEFAULTS, SinkSpec, parse_kafka_target
-from replay.trace import TraceError, read_trace
 
 err = Console(stderr=True)
-
-
-class Profile(str, Enum):
-    steady = "steady"
-    burst = "burst"
-    flash = "flash"
-    diurnal = "diurnal"
-    stages = "stages"
-    mmpp = "mmpp"
-    trace = "trace"
 
 
 class ArrivalMode(str, Enum):
@@ -51,109 +39,33 @@ class LogFormat(str, Enum):
     multiline_json = "multiline-json"
 
 
-_DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m(?!s))?(?:(\d+(?:\.\d+)?)s)?(?:(\d+(?:\.\d+)?)ms)?$")
+# The `WorkloadSpec` field each flag sets, so a library error names the flag the user typed.
+FLAGS = {"profile": "--profile", "rate_eps": "--rate", "duration_s": "--duration", "burst_window_s": "--burst-at",
+         "burst_factor": "--burst-factor", "stages_path": "--stages", "trace_path": "--trace",
+         "time_scale": "--time-scale", "amplify": "--amplify", "period_s": "--period", "depth": "--depth",
+         "mmpp_dwell_s": "--mmpp-dwell"}
 
 
-def parse_duration_s(text: str | float | int) -> float:
-    """Seconds from a number or a k6 duration string (`90`, `30s`, `2m`, `1m30s`, `500ms`, `1h`)."""
-    if isinstance(text, (int, float)):
-        return float(text)
-    m = _DURATION.match(str(text).strip())
-    if not m or not any(m.groups()):
-        try:
-            return float(text)
-        except ValueError:
-            raise ValueError(f"{text!r} is not a duration (e.g. 30s, 2m, 1m30s)") from None
-    h, mins, s, ms = (float(g) if g else 0.0 for g in m.groups())
-    return h * 3600 + mins * 60 + s + ms / 1000
-
-
-def load_stages(path: Path) -> list[Stage]:
-    """Read k6-style stages, `[{duration, target}]`, from a YAML or JSON file."""
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise typer.BadParameter(f"cannot read {path}: {exc.strerror}", param_hint="--stages") from None
-    except yaml.YAMLError as exc:
-        raise typer.BadParameter(f"{path} is not YAML/JSON: {exc}", param_hint="--stages") from None
-    items = doc.get("stages") if isinstance(doc, dict) else doc
-    if not isinstance(items, list) or not items:
-        raise typer.BadParameter(f"{path} must hold a list of {{duration, target}} stages", param_hint="--stages")
-    plan = []
-    for i, item in enumerate(items):
-        try:
-            plan.append(Stage(parse_duration_s(item["duration"]), float(item["target"])))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise typer.BadParameter(f"stage {i} of {path}: needs duration (e.g. 30s) and target (events/s): {exc}",
-                                     param_hint="--stages") from None
-    return plan
-
-
-def _window(text: Optional[str], duration_s: float) -> tuple[float, float]:
+def _seconds_pair(text: Optional[str], hint: str, form: str) -> Optional[tuple[float, float]]:
+    """`A:B` in seconds (checked against the run by the library), or None when the flag is absent."""
     if text is None:
-        return duration_s / 3, duration_s / 2
+        return None
     try:
-        start, end = (float(x) for x in text.split(":"))
+        first, second = (float(x) for x in text.split(":"))
     except ValueError:
-        raise typer.BadParameter(f"expected START:END in seconds, got {text!r}", param_hint="--burst-at") from None
-    if not 0 <= start < end <= duration_s:
-        raise typer.BadParameter(f"window {start:g}:{end:g} must lie within the run, 0:{duration_s:g} s",
-                                 param_hint="--burst-at")
-    return start, end
+        raise typer.BadParameter(f"expected {form} in seconds, got {text!r}", param_hint=hint) from None
+    return first, second
 
 
-def build_schedule(profile: Profile, rate: float, duration: Optional[float], seed: int, poisson: bool,
-                   burst_at: Optional[str], burst_factor: Optional[float], stages_file: Optional[Path],
-                   trace_file: Optional[Path], time_scale: float, amplify: float, period: Optional[float],
-                   depth: float, mmpp_dwell: str) -> tuple[Schedule, Workload]:
-    """Turn the command's flags into a schedule and a workload, with errors naming the flag."""
-    if rate <= 0:
-        raise typer.BadParameter(f"must be > 0 events per second, got {rate:g}", param_hint="--rate")
-    if duration is not None and duration <= 0:
-        raise typer.BadParameter(f"must be > 0 seconds, got {duration:g}", param_hint="--duration")
-    if burst_factor is not None and burst_factor < 1:
-        raise typer.BadParameter(f"must be >= 1, got {burst_factor:g}", param_hint="--burst-factor")
-    length = duration if duration is not None else 180.0
-    if profile is Profile.steady:
-        return arrivals.steady(rate, length, poisson=poisson, seed=seed), Workload()
-    if profile is Profile.burst:
-        start, end = _window(burst_at, length)
-        return arrivals.step_burst(rate, length, start, end, burst_factor or 2.0, poisson=poisson, seed=seed), Workload()
-    if profile is Profile.flash:
-        start, end = _window(burst_at, length)
-        return arrivals.flash_sale(rate, length, start, end, burst_factor or 8.0, poisson=poisson, seed=seed), Workload()
-    if profile is Profile.diurnal:
-        if not 0 <= depth <= 1:
-            raise typer.BadParameter(f"must be in [0, 1], got {depth:g}", param_hint="--depth")
-        if period is not None and period <= 0:
-            raise typer.BadParameter(f"must be > 0 seconds, got {period:g}", param_hint="--period")
-        return arrivals.diurnal(rate, length, period or length, depth, poisson=poisson, seed=seed), Workload()
-    if profile is Profile.mmpp:
-        try:
-            normal_s, burst_s = (float(x) for x in mmpp_dwell.split(":"))
-            assert normal_s > 0 and burst_s > 0
-        except (ValueError, AssertionError):
-            raise typer.BadParameter(f"expected NORMAL_S:BURST_S, both > 0, got {mmpp_dwell!r}",
-                                     param_hint="--mmpp-dwell") from None
-        return arrivals.mmpp(rate, length, burst_factor or 4.0, normal_s, burst_s, seed=seed), Workload()
-    if profile is Profile.stages:
-        if stages_file is None:
-            raise typer.BadParameter("the stages profile needs --stages FILE", param_hint="--stages")
-        return arrivals.stages(load_stages(stages_file), poisson=poisson, seed=seed), Workload()
-    if trace_file is None:
-        raise typer.BadParameter("the trace profile needs --trace FILE", param_hint="--trace")
-    if time_scale <= 0 or amplify <= 0:
-        raise typer.BadParameter(f"--time-scale and --amplify must be > 0, got {time_scale:g}, {amplify:g}",
-                                 param_hint="--time-scale/--amplify")
+def build(spec: WorkloadSpec) -> BuiltWorkload:
+    """The spec's schedule, with a bad setting reported as a usage error on its flag."""
     try:
-        report = read_trace(trace_file)
-    except TraceError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--trace") from None
-    if report.malformed:
-        err.print(f"[yellow]trace: {report.summary()}[/]")
-    stamps = np.array([r.ts_s for r in report.records])
-    schedule = arrivals.trace(stamps, time_scale=time_scale, amplify=amplify, duration_s=duration, seed=seed)
-    return schedule, Workload(trace_records=tuple(report.records))
+        built = build_schedule(spec)
+    except WorkloadError as exc:
+        raise typer.BadParameter(exc.message, param_hint=FLAGS[exc.field]) from None
+    if built.trace_summary:
+        err.print(f"[yellow]trace: {built.trace_summary}[/]")
+    return built
 
 
 def producer_properties(path: Path) -> tuple[tuple[str, str], ...]:
@@ -293,7 +205,8 @@ def replay_command(
     amplify: float = typer.Option(1.0, help="Trace: M events per original request."),
     period: Optional[float] = typer.Option(None, help="Diurnal: cycle length in seconds (default: the run)."),
     depth: float = typer.Option(0.5, help="Diurnal: relative swing of the rate, 0..1."),
-    mmpp_dwell: str = typer.Option("20:5", help="MMPP: mean seconds in the normal and burst states."),
+    mmpp_dwell: Optional[str] = typer.Option(None, help="MMPP: mean seconds in the normal and burst states, "
+                                                         "NORMAL_S:BURST_S (default 20:5)."),
     arrivals_mode: ArrivalMode = typer.Option(ArrivalMode.uniform, "--arrivals",
                                               help="Even spacing (the paper's generator) or Poisson arrivals."),
     out: Optional[Path] = typer.Option(None, help="Sink: append nginx-style JSON lines to this file."),
@@ -314,10 +227,13 @@ def replay_command(
     as_json: bool = typer.Option(False, "--json", help="Print the machine-readable summary on stdout."),
 ) -> None:
     """Send production-like traffic (FSM shop users or a real trace) into a pipeline, open-loop."""
-    schedule, workload = build_schedule(profile, rate, duration, seed, arrivals_mode is ArrivalMode.poisson,
-                                        burst_at, burst_factor, stages, trace, time_scale, amplify, period, depth,
-                                        mmpp_dwell)
-    workload = dataclasses.replace(workload, fmt=log_format.value)
+    dwell = _seconds_pair(mmpp_dwell, "--mmpp-dwell", "NORMAL_S:BURST_S")
+    built = build(WorkloadSpec(profile, rate, duration, seed, poisson=arrivals_mode is ArrivalMode.poisson,
+                               burst_window_s=_seconds_pair(burst_at, "--burst-at", "START:END"),
+                               burst_factor=burst_factor, stages_path=stages, trace_path=trace, time_scale=time_scale,
+                               amplify=amplify, period_s=period, depth=depth,
+                               **({"mmpp_dwell_s": dwell} if dwell else {})))
+    schedule, workload = built.schedule, dataclasses.replace(built.workload, fmt=log_format.value)
     if processes < 1:
         raise typer.BadParameter(f"must be >= 1, got {processes}", param_hint="--processes")
     if dry_run:

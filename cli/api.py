@@ -4,18 +4,17 @@
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 import typer
 from rich.console import Console
-from prometheus_client import CollectorRegistry
 from rich.table import Table
 
 from api.auth import TOKEN_ENV, load_token
 from api.client import DEFAULT_URL, URL_ENV, ApiClient, ApiError
 from controller.state import StateStore
+from models.units import parse_duration_s
 
 out = Console()
 err = Console(stderr=True)
@@ -23,16 +22,7 @@ err = Console(stderr=True)
 _URL = typer.Option(DEFAULT_URL, "--url", envvar=URL_ENV, help="The API's address.")
 _TOKEN_FILE = typer.Option(None, "--token-file", help=f"File holding the API token (default: ${TOKEN_ENV}).",
                            exists=True, dir_okay=False)
-_TTL_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _POLICY_FIELDS = ("mode", "min_throughput_ratio", "p95_ceiling_s", "min_dwell_windows", "max_restarts_per_hour", "tuned")
-
-
-def parse_ttl(text: str) -> float:
-    """Seconds in `text`: `90`, `30s`, `10m`, `2h`, `1d`."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*", text)
-    if not match:
-        raise typer.BadParameter(f"expected a duration like 90, 30s, 10m, 2h or 1d, got {text!r}", param_hint="--ttl")
-    return float(match.group(1)) * _TTL_UNITS[match.group(2) or "s"]
 
 
 def _pairs(items: list[str], hint: str) -> dict[str, str]:
@@ -201,7 +191,10 @@ def override_command(
         raise typer.BadParameter("give at least one --param NAME=VALUE", param_hint="--param")
     if not reason.strip():
         raise typer.BadParameter("say why (it goes in the audit log)", param_hint="--reason")
-    seconds = parse_ttl(ttl)
+    try:
+        seconds = parse_duration_s(ttl)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--ttl") from None
     made = _run(lambda: client.add_override(_pairs(param, "--param"), seconds, reason, override_bounds))
     out.print(f"override {made['id']} holds {made['params']} for {made['remaining_s']:.0f} s")
 
@@ -268,11 +261,3 @@ def require_token(token_file: Optional[Path]) -> str:
                                  param_hint="--token-file")
     return token
 
-
-def start_api_thread(store: StateStore, token: str, registry: CollectorRegistry, host: str, port: int) -> None:
-    """Serve the API over `store` from a thread of this process, `/metrics` from `registry` (the daemon's)."""
-    from api.app import create_app
-    from api.server import serve_in_thread
-
-    serve_in_thread(create_app(store, token, registry), host, port)
-    err.print(f"API and status page on http://{host}:{port}/")

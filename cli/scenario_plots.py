@@ -9,7 +9,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 
-from models.scenarios import SCENARIOS, StudyResult  # noqa: E402
+from models.paper_scenarios import SCENARIOS, StudyResult  # noqa: E402
 
 LABELS = {s.name: s.label for s in SCENARIOS}
 RATE_POINTS = (("input_eps", "written"), ("read_eps", "Filebeat read"), ("sent_eps", "Filebeat sent"),

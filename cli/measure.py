@@ -4,25 +4,21 @@ the observation (latency percentiles, rates, lost and duplicated events) and a P
 from __future__ import annotations
 
 import json
-import math
-import time
 from pathlib import Path
 from typing import Optional
 
 import typer
 import yaml
 
-from controller.live import LiveRun, replay_and_check
-from controller.replay_cmd import Profile, build_schedule
-from controller.telemetry import PrometheusTelemetry
+from cli.replay import build
 from models.observation import Observation
 from models.presets import PRESETS, preset
 from models.space import PIPELINE_SPACE, Config, ParamError
-from replay.arrivals import Schedule
+from replay.profiles import GENERATED, Profile, WorkloadSpec
 from testbed import bed
-from testbed.pipeline import DEFAULT_PIPELINE, PipelineError, PipelineSpec, load_pipeline
+from testbed.harness import replay_and_observe
+from testbed.pipeline import DEFAULT_PIPELINE, PipelineError, load_pipeline
 from testbed.processes import TestbedError
-from testbed.prometheus import prometheus_url
 
 
 def resolve_config(choice: str) -> Config:
@@ -42,30 +38,6 @@ def resolve_config(choice: str) -> Config:
         return PIPELINE_SPACE.config(changes, base=preset(named))
     except (yaml.YAMLError, ValueError, KeyError) as err:
         raise typer.BadParameter(f"{path}: {err}", param_hint="--config") from None
-
-
-def observe_run(spec: PipelineSpec, run: LiveRun, scrape_s: float, warmup_s: float = 0.0) -> Observation:
-    """The run's observation: latency of the events that arrived after the warm-up; rates over the
-    replay's length, the output window shifted by the median latency so that a pipeline that keeps
-    up shows throughput = offered."""
-    time.sleep(2.5 * scrape_s)  # the last arrivals' scrape
-    telemetry = PrometheusTelemetry(prometheus_url(spec))
-    latency = telemetry.window(run.started_at + warmup_s, time.time())
-    lag = latency.p50_s if math.isfinite(latency.p50_s) else 0.0
-    length = run.ended_at - run.started_at
-    consumed = telemetry.scalar(f"increase(pipetune_events_total[{max(round(length), 1)}s])", run.ended_at + lag)
-    latency.offered_eps = run.events / length
-    latency.throughput_eps = consumed / length if math.isfinite(consumed) else 0.0
-    latency.events_in, latency.events_out = run.events, run.report.received
-    latency.lost_events = run.report.lost_events
-    return latency
-
-
-def replay_and_observe(spec: PipelineSpec, schedule: Schedule, warmup_s: float) -> tuple[LiveRun, Observation]:
-    """Replay `schedule` through the config in force (just applied) and observe the run."""
-    time.sleep(2 * spec.prometheus.scrape_interval_s)  # a restarted component's first scrape
-    run = replay_and_check(spec, schedule)
-    return run, observe_run(spec, run, spec.prometheus.scrape_interval_s, warmup_s)
 
 
 def plot_series(observation: Observation, title: str, path: Path) -> None:
@@ -101,19 +73,18 @@ def measure_command(
     warmup: float = typer.Option(0.0, "--warmup", help="seconds of the run whose arrivals the latency ignores"),
     seed: int = typer.Option(0, "--seed"),
     json_out: Optional[Path] = typer.Option(None, "--json", help="write the result as JSON here"),
-    plot: Optional[Path] = typer.Option(None, "--plot", help="PNG time series (default: measure-<run>.png)"),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="PNG time series (default: measure-<run>.png beside --json, else in the testbed's run dir)"),
 ) -> None:
     """Measure the live pipeline under one config and one workload."""
-    if profile in (Profile.trace, Profile.stages):
-        raise typer.BadParameter("measure replays generated profiles; use steady, burst, flash, diurnal or mmpp",
+    if profile not in GENERATED:
+        raise typer.BadParameter(f"measure replays generated profiles; use {', '.join(p.value for p in GENERATED)}",
                                  param_hint="--profile")
     if not 0 <= warmup < duration:
         raise typer.BadParameter(f"must be in [0, --duration), got {warmup:g}", param_hint="--warmup")
     chosen = resolve_config(config)
+    schedule = build(WorkloadSpec(profile, rate, duration, seed)).schedule
     try:
         spec = load_pipeline(pipeline)
-        schedule, _ = build_schedule(profile, rate, duration, seed, False, None, None, None, None, 1.0, 1.0,
-                                     None, 0.5, "20:5")
         done = bed.apply(spec, chosen)
     except (PipelineError, TestbedError, ParamError) as err:
         typer.secho(f"error: {err}", fg=typer.colors.RED, err=True)
@@ -134,7 +105,8 @@ def measure_command(
     typer.echo(f"{'lost/dup/late':>16} {run.report.lost_events}/{run.report.duplicate_events}/{run.report.late_events}"
                f" of {run.events}")
     typer.echo(f"{'stage p95 (s)':>16} " + ", ".join(f"{k} {v:.3g}" for k, v in observation.stage_p95_s.items()))
-    png = plot or Path(f"measure-{run.run_id}.png")
+    # Beside the run's other files: the JSON asked for, else the testbed's run directory.
+    png = plot or (json_out.parent if json_out else spec.resolved_run_dir()) / f"measure-{run.run_id}.png"
     plot_series(observation, f"{config} @ {rate:g} ev/s ({profile.value})", png)
     typer.echo(f"{'time series':>16} {png}")
     if json_out:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from controller.cli import app
+from cli.main import app
 
 
 def test_scenarios_writes_the_table_json_and_plots(tmp_path: Path) -> None:

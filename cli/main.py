@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import typer
 
-from controller.agent_cmd import agent_command
-from controller.api_cmd import register_api_commands
-from controller.autotune_cmd import autotune_command
-from controller.calibrate_cmd import calibrate_command
-from controller.replay_cmd import replay_command
-from controller.scenarios import scenarios_command
-from controller.measure_cmd import measure_command
-from controller.testbed_cli import testbed_app
+from cli.agent import agent_command
+from cli.api import register_api_commands
+from cli.autotune import autotune_command
+from cli.calibrate import calibrate_command
+from cli.measure import measure_command
+from cli.replay import replay_command
+from cli.scenarios import scenarios_command
+from cli.testbed import testbed_app
 
 app = typer.Typer(
     name="pipetune",
@@ -36,7 +36,3 @@ app.command("measure")(measure_command)
 app.command("calibrate")(calibrate_command)
 register_api_commands(app)
 app.command("agent")(agent_command)
-
-
-if __name__ == "__main__":  # `python -m controller.cli`: how the testbed starts its agent
-    app()

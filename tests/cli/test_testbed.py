@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from controller.cli import app
+from cli.main import app
 from testbed import agent, bed, processes
 from testbed.pipeline import load_pipeline
 from testbed.processes import Service

@@ -1,0 +1,74 @@
+"""Assembling a tuning run: the learner (with its twin screen), the twin pipeline fed a workload, and the
+daemon over them. `pipetune autotune` and `bench.tuners` both build their runs here, so the benchmark
+measures the daemon users run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Protocol
+
+from controller.daemon import Daemon
+from controller.pipelines import Pipeline, TwinPipeline
+from controller.state import StateStore
+from models.learning import Box, Learner, tuned_names
+from models.policy import Policy
+from models.screen import TwinScreen
+from models.space import Config
+from models.strategies import build_learner
+from models.twin import Calibration
+from replay.profiles import WorkloadSpec, build_schedule
+
+# The twin's schedule must outlast settling after restarts and rollbacks: each change can add up to a window
+# of settling to the windows asked for (2×), with 10 % and two minutes spare so the last window never sees
+# the load run out.
+SETTLING_ALLOWANCE = 2.2
+SPARE_LOAD_S = 120.0
+
+
+def twin_load_s(windows: int, window_s: float) -> float:
+    """Seconds of workload a twin needs for `windows` windows of `window_s`, settling included."""
+    return windows * window_s * SETTLING_ALLOWANCE + SPARE_LOAD_S
+
+
+@dataclass(frozen=True)
+class LearnerSetup:
+    """Which strategy learns what, from where, and on which twin it pre-screens candidates (None: none)."""
+
+    strategy: str
+    policy: Policy
+    start: Config
+    topology: str
+    seed: int = 0
+    screen: Calibration | None = None
+
+
+def tuning_learner(setup: LearnerSetup, *, remote: bool) -> Learner:
+    """The learner of `setup`: a Ray actor (`remote`, the daemon's) or in this process (inside a Ray task)."""
+    box = Box(tuned_names(setup.policy, setup.topology), setup.policy)
+    screen = TwinScreen(setup.screen) if setup.screen is not None else None
+    if remote:
+        # Ray is imported only here: it takes seconds, and commands that never tune should start at once.
+        from controller.ray_learner import RemoteLearner
+
+        return RemoteLearner(setup.strategy, box, setup.start, setup.topology, setup.seed, screen=screen)
+    return build_learner(setup.strategy, box, setup.start, topology=setup.topology, seed=setup.seed, screen=screen)
+
+
+def twin_pipeline(start: Config, calibration: Calibration, workload: WorkloadSpec, windows: int,
+                  window_s: float) -> TwinPipeline:
+    """The twin under `calibration`, starting on `start`, fed `workload` for as long as `windows` need."""
+    spec = replace(workload, duration_s=twin_load_s(windows, window_s))
+    return TwinPipeline(start, build_schedule(spec).schedule.times_s, calibration, seed=workload.seed)
+
+
+class ExplainingLearner(Learner, Protocol):
+    """A learner that says why it suggested what it did, and what it predicted."""
+
+    def explain(self) -> tuple[str, dict]: ...
+
+
+def tuning_daemon(pipeline: Pipeline, learner: ExplainingLearner, policy: Policy, window_s: float,
+                  store: StateStore | None = None) -> Daemon:
+    """The daemon tuning `pipeline` with `learner`, explaining each decision by the learner's own reasons."""
+    return Daemon(pipeline, learner, policy, window_s=window_s, store=store, explain=learner.explain)

@@ -1,0 +1,103 @@
+"""`pipetune autotune` as a user runs it: on the default twin, with Ray, to the end and after a kill, in a
+narrow terminal and piped."""
+
+import fcntl
+import json
+import os
+import pty
+import re
+import signal
+import struct
+import subprocess
+import sys
+import termios
+import time
+from pathlib import Path
+
+import pytest
+
+PIPETUNE = str(Path(sys.executable).with_name("pipetune"))
+
+
+def _run(*args, timeout=600):
+    return subprocess.run([PIPETUNE, "autotune", *args], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.slow
+def test_autotune_beats_the_defaults_and_hybrid_on_fresh_windows(tmp_path):
+    out = tmp_path / "out.json"
+    result = _run("--windows", "20", "--speed", "0", "--json", str(out), "--state-dir", str(tmp_path / "state"))
+    assert result.returncode == 0, result.stderr[-2000:]
+    doc = json.loads(out.read_text())
+    assert len(doc["windows"]) == 20
+    assert doc["final"]["p95_s"] < doc["defaults"]["p95_s"]
+    assert doc["final"]["p95_s"] < doc["hybrid"]["p95_s"]
+    assert doc["final"]["throughput_ratio"] >= 0.95
+    assert (tmp_path / "state" / "autotune.png").read_bytes()[:4] == b"\x89PNG"
+    assert "fresh windows" in result.stderr
+
+
+@pytest.mark.slow
+def test_a_daemon_killed_mid_run_resumes_from_its_state_directory(tmp_path):
+    state = tmp_path / "state"
+    process = subprocess.Popen([PIPETUNE, "autotune", "--windows", "200", "--speed", "0", "--state-dir", str(state)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    decisions = state / "decisions.jsonl"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and (not decisions.exists() or len(decisions.read_text().splitlines()) < 4):
+        time.sleep(0.5)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    seen = len(decisions.read_text().splitlines())
+    assert seen >= 4
+    result = _run("--windows", "2", "--speed", "0", "--state-dir", str(state))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "resumed" in result.stderr
+    windows = [json.loads(line)["window"] for line in decisions.read_text().splitlines() if line.endswith("}")]
+    assert windows[-2:] == [windows[-3] + 1, windows[-3] + 2]  # numbering carries on after the kill
+
+
+def _in_a_terminal(args: list[str], columns: int, timeout_s: float = 600) -> str:
+    """Run `pipetune` with stdout and stderr on a pseudo-terminal `columns` wide; what it drew, one drawn line
+    a line (styles dropped, cursor moves as line breaks)."""
+    main, side = pty.openpty()
+    fcntl.ioctl(side, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
+    env = {**os.environ, "COLUMNS": str(columns), "TERM": "xterm-256color"}
+    process = subprocess.Popen([PIPETUNE, *args], stdin=subprocess.DEVNULL, stdout=side, stderr=side, env=env)
+    os.close(side)
+    chunks = []
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            chunk = os.read(main, 65536)
+        except OSError:  # the other end closed: the command is done
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(main)
+    assert process.wait(timeout=60) == 0
+    text = re.sub(r"\x1b\[[0-9;]*m", "", b"".join(chunks).decode(errors="replace"))  # colours and styles
+    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|\r", "\n", text)  # a redraw's cursor moves: start a new line
+
+
+@pytest.mark.slow
+def test_windows_read_well_in_an_80_column_terminal_and_in_a_pipe(tmp_path):
+    """Every window's P95 and action, legible in a narrow terminal (no column squeezed away) and piped."""
+    def run(name: str) -> list[str]:
+        return ["autotune", "--windows", "4", "--speed", "0", "--json", str(tmp_path / f"{name}.json"),
+                "--state-dir", str(tmp_path / name)]
+
+    drawn = _in_a_terminal(run("tty"), 80)
+    piped = _run(*run("pipe")[1:])
+    assert piped.returncode == 0, piped.stderr[-2000:]
+    assert max(len(line) for line in drawn.splitlines()) <= 80
+    for name, text in (("tty", drawn), ("pipe", piped.stderr)):
+        windows = json.loads((tmp_path / f"{name}.json").read_text())["windows"]
+        for d in windows:
+            window, action, p95 = f"{d['window'] + 1}/4", d["action"], f"{d['observed']['p95_s']:.3f}"
+            pattern = (rf"│\s*{window} │ {action}\s.*│\s*{p95} │" if name == "tty"
+                       else rf"^window {window}  {action}  .*P95 {p95} s  out/in ")
+            assert re.search(pattern, text, re.MULTILINE), (name, pattern, text[-3000:])
+        assert re.search(r"final.*\d\.\d{3}", text)  # the summary's P95 of the final config
+    assert "│" not in piped.stderr  # piped: plain lines, no table drawn

@@ -1,0 +1,35 @@
+"""`pipetune measure` against the session testbed: the promised JSON, and the PNG beside the run's files."""
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from cli.main import app
+
+LOW_LATENCY = Path(__file__).resolve().parents[2] / "testbed" / "configs" / "low-latency.yaml"
+
+
+def test_a_generated_profile_is_required() -> None:
+    result = CliRunner().invoke(app, ["measure", "--profile", "trace"])
+    assert result.exit_code == 2 and "--profile" in result.output and "mmpp" in result.output
+
+
+@pytest.mark.slow
+def test_measure_writes_the_promised_json_and_the_plot_beside_it(testbed, testbed_file, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # where a user would have run it from: nothing may land here
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    out = runs / "m.json"
+    result = CliRunner().invoke(app, ["measure", "--pipeline", str(testbed_file), "--rate", "300", "--duration", "3",
+                                      "--config", str(LOW_LATENCY), "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    measured = json.loads(out.read_text())
+    assert {"p50_s", "p95_s", "p99_s", "offered_eps", "throughput_eps", "lost_events", "duplicate_events",
+            "config"} <= set(measured)
+    assert measured["lost_events"] == 0 and measured["offered_eps"] == pytest.approx(300, rel=0.05)
+    assert 0 < measured["p50_s"] <= measured["p95_s"]
+    png = runs / f"measure-{measured['run_id']}.png"
+    assert png.read_bytes()[:4] == b"\x89PNG" and str(png) in " ".join(result.output.split())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]
