@@ -23,7 +23,7 @@ from controller.live_load import BackgroundLoad
 from controller.pipelines import Pipeline, TwinPipeline
 from controller.state import StateStore
 from controller.twin_runs import PROFILES, measure_fresh, workload
-from models.learning import Box, tuned_names
+from models.learning import TunedCube, tuned_names
 from models.policy import Policy
 from models.presets import preset
 from models.screen import TwinScreen
@@ -176,19 +176,19 @@ def autotune_command(
         err.print(f"[dim]resuming with the policy stored in {directory}[/]")
     resumed_incumbent = store.load_incumbent()
     start = resumed_incumbent.config if resumed_incumbent else live.current() if live else preset("defaults")
-    box = Box(tuned_names(policy, cal.topology), policy)
+    cube = TunedCube(tuned_names(policy, cal.topology), policy)
 
     # Ray is imported only here: it takes seconds, and every other subcommand should start at once.
     from controller.ray_learner import RemoteLearner, start_ray
 
     err.print(f"[dim]starting Ray{' at ' + ray_address if ray_address else ''}; state in {directory}[/]")
     start_ray(ray_address)
-    learner = RemoteLearner(strategy, box, start, cal.topology, seed, screen=TwinScreen(cal))
+    learner = RemoteLearner(strategy, cube, start, cal.topology, seed, screen=TwinScreen(cal))
     # The twin's schedule must outlast settling after restarts and rollbacks (up to a window per change);
     # live, the profile spans the nominal run (its burst falls inside it) and steady load follows.
     load_s = windows * window if live else windows * window * 2.2 + 120.0
     tuned: Pipeline = live or TwinPipeline(start, workload(profile, rate, load_s, seed), cal, seed=seed)
-    daemon = Daemon(tuned, learner, policy, window_s=window, store=store, explain=learner.explain)
+    daemon = Daemon(tuned, learner, policy, window_s=window, store=store)
     resumed = daemon.resume()
     if api_port is not None:
         start_api_thread(store, token, daemon.metrics.registry, api_host, api_port)

@@ -15,7 +15,7 @@ from controller.daemon import Daemon
 from controller.pipelines import TwinPipeline
 from controller.state import StateStore
 from controller.twin_runs import workload
-from models.learning import Box, tuned_names
+from models.learning import TunedCube, tuned_names
 from models.policy import Policy
 from models.presets import preset
 from models.space import Config
@@ -33,7 +33,7 @@ def make_daemon(store: StateStore, windows: int = 60) -> Daemon:
     policy = store.load_policy() or Policy()
     incumbent = store.load_incumbent()
     start = incumbent.config if incumbent else preset("defaults")
-    learner = build_learner("pipetune", Box(tuned_names(policy, "paper"), policy), start, topology="paper")
+    learner = build_learner("pipetune", TunedCube(tuned_names(policy, "paper"), policy), start, topology="paper")
     twin = TwinPipeline(start, workload("steady", 300.0, (windows + 5) * 2 * WINDOW_S, seed=0), CAL)
     daemon = Daemon(twin, learner, policy, window_s=WINDOW_S, store=store)
     daemon.resume()
@@ -86,8 +86,8 @@ def test_a_pin_and_a_bound_hold_across_50_learner_steps(client: TestClient, stor
     decisions = [daemon.step() for _ in range(50)]
     assert sum(d.action == "explore" for d in decisions) >= 10  # the learner did move things
     for d in decisions[1:]:  # the first window still ran the start config: the pin applies from its decision on
-        assert policy.allows(Config(d.config)), (d.window, d.action, d.config)
-    assert policy.allows(daemon.pipeline.current())
+        assert policy.enforce(Config(d.config)) == Config(d.config), (d.window, d.action, d.config)
+    assert policy.enforce(daemon.pipeline.current()) == daemon.pipeline.current()
 
 
 def test_frozen_mode_changes_nothing(client: TestClient, store: StateStore) -> None:

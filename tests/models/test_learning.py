@@ -1,36 +1,36 @@
-"""The unit box every strategy searches, and the policy it honours."""
+"""The unit cube every strategy searches, and the policy it honours."""
 
 import math
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from models.learning import Box, tuned_names
+from models.learning import TunedCube, tuned_names
 from models.policy import Policy
 from models.space import PIPELINE_SPACE, ParamError
 
 
 def test_encode_decode_round_trips_and_warps_wide_ranges():
-    box = Box(tuned_names(Policy(), "paper"), Policy())
+    cube = TunedCube(tuned_names(Policy(), "paper"), Policy())
     defaults = PIPELINE_SPACE.defaults()
-    back = box.decode(box.encode(defaults), base=defaults)
-    for name in box.names:
+    back = cube.decode(cube.encode(defaults), base=defaults)
+    for name in cube.names:
         assert float(back[name]) == pytest.approx(float(defaults[name]), rel=1e-3, abs=1e-6)
     # flush.timeout spans 0..60 s: 10 ms and 100 ms sit as far apart as 1 s and 10 s (log warp, 0 reachable)
-    i = box.names.index("filebeat.queue.mem.flush.timeout")
-    at = lambda v: box.encode(PIPELINE_SPACE.config({"filebeat.queue.mem.flush.timeout": v}))[i]
+    i = cube.names.index("filebeat.queue.mem.flush.timeout")
+    at = lambda v: cube.encode(PIPELINE_SPACE.config({"filebeat.queue.mem.flush.timeout": v}))[i]
     assert at(0.1) - at(0.01) == pytest.approx(at(10.0) - at(1.0), rel=0.1)
     assert at(0.0) == 0.0
 
 
 def test_policy_bounds_shrink_the_box_and_pins_leave_it():
     policy = Policy(bounds={"filebeat.backoff": (0.01, 0.1)}, pins={"logstash.pipeline.batch.size": 64})
-    box = Box(tuned_names(policy, "paper"), policy)
-    assert "logstash.pipeline.batch.size" not in box.names
-    corner = box.decode([0.0] * box.dims, base=PIPELINE_SPACE.defaults())
+    cube = TunedCube(tuned_names(policy, "paper"), policy)
+    assert "logstash.pipeline.batch.size" not in cube.names
+    corner = cube.decode([0.0] * cube.dims, base=PIPELINE_SPACE.defaults())
     assert corner["filebeat.backoff"] == pytest.approx(0.01)
     assert corner["logstash.pipeline.batch.size"] == 64
-    top = box.decode([1.0] * box.dims, base=PIPELINE_SPACE.defaults())
+    top = cube.decode([1.0] * cube.dims, base=PIPELINE_SPACE.defaults())
     assert top["filebeat.backoff"] == pytest.approx(0.1)
 
 
@@ -54,17 +54,17 @@ def test_policy_check_names_the_field_and_the_allowed_range(policy, field):
 def test_decoded_configs_always_honour_bounds_and_pins(u, a, b, pin):
     low, high = sorted((a, b))
     policy = Policy(bounds={"filebeat.max_backoff": (low, high)}, pins={"logstash.pipeline.batch.size": pin})
-    box = Box(tuned_names(Policy(), "paper"), policy)
-    config = box.decode(u[: box.dims], base=PIPELINE_SPACE.defaults())
-    assert policy.allows(config)
-    assert all(math.isfinite(float(config[n])) for n in box.names)
+    cube = TunedCube(tuned_names(Policy(), "paper"), policy)
+    config = cube.decode(u[: cube.dims], base=PIPELINE_SPACE.defaults())
+    assert policy.enforce(config) == config
+    assert all(math.isfinite(float(config[n])) for n in cube.names)
 
 
 def test_the_box_never_decodes_a_queue_filebeat_refuses():
     policy = Policy(tuned=["filebeat.queue.mem.flush.min_events", "filebeat.queue.mem.events"])
-    box = Box(tuned_names(policy, "paper"), policy)
-    i, j = box.names.index("filebeat.queue.mem.flush.min_events"), box.names.index("filebeat.queue.mem.events")
-    u = [0.5] * box.dims
+    cube = TunedCube(tuned_names(policy, "paper"), policy)
+    i, j = cube.names.index("filebeat.queue.mem.flush.min_events"), cube.names.index("filebeat.queue.mem.events")
+    u = [0.5] * cube.dims
     u[i], u[j] = 1.0, 0.0  # the largest flush batch in the smallest queue
-    config = box.decode(u, base=PIPELINE_SPACE.defaults())
+    config = cube.decode(u, base=PIPELINE_SPACE.defaults())
     assert config["filebeat.queue.mem.flush.min_events"] <= config["filebeat.queue.mem.events"]
