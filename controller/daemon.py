@@ -4,7 +4,8 @@ Level-triggered, as a Kubernetes controller is: each step compares the config th
 the one it should run, acts only when they differ, and writes down why. The window's `Verdict` comes
 first: a window whose output falls behind its input, whose backlog grows, or whose P95 crosses the
 ceiling sends the pipeline back to the incumbent at once, and the learner is told the verdict, so it
-marks that region unsafe. The daemon's incumbent is the one incumbent: the learner searches around it. When the offered load changes clearly, the incumbent is measured again
+marks that region unsafe. The daemon's incumbent is the one incumbent: the learner searches around
+it (`Context.incumbent`). When the offered load changes clearly, the incumbent is measured again
 before its old figure is trusted. Modes: `auto` applies, `advise` only recommends, `frozen` holds.
 While the pipeline cannot be observed or reached (`PipelineUnavailable`), the daemon holds as in
 `frozen` on its own, and picks up again with the first window it can read.
@@ -213,7 +214,7 @@ class Daemon:
     def _decide(self, config: Config, context: Context, verdict: Verdict) -> Choice:
         inc = self.incumbent
         override = self._active_override()
-        stop = Action.PAUSED if self.paused else Action.FROZEN if self.policy.mode == "frozen" else None
+        person_hold = Action.PAUSED if self.paused else Action.FROZEN if self.policy.mode == "frozen" else None
         if not verdict.ok:
             breached = "; ".join(verdict.messages)
             if override is not None and PIPELINE_SPACE.config(override.params, base=config) == config:
@@ -221,8 +222,9 @@ class Daemon:
                 if self.store:
                     self.store.append_audit({"actor": "daemon", "action": "override_rolled_back", "id": override.id,
                                              "why": verdict.messages})
-            elif stop is not None:  # people hold the config: a breach is reported, not acted on
-                return Choice(config, stop, f"{stop} by a person: breach recorded, config held: {breached}")
+            elif person_hold is not None:  # people hold the config: a breach is reported, not acted on
+                return Choice(config, person_hold,
+                              f"{person_hold} by a person: breach recorded, config held: {breached}")
             # the incumbent may predate a pin: roll back to it as today's policy allows
             if inc is not None and self.policy.enforce(inc.config) != config:
                 return Choice(self.policy.enforce(inc.config), Action.ROLLBACK, f"guardrail: {breached}")
@@ -232,8 +234,8 @@ class Daemon:
             target = PIPELINE_SPACE.config(override.params, base=self.policy.enforce(config))
             return Choice(target, Action.OVERRIDE,
                           f"override {override.id} ({override.reason}), {override.remaining_s():.0f}s left")
-        if stop is not None:
-            return Choice(config, stop, f"{stop} by a person: the config is held")
+        if person_hold is not None:
+            return Choice(config, person_hold, f"{person_hold} by a person: the config is held")
         if inc is not None and inc.config != config and self._load_moved(inc, context.offered_eps):
             return Choice(self.policy.enforce(inc.config), Action.REMEASURE, (
                 f"offered load moved {inc.offered_eps:.0f} → {context.offered_eps:.0f} ev/s: re-measure the incumbent"

@@ -102,3 +102,17 @@ def test_a_new_policy_takes_effect_at_the_next_suggestion():
         assert narrowed.enforce(config) == config
         observation = problem(config)
         learner.tell(config, CTX, observation, judge(observation, narrowed))
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_the_trust_region_is_centred_on_the_daemons_incumbent(seed):
+    cube = TunedCube(NAMES, Policy())
+    start = cube.decode(np.full(3, 0.95), base=PIPELINE_SPACE.defaults())
+    learner = SafeBayesLearner(cube, start, seed=seed)
+    _run(learner, Synthetic(cube), 6)
+    # the daemon's incumbent, farther from where the learner measured than half its trust region
+    incumbent = cube.decode(np.full(3, 0.5), base=PIPELINE_SPACE.defaults())
+    assert learner.length / 2 < 0.45
+    suggestion = learner.suggest(Context(CTX.offered_eps, incumbent))
+    reach = np.abs(cube.encode(suggestion.config) - cube.encode(incumbent))
+    assert np.all(reach <= learner.length / 2 + 1e-3), (reach, learner.length, suggestion.reason)

@@ -7,7 +7,7 @@ from hypothesis import given, settings, strategies as st
 
 from models.learning import TunedCube, tuned_names
 from models.policy import Policy
-from models.space import PIPELINE_SPACE, ParamError
+from models.space import PIPELINE_SPACE, ChangeCost, ParamError
 
 
 def test_encode_decode_round_trips_and_warps_wide_ranges():
@@ -68,3 +68,26 @@ def test_the_box_never_decodes_a_queue_filebeat_refuses():
     u[i], u[j] = 1.0, 0.0  # the largest flush batch in the smallest queue
     config = cube.decode(u, base=PIPELINE_SPACE.defaults())
     assert config["filebeat.queue.mem.flush.min_events"] <= config["filebeat.queue.mem.events"]
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.floats(0, 1, allow_nan=False), min_size=4, max_size=4))
+def test_decoded_values_are_on_the_resolution_each_component_accepts(u):
+    # logstash.yml takes whole milliseconds of batch delay; the Java producer's linger.ms and the consumer's
+    # fetch.max.wait.ms are ints; librdkafka's linger.ms is a double, so fractions stay.
+    whole_ms = ("logstash.pipeline.batch.delay", "logstash.output.kafka.linger_ms", "kafka.consumer.fetch.max.wait.ms")
+    policy = Policy(tuned=[*whole_ms, "kafka.producer.linger.ms"], bounds={"logstash.pipeline.batch.delay": (0.5, 7.5)})
+    cube = TunedCube(tuned_names(policy, "paper"), policy)
+    config = cube.decode(u, base=PIPELINE_SPACE.defaults())
+    assert all(float(config[n]).is_integer() for n in whole_ms), dict(config)
+    assert 1.0 <= config["logstash.pipeline.batch.delay"] <= 7.0  # whole ms within the bounds
+    fractional = cube.decode([0.5] * cube.dims, base=PIPELINE_SPACE.defaults())["kafka.producer.linger.ms"]
+    assert not float(fractional).is_integer()
+
+
+def test_a_change_costs_what_its_dearest_parameter_costs():
+    assert ChangeCost.dearest([ChangeCost.LIVE, ChangeCost.RESTART, ChangeCost.RELOAD]) is ChangeCost.RESTART
+    assert ChangeCost.dearest([ChangeCost.RELOAD, ChangeCost.LIVE]) is ChangeCost.RELOAD
+    assert ChangeCost.dearest([]) is ChangeCost.LIVE
+    policy = Policy(tuned=["filebeat.backoff", "logstash.pipeline.batch.size", "filebeat.output.bulk_max_size"])
+    assert TunedCube(tuned_names(policy, "paper"), policy).restart_mask().tolist() == [False, False, True]
