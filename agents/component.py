@@ -16,8 +16,6 @@ from typing import Mapping
 from agents.adapter import Adapter, ConfigStore, Runtime, ValidationFailed, Version, write_files
 from models.space import ChangeCost, Config, ParamError, SearchSpace, Value
 
-_COST_ORDER = (ChangeCost.LIVE, ChangeCost.RELOAD, ChangeCost.RESTART)
-
 
 class ChangeRefused(Exception):
     """A request the agent will not carry out; `status` is the HTTP status that says why."""
@@ -193,8 +191,7 @@ class ManagedComponent:
             raise ChangeRefused(422, err.args[0], field=unknown, allowed=f"a parameter of {self.name}") from None
 
     def _cost(self, old: Mapping[str, Value], new: Mapping[str, Value]) -> ChangeCost:
-        costs = [self.space[k].cost for k in new if old.get(k) != new[k]]
-        return max(costs, key=_COST_ORDER.index, default=ChangeCost.LIVE)
+        return ChangeCost.dearest(self.space[k].cost for k in new if old.get(k) != new[k])
 
     def _check(self, record: Version) -> None:
         """Render into a staging directory and let the component's own check judge it."""

@@ -293,9 +293,7 @@ def _plain_tuples(schema: Any) -> Any:
 
 
 def _override_out(override: Override, vetoed: bool) -> dict:
-    return {"id": override.id, "params": override.params, "reason": override.reason,
-            "created_at": override.created_at, "expires_at": override.expires_at,
-            "remaining_s": override.remaining_s(), "override_bounds": override.override_bounds, "vetoed": vetoed}
+    return override.report(vetoed).model_dump()
 
 
 def _decision_out(seq: int, decision: dict) -> DecisionOut:

@@ -1,7 +1,8 @@
 """Request and response bodies of the REST API, with the examples its OpenAPI schema shows.
 
 The policy body is `models.policy.Policy` itself; `PolicyPatch` is the same fields, each optional
-(a PATCH replaces the top-level fields it names and keeps the rest).
+(a PATCH replaces the top-level fields it names and keeps the rest). Decisions, the status and
+overrides are the daemon's own documents (`controller.state`), with the API's few additions.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, create_model
 from pydantic.fields import FieldInfo
 
+from controller.state import Decision, OverrideReport, Status
 from models.policy import Mode, Policy
 from models.space import PIPELINE_SPACE, Value
 
@@ -68,22 +70,13 @@ class OverrideRequest(BaseModel):
     override_bounds: bool = Field(False, description="allow values outside the policy's bounds and pins (audited)")
 
 
-class OverrideOut(BaseModel):
+class OverrideOut(OverrideReport):
     """An active override and how long it has left."""
 
     model_config = ConfigDict(json_schema_extra={"examples": [
         {"id": "3f2a9c1b7d4e", "params": {"filebeat.output.bulk_max_size": 256}, "reason": "incident 4711",
          "created_at": 1767000000.0, "expires_at": 1767000600.0, "remaining_s": 598.2, "override_bounds": False,
          "vetoed": False}]})
-
-    id: str
-    params: dict[str, Value]
-    reason: str
-    created_at: float
-    expires_at: float
-    remaining_s: float
-    override_bounds: bool
-    vetoed: bool = Field(description="a guardrail rolled it back; the daemon no longer applies it")
 
 
 class DeletedOut(BaseModel):
@@ -98,31 +91,21 @@ class HealthOut(BaseModel):
     status: Literal["ok"] = "ok"
 
 
-class DecisionOut(BaseModel):
+DECISION_EXAMPLE = {
+    "window": 12, "t_s": 390.0, "action": "explore", "reason": "expected improvement 0.12 s, feasible with 97 %",
+    "config": {"filebeat.output.bulk_max_size": 2048}, "change": {"filebeat.output.bulk_max_size": [2048, 512]},
+    "predicted": {"p95_s": 0.41}, "observed": {"p95_s": 0.52, "throughput_ratio": 1.0}, "guardrail": [],
+    "recommendation": {}, "incumbent_p95_s": 0.5, "pause_s": 2.0}
+
+
+class DecisionOut(Decision):
     """One decision of the daemon: the window's config and measurement, what it did and why."""
 
     model_config = ConfigDict(extra="allow", json_schema_extra={"examples": [
-        {"seq": 12, "window": 12, "t_s": 390.0, "wall_time": 1767000000.0, "action": "explore",
-         "reason": "expected improvement 0.12 s, feasible with 97 %",
-         "config": {"filebeat.output.bulk_max_size": 2048}, "change": {"filebeat.output.bulk_max_size": [2048, 512]},
-         "predicted": {"p95_s": 0.41}, "observed": {"p95_s": 0.52, "throughput_ratio": 1.0},
-         "guardrail": [], "recommendation": {}, "incumbent_p95_s": 0.5, "pause_s": 2.0}]})
+        {"seq": 12, "wall_time": 1767000000.0, **DECISION_EXAMPLE}]})
 
     seq: int = Field(description="position in the decision log; pass it as `before` to page back")
-    window: int
-    t_s: float = Field(description="pipeline time at the end of the window, s")
     wall_time: float | None = None
-    action: str = Field(description="explore | hold | rollback | remeasure | override | advise | frozen | paused")
-    reason: str
-    config: dict[str, Value] = Field(description="the config the window ran")
-    change: dict[str, list[Value]] = Field(description="parameter -> [from, to] applied after the window")
-    predicted: dict = Field(description="what the learner expected of the change")
-    observed: dict[str, float | None] = Field(description="what the window measured")
-    guardrail: list[str] = Field(description="guardrails the window breached")
-    recommendation: dict[str, list[Value]] = Field(default_factory=dict,
-                                                   description="advise mode: parameter -> [from, to]")
-    incumbent_p95_s: float | None = None
-    pause_s: float = 0.0
 
 
 class DecisionPage(BaseModel):
@@ -139,29 +122,17 @@ class RecommendationsOut(BaseModel):
     items: list[DecisionOut]
 
 
-class StatusOut(BaseModel):
+class StatusOut(Status):
     """The daemon's last report (null fields until it has run a window) with the current steering."""
 
     model_config = ConfigDict(extra="allow", json_schema_extra={"examples": [{
         "pipeline": "pipeline", "mode": "auto", "paused": False, "window": 12, "t_s": 390.0, "updated_at": 1767000000.0,
         "current_config": {"filebeat.output.bulk_max_size": 512},
         "incumbent": {"config": {"filebeat.output.bulk_max_size": 512}, "p95_s": 0.48, "offered_eps": 300.0},
-        "last_decision": {"window": 11, "action": "hold", "reason": "minimum dwell of 2 windows",
-                          "observed": {"p95_s": 0.5, "throughput_ratio": 1.0, "offered_eps": 300.0}},
+        "last_decision": DECISION_EXAMPLE,
         "guardrail": {"last_breaches": [], "rollbacks": 1, "violation_s": 30.0},
         "learner": {"observations": 13, "last_reason": "minimum dwell of 2 windows"},
         "overrides": [], "policy": POLICY_EXAMPLE}]})
 
-    pipeline: str | None = Field(None, examples=["pipeline"])
-    mode: Mode
-    paused: bool
-    window: int | None = None
-    t_s: float | None = None
-    updated_at: float | None = Field(None, description="wall time of the daemon's last report")
-    current_config: dict[str, Value] | None = None
-    incumbent: dict | None = Field(None, description="best safe config, its P95 and the load it met")
-    last_decision: dict | None = Field(None, description="the last decision, with the window's observation")
-    guardrail: dict | None = None
-    learner: dict | None = None
     overrides: list[OverrideOut]
     policy: Policy

@@ -30,11 +30,12 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from controller.guardrails import output_behind
 from controller.state import StateStore
 from controller.telemetry import PrometheusTelemetry
+from models.policy import Policy
 from models.presets import preset
 from models.space import PIPELINE_SPACE, Config
+from models.verdict import judge
 from replay.profiles import Profile, WorkloadSpec, build_schedule
 from testbed import agent, bed, processes
 from testbed.harness import replay_and_observe
@@ -88,7 +89,7 @@ def behind_windows(spec: PipelineSpec, start: float, end: float, window_s: float
     while t + window_s <= end:
         o = telemetry.window(t, t + window_s)
         rows.append({"t_s": t - start, "out_in": o.throughput_ratio, "p95_s": o.p95_s,
-                     "behind": output_behind(o, MIN_THROUGHPUT_RATIO) is not None})
+                     "behind": not judge(o, Policy(min_throughput_ratio=MIN_THROUGHPUT_RATIO)).ok})
         t += window_s
     return rows
 

@@ -28,7 +28,7 @@ from controller.fresh_windows import measure_fresh
 from controller.pipelines import TwinPipeline
 from controller.ray_learner import start_ray
 from controller.tuning_run import LearnerSetup, tuning_daemon, tuning_learner, twin_pipeline
-from models.learning import Box, Context, tuned_names
+from models.learning import Context, Suggestion, TunedCube, tuned_names
 from models.observation import Observation
 from models.policy import Policy
 from models.presets import preset
@@ -36,6 +36,7 @@ from models.screen import TwinScreen
 from models.space import Config
 from models.strategies import STRATEGIES, build_learner
 from models.twin import Calibration, load
+from models.verdict import Verdict, judge
 from replay.profiles import Profile, WorkloadSpec, build_schedule
 
 console = Console(width=150)
@@ -48,20 +49,17 @@ class TimedLearner:
         self.learner = learner
         self.suggest_s: list[float] = []
 
-    def suggest(self, context: Context) -> Config:
+    def suggest(self, context: Context) -> Suggestion:
         started = time.perf_counter()
-        config = self.learner.suggest(context)
+        suggestion = self.learner.suggest(context)
         self.suggest_s.append(time.perf_counter() - started)
-        return config
+        return suggestion
 
-    def tell(self, config: Config, context: Context, observation: Observation) -> None:
-        self.learner.tell(config, context, observation)
+    def tell(self, config: Config, context: Context, observation: Observation, verdict: Verdict) -> None:
+        self.learner.tell(config, context, observation, verdict)
 
     def update_policy(self, policy: Policy) -> None:
         self.learner.update_policy(policy)
-
-    def explain(self) -> tuple[str, dict]:
-        return getattr(self.learner, "last_reason", ""), getattr(self.learner, "last_prediction", {})
 
 
 def noise_free(calibration: Calibration) -> Calibration:
@@ -100,23 +98,24 @@ def _fresh(config: Config, calibration: Calibration, rate_eps: float, window_s: 
     return m.p95_s, m.throughput_ratio
 
 
-def oracle(box: Box, calibration: Calibration, rate_eps: float, window_s: float, samples: int, seed: int) -> float:
+def oracle(cube: TunedCube, calibration: Calibration, rate_eps: float, window_s: float, samples: int,
+           seed: int) -> float:
     """Best feasible P95 found by random search plus a local refinement around the best, on Ray."""
     rng = np.random.default_rng(seed)
     cal = noise_free(calibration)
-    start = box.encode(preset("defaults"))
-    points = [start] + [rng.uniform(size=box.dims) for _ in range(samples)]
+    start = cube.encode(preset("defaults"))
+    points = [start] + [rng.uniform(size=cube.dims) for _ in range(samples)]
 
     def evaluate(us: list[np.ndarray]) -> list[tuple[float, float]]:
-        return ray.get([_fresh.remote(box.decode(u, preset("defaults")), cal, rate_eps, window_s) for u in us])
+        return ray.get([_fresh.remote(cube.decode(u, preset("defaults")), cal, rate_eps, window_s) for u in us])
 
     results = evaluate(points)
-    best = min((p for p, r in results if r >= box.policy.min_throughput_ratio), default=float("inf"))
+    best = min((p for p, r in results if r >= cube.policy.min_throughput_ratio), default=float("inf"))
     best_u = points[[p for p, _ in results].index(best)] if np.isfinite(best) else start
     for scale in (0.1, 0.03):
-        local = [np.clip(best_u + rng.normal(0, scale, box.dims), 0, 1) for _ in range(samples // 4)]
+        local = [np.clip(best_u + rng.normal(0, scale, cube.dims), 0, 1) for _ in range(samples // 4)]
         for u, (p, r) in zip(local, evaluate(local)):
-            if r >= box.policy.min_throughput_ratio and p < best:
+            if r >= cube.policy.min_throughput_ratio and p < best:
                 best, best_u = p, u
     return best
 
@@ -208,27 +207,29 @@ def learner_latency(calibration: Calibration, observations: int = 200, repeats: 
     on (its six simulations run one after another here; the daemon fans them out on Ray).
     """
     policy = Policy()
-    box = Box(tuned_names(policy, calibration.topology), policy)
-    learner = build_learner("pipetune", box, preset("defaults"), topology=calibration.topology, seed=0,
+    cube = TunedCube(tuned_names(policy, calibration.topology), policy)
+    learner = build_learner("pipetune", cube, preset("defaults"), topology=calibration.topology, seed=0,
                             screen=TwinScreen(calibration))
     rng = np.random.default_rng(0)
-    center = box.encode(preset("defaults"))
-    context = Context(300.0)
+    center = cube.encode(preset("defaults"))
+    context = Context(300.0, preset("defaults"))
     for _ in range(observations):
-        config = box.decode(np.clip(center + rng.normal(0, 0.2, box.dims), 0, 1), preset("defaults"))
+        config = cube.decode(np.clip(center + rng.normal(0, 0.2, cube.dims), 0, 1), preset("defaults"))
         pipeline = TwinPipeline(config, _steady_300(), calibration, seed=0)
         pipeline.observe(20.0)
-        learner.tell(config, context, pipeline.observe(20.0))
+        observation = pipeline.observe(20.0)
+        learner.tell(config, context, observation, judge(observation, policy))
     suggest, tell = [], []
     for _ in range(repeats):
         started = time.perf_counter()
-        config = learner.suggest(context)
+        config = learner.suggest(context).config
         suggest.append(time.perf_counter() - started)
         pipeline = TwinPipeline(config, _steady_300(), calibration, seed=0)
         pipeline.observe(20.0)
         observation = pipeline.observe(20.0)
+        verdict = judge(observation, policy)
         started = time.perf_counter()
-        learner.tell(config, context, observation)
+        learner.tell(config, context, observation, verdict)
         tell.append(time.perf_counter() - started)
     return {"observations": observations, "suggest_s_median": float(np.median(suggest)),
             "tell_s_median": float(np.median(tell))}
@@ -269,13 +270,13 @@ def main() -> None:
     results: dict = {"learner_latency": latency}
     for cal_name in args.calibrations.split(","):
         cal = load(cal_name)
-        box = Box(tuned_names(Policy(), cal.topology), Policy())
+        cube = TunedCube(tuned_names(Policy(), cal.topology), Policy())
         for wl in args.workloads.split(","):
             rate = 0.8 * capacity_eps(cal, args.window) if wl == "near-capacity" else args.rate
             profile = "burst" if wl == "burst" else "steady"
             case = f"{cal_name} / {wl} ({rate:.0f} ev/s)"
             console.print(f"[bold]{case}[/]: oracle search ({args.oracle_samples} + local) ...")
-            best = oracle(box, cal, rate, args.window, args.oracle_samples, seed=0)
+            best = oracle(cube, cal, rate, args.window, args.oracle_samples, seed=0)
             pending = [run_one.remote(s, cal, profile, rate, args.windows, args.window, seed, args.screen)
                        for s in strategies for seed in range(args.seeds)]
             runs = []

@@ -9,7 +9,7 @@ from rich.live import Live
 from rich.table import Table
 
 from cli.tables import Column, plain_line, print_rows, render_table
-from controller.daemon import Decision
+from controller.state import Decision
 
 SHOWN_ROWS = 14  # the live table's last windows; more would scroll off a laptop's terminal
 

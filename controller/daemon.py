@@ -1,10 +1,11 @@
-"""The autotune loop: observe a window → guardrails → decide → apply → settle → record.
+"""The autotune loop: observe a window → judge it → decide → apply → settle → record.
 
 Level-triggered, as a Kubernetes controller is: each step compares the config the pipeline runs with
-the one it should run, acts only when they differ, and writes down why. Guardrails come first: a
-window whose output falls behind its input, whose backlog grows, or whose P95 crosses the ceiling
-sends the pipeline back to the incumbent at once, and the learner is told the window failed, so it
-marks that region unsafe. When the offered load changes clearly, the incumbent is measured again
+the one it should run, acts only when they differ, and writes down why. The window's `Verdict` comes
+first: a window whose output falls behind its input, whose backlog grows, or whose P95 crosses the
+ceiling sends the pipeline back to the incumbent at once, and the learner is told the verdict, so it
+marks that region unsafe. The daemon's incumbent is the one incumbent: the learner searches around
+it (`Context.incumbent`). When the offered load changes clearly, the incumbent is measured again
 before its old figure is trusted. Modes: `auto` applies, `advise` only recommends, `frozen` holds.
 While the pipeline cannot be observed or reached (`PipelineUnavailable`), the daemon holds as in
 `frozen` on its own, and picks up again with the first window it can read.
@@ -19,13 +20,14 @@ from typing import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from controller.guardrails import breaches
 from controller.pipelines import Pipeline, PipelineUnavailable
-from controller.state import Incumbent, Override, StateStore
+from controller.state import (Action, Decision, GuardrailReport, Incumbent, LearnerReport, Override, StateStore,
+                              Status)
 from models.learning import Context, Learner
 from models.observation import Observation
 from models.policy import Policy
 from models.space import PIPELINE_SPACE, ChangeCost, Config
+from models.verdict import Verdict, judge
 
 LOAD_SHIFT = 0.25  # a change of offered load beyond this fraction re-measures the incumbent
 
@@ -49,22 +51,14 @@ class DaemonMetrics:
                                          "Seconds of windows that breached a guardrail", registry=self.registry)
 
 
-@dataclass
-class Decision:
-    """One step of the loop, as the decision log records it."""
+@dataclass(frozen=True)
+class Choice:
+    """What `Daemon._decide` settles on: the config to run next, the action that names it, and why."""
 
-    window: int
-    t_s: float
-    config: dict
-    observed: dict
-    action: str  # explore | hold | rollback | remeasure | override | advise | frozen | paused
+    target: Config
+    action: Action
     reason: str
-    change: dict = field(default_factory=dict)  # name -> [from, to] of what was applied after the window
-    recommendation: dict = field(default_factory=dict)  # advise mode: name -> [from, to] it would apply
-    predicted: dict = field(default_factory=dict)
-    guardrail: list[str] = field(default_factory=list)
-    incumbent_p95_s: float | None = None
-    pause_s: float = 0.0
+    predicted: dict[str, float] = field(default_factory=dict)
 
 
 def _summary(observation: Observation) -> dict:
@@ -80,15 +74,14 @@ def _unobserved(duration_s: float) -> dict:
 
 
 def _restarts(old: Config, new: Config) -> bool:
-    return any(PIPELINE_SPACE[name].cost is ChangeCost.RESTART for name in old.diff(new))
+    return ChangeCost.dearest(PIPELINE_SPACE[name].cost for name in old.diff(new)) is ChangeCost.RESTART
 
 
 class Daemon:
     """Drives one pipeline with one learner under one policy."""
 
     def __init__(self, pipeline: Pipeline, learner: Learner, policy: Policy, *, window_s: float,
-                 store: StateStore | None = None, metrics: DaemonMetrics | None = None,
-                 explain: Callable[[], tuple[str, dict]] | None = None, name: str = "pipeline") -> None:
+                 store: StateStore | None = None, metrics: DaemonMetrics | None = None, name: str = "pipeline") -> None:
         self.name = name
         self.pipeline = pipeline
         self.learner = learner
@@ -96,13 +89,13 @@ class Daemon:
         self.window_s = window_s
         self.store = store
         self.metrics = metrics or DaemonMetrics()
-        self.explain = explain or (lambda: ("learner's suggestion", {}))
         self.incumbent: Incumbent | None = store.load_incumbent() if store else None
         self.window = len(store.decisions()) if store else 0
         self.previous: Observation | None = None
         self.t_s = 0.0
         self.rollbacks = 0
         self.violation_s = 0.0
+        self.told = 0  # observations the learner holds, resumed ones included
         self._dwell = 0
         self._restart_times: list[float] = []
         self._vetoed: set[str] = store.vetoed_overrides() if store else set()  # rolled back: not re-applied
@@ -111,13 +104,24 @@ class Daemon:
             store.save_policy(policy)
 
     def resume(self) -> int:
-        """Tell the learner every observation in the state directory; returns how many."""
+        """Tell the learner every observation in the state directory with its stored verdict; returns how many.
+
+        A window stored before verdicts were is judged again under today's policy, the stored window
+        before it serving for the backlog trend.
+        """
         if not self.store:
             return 0
         history = self.store.observations()
-        for config, offered_eps, observation in history:
-            self.learner.tell(config, Context(offered_eps), observation)
+        previous: Observation | None = None
+        for config, offered_eps, observation, verdict in history:
+            self._tell(config, Context(offered_eps), observation,
+                       verdict if verdict is not None else judge(observation, self.policy, previous))
+            previous = observation
         return len(history)
+
+    def _tell(self, config: Config, context: Context, observation: Observation, verdict: Verdict) -> None:
+        self.learner.tell(config, context, observation, verdict)
+        self.told += 1
 
     def warm_up(self) -> None:
         """Let a freshly started pipeline fill its buffers; that window measures the start, not the config."""
@@ -150,25 +154,26 @@ class Daemon:
             config = self.pipeline.current()
         except PipelineUnavailable as err:
             return self._finish(self._unavailable(err))
-        context = Context(observation.offered_eps)
-        found = breaches(observation, self.policy, self.previous)
+        verdict = judge(observation, self.policy, self.previous)
         self.previous = observation
         if observation.events_in > 0:  # a window without load says nothing about the config
-            self.learner.tell(config, context, observation)
+            self._tell(config, Context(observation.offered_eps), observation, verdict)
             if self.store:
-                self.store.append_observation(config, context.offered_eps, observation)
-        if found:
+                self.store.append_observation(config, observation.offered_eps, observation, verdict)
+        if verdict.ok:
+            self._update_incumbent(config, observation)
+        else:
             self.violation_s += observation.duration_s
             self.metrics.violation_seconds.inc(observation.duration_s)
-        else:
-            self._update_incumbent(config, observation)
-        target, action, reason, predicted = self._decide(config, context, observation, found)
-        recommendation = {}
-        if action == "advise":  # advise names the learner's config as its target but never applies it
+        context = Context(observation.offered_eps, self.incumbent.config if self.incumbent else None)
+        choice = self._decide(config, context, verdict)
+        target, recommendation = choice.target, {}
+        if choice.action is Action.ADVISE:  # advise names the learner's config as its target but never applies it
             recommendation = {k: [a, b] for k, (a, b) in config.diff(target).items()}
             target = config
-        decision = Decision(self.window, self.t_s, dict(config), _summary(observation), action, reason,
-                            recommendation=recommendation, predicted=predicted, guardrail=found,
+        decision = Decision(window=self.window, t_s=self.t_s, config=dict(config), observed=_summary(observation),
+                            action=choice.action, reason=choice.reason, recommendation=recommendation,
+                            predicted=choice.predicted, guardrail=verdict.messages,
                             incumbent_p95_s=self.incumbent.p95_s if self.incumbent else None)
         if target != config:
             try:
@@ -185,9 +190,9 @@ class Daemon:
         window's, when the pipeline went away while it was being changed."""
         self.previous = None  # the trend guardrail must not compare windows across the gap
         if decision is None:
-            return Decision(self.window, self.t_s, {}, _unobserved(self.window_s), "frozen",
-                            f"pipeline unavailable ({err}): holding, nothing changed")
-        decision.action = "frozen"
+            return Decision(window=self.window, t_s=self.t_s, config={}, observed=_unobserved(self.window_s),
+                            action=Action.FROZEN, reason=f"pipeline unavailable ({err}): holding, nothing changed")
+        decision.action = Action.FROZEN
         decision.reason = (f"pipeline unavailable while changing it ({err}): holding; "
                            "what is in force is read again when it answers")
         return decision
@@ -206,45 +211,47 @@ class Daemon:
             if self.store:
                 self.store.save_incumbent(self.incumbent)
 
-    def _decide(self, config: Config, context: Context, observation: Observation, found: list[str]
-                ) -> tuple[Config, str, str, dict]:
+    def _decide(self, config: Config, context: Context, verdict: Verdict) -> Choice:
         inc = self.incumbent
         override = self._active_override()
-        held = "paused" if self.paused else "frozen" if self.policy.mode == "frozen" else ""
-        if found:
+        person_hold = Action.PAUSED if self.paused else Action.FROZEN if self.policy.mode == "frozen" else None
+        if not verdict.ok:
+            breached = "; ".join(verdict.messages)
             if override is not None and PIPELINE_SPACE.config(override.params, base=config) == config:
                 self._vetoed.add(override.id)
                 if self.store:
                     self.store.append_audit({"actor": "daemon", "action": "override_rolled_back", "id": override.id,
-                                             "why": found})
-            elif held:  # people hold the config: a breach is reported, not acted on
-                return config, held, f"{held} by a person: breach recorded, config held: " + "; ".join(found), {}
+                                             "why": verdict.messages})
+            elif person_hold is not None:  # people hold the config: a breach is reported, not acted on
+                return Choice(config, person_hold,
+                              f"{person_hold} by a person: breach recorded, config held: {breached}")
             # the incumbent may predate a pin: roll back to it as today's policy allows
             if inc is not None and self.policy.enforce(inc.config) != config:
-                return self.policy.enforce(inc.config), "rollback", "guardrail: " + "; ".join(found), {}
-            return config, "hold", "guardrail on the incumbent itself, nothing safer known: " + "; ".join(found), {}
+                return Choice(self.policy.enforce(inc.config), Action.ROLLBACK, f"guardrail: {breached}")
+            return Choice(config, Action.HOLD, f"guardrail on the incumbent itself, nothing safer known: {breached}")
         if override is not None:
             # pins hold for what the override does not name; what it names was checked by the API
             target = PIPELINE_SPACE.config(override.params, base=self.policy.enforce(config))
-            return target, "override", (f"override {override.id} ({override.reason}), "
-                                        f"{override.remaining_s():.0f}s left"), {}
-        if held:
-            return config, held, f"{held} by a person: the config is held", {}
+            return Choice(target, Action.OVERRIDE,
+                          f"override {override.id} ({override.reason}), {override.remaining_s():.0f}s left")
+        if person_hold is not None:
+            return Choice(config, person_hold, f"{person_hold} by a person: the config is held")
         if inc is not None and inc.config != config and self._load_moved(inc, context.offered_eps):
-            return self.policy.enforce(inc.config), "remeasure", (
+            return Choice(self.policy.enforce(inc.config), Action.REMEASURE, (
                 f"offered load moved {inc.offered_eps:.0f} → {context.offered_eps:.0f} ev/s: re-measure the incumbent"
-                " before trusting it"), {}
+                " before trusting it"))
         if self._dwell + 1 < self.policy.min_dwell_windows:
-            return config, "hold", f"minimum dwell of {self.policy.min_dwell_windows} windows", {}
-        candidate = self.policy.enforce(self.learner.suggest(context))
-        reason, predicted = self.explain()
+            return Choice(config, Action.HOLD, f"minimum dwell of {self.policy.min_dwell_windows} windows")
+        suggestion = self.learner.suggest(context)
+        candidate = self.policy.enforce(suggestion.config)
         if candidate != config and _restarts(config, candidate) and not self._restart_allowed():
-            return config, "hold", f"restart budget of {self.policy.max_restarts_per_hour}/h spent", predicted
+            return Choice(config, Action.HOLD, f"restart budget of {self.policy.max_restarts_per_hour}/h spent",
+                          suggestion.predicted)
         if self.policy.mode == "advise":
-            return candidate, "advise", "mode advise, recommended: " + reason, predicted
-        if candidate == config:
-            return config, "hold", reason, predicted
-        return candidate, "explore", reason, predicted
+            return Choice(candidate, Action.ADVISE, "mode advise, recommended: " + suggestion.reason,
+                          suggestion.predicted)
+        action = Action.HOLD if candidate == config else Action.EXPLORE
+        return Choice(candidate, action, suggestion.reason, suggestion.predicted)
 
     @staticmethod
     def _load_moved(incumbent: Incumbent, offered_eps: float) -> bool:
@@ -260,12 +267,12 @@ class Daemon:
         report = self.pipeline.apply(target)
         if not report.ok:
             back = self.pipeline.apply(config)
-            decision.action, decision.reason = "rollback", f"apply failed ({report.message}); back: {back.message}"
+            decision.action, decision.reason = Action.ROLLBACK, f"apply failed ({report.message}); back: {back.message}"
             self.rollbacks += 1
             self.metrics.rollbacks.inc()
             return
         self._dwell = 0
-        if decision.action == "rollback":
+        if decision.action is Action.ROLLBACK:
             self.rollbacks += 1
             self.metrics.rollbacks.inc()
         if _restarts(config, target):
@@ -273,7 +280,7 @@ class Daemon:
             self.metrics.restarts.inc()
         # Let it settle: a window spent restarting, refilling or draining a rollback's backlog is not
         # a fair measurement of the new config.
-        settle_s = self.window_s if decision.action == "rollback" or report.pause_s > 0 else 0.0
+        settle_s = self.window_s if decision.action is Action.ROLLBACK or report.pause_s > 0 else 0.0
         if settle_s > 0:
             self.pipeline.observe(settle_s)
             self.t_s += settle_s
@@ -286,31 +293,23 @@ class Daemon:
         if self.incumbent:
             self.metrics.incumbent_p95.set(self.incumbent.p95_s)
         if self.store:
-            self.store.append_decision(dict(vars(decision), wall_time=time.time()))
+            self.store.append_decision(decision)
             self.store.save_status(self.status(decision))
 
-    def status(self, last: Decision | None = None) -> dict:
+    def status(self, last: Decision | None = None) -> Status:
         """What `GET /status` shows: mode, pipeline, incumbent, last window, guardrails, overrides, progress."""
         try:
             current = dict(self.pipeline.current())
         except PipelineUnavailable:
             current = None  # unknown until the pipeline answers again
-        return {
-            "pipeline": self.name,
-            "mode": self.policy.mode,
-            "paused": self.paused,
-            "window": self.window,
-            "t_s": self.t_s,
-            "updated_at": time.time(),
-            "current_config": current,
-            "incumbent": self.incumbent.to_dict() if self.incumbent else None,
-            "last_decision": vars(last) if last else None,
-            "guardrail": {"last_breaches": last.guardrail if last else [], "rollbacks": self.rollbacks,
-                          "violation_s": self.violation_s},
-            "overrides": [vars(o) | {"remaining_s": o.remaining_s(), "vetoed": o.id in self._vetoed}
-                          for o in (self.store.overrides() if self.store else [])],
-            "learner": {"observations": self.window + 1, "last_reason": last.reason if last else ""},
-        }
+        return Status(
+            pipeline=self.name, mode=self.policy.mode, paused=self.paused, window=self.window, t_s=self.t_s,
+            updated_at=time.time(), current_config=current,
+            incumbent=self.incumbent.report() if self.incumbent else None, last_decision=last,
+            guardrail=GuardrailReport(last_breaches=last.guardrail if last else [], rollbacks=self.rollbacks,
+                                      violation_s=self.violation_s),
+            overrides=[o.report(o.id in self._vetoed) for o in (self.store.overrides() if self.store else [])],
+            learner=LearnerReport(observations=self.told, last_reason=last.reason if last else ""))
 
     def run(self, windows: int, on_decision: Callable[[Decision], None] | None = None,
             wall_s_per_window: float = 0.0) -> list[Decision]:

@@ -13,12 +13,13 @@ from typing import Callable, Iterable
 
 import ray
 
-from models.learning import Box, Context
+from models.learning import Context, Suggestion, TunedCube
 from models.observation import Observation
 from models.policy import Policy
 from models.screen import TwinScreen
 from models.space import Config
 from models.strategies import build_learner
+from models.verdict import Verdict
 
 
 def start_ray(address: str | None = None) -> None:
@@ -49,40 +50,33 @@ def ray_map(fn: Callable, chunks: Iterable) -> list:
 class LearnerActor:
     """Holds one learner and its history in its own process."""
 
-    def __init__(self, strategy: str, box: Box, start: Config, topology: str, seed: int,
+    def __init__(self, strategy: str, cube: TunedCube, start: Config, topology: str, seed: int,
                  screen: TwinScreen | None) -> None:
-        self.learner = build_learner(strategy, box, start, topology=topology, seed=seed, screen=screen,
+        self.learner = build_learner(strategy, cube, start, topology=topology, seed=seed, screen=screen,
                                      parallel_map=ray_map)
 
-    def suggest(self, context: Context) -> Config:
+    def suggest(self, context: Context) -> Suggestion:
         return self.learner.suggest(context)
 
-    def tell(self, config: Config, context: Context, observation: Observation) -> None:
-        self.learner.tell(config, context, observation)
+    def tell(self, config: Config, context: Context, observation: Observation, verdict: Verdict) -> None:
+        self.learner.tell(config, context, observation, verdict)
 
     def update_policy(self, policy: Policy) -> None:
         self.learner.update_policy(policy)
-
-    def explain(self) -> tuple[str, dict]:
-        return (getattr(self.learner, "last_reason", "strategy's suggestion"),
-                getattr(self.learner, "last_prediction", {}))
 
 
 class RemoteLearner:
     """The `Learner` interface over a `LearnerActor`."""
 
-    def __init__(self, strategy: str, box: Box, start: Config, topology: str, seed: int = 0,
+    def __init__(self, strategy: str, cube: TunedCube, start: Config, topology: str, seed: int = 0,
                  screen: TwinScreen | None = None) -> None:
-        self.actor = LearnerActor.remote(strategy, box, start, topology, seed, screen)
+        self.actor = LearnerActor.remote(strategy, cube, start, topology, seed, screen)
 
-    def suggest(self, context: Context) -> Config:
+    def suggest(self, context: Context) -> Suggestion:
         return ray.get(self.actor.suggest.remote(context))
 
-    def tell(self, config: Config, context: Context, observation: Observation) -> None:
-        ray.get(self.actor.tell.remote(config, context, observation))
+    def tell(self, config: Config, context: Context, observation: Observation, verdict: Verdict) -> None:
+        ray.get(self.actor.tell.remote(config, context, observation, verdict))
 
     def update_policy(self, policy: Policy) -> None:
         ray.get(self.actor.update_policy.remote(policy))
-
-    def explain(self) -> tuple[str, dict]:
-        return ray.get(self.actor.explain.remote())

@@ -3,10 +3,10 @@
 Files (JSON, so a person can read them), each with one writer:
 - written by the API (people): `policy.json`, `overrides.json` (active overrides with their expiry),
   `control.json` (paused or not); the daemon re-reads them at every decision (level-triggered);
-- written by the daemon: `incumbent.json`, `status.json` (mode, pipeline, incumbent, last observation,
-  guardrail state, learner progress; rewritten every window), `observations.jsonl` (one line per
-  measured window: config, offered load, the observation without its time series) and
-  `decisions.jsonl` (one line per decision: time, config diff, predicted vs observed, reason);
+- written by the daemon: `incumbent.json`, `status.json` (a `Status`: mode, pipeline, incumbent, last
+  decision, guardrail state, learner progress; rewritten every window), `observations.jsonl` (one line
+  per measured window: config, offered load, the observation without its time series, its `Verdict`)
+  and `decisions.jsonl` (one `Decision` a line: time, config diff, predicted vs observed, reason);
 - appended by both: `audit.jsonl` (every change people made, and every override the daemon applied).
 Appends are flushed line by line; whole-file writes go through a temp file and a rename, so a
 process killed at any moment leaves a readable directory that a restarted daemon resumes from.
@@ -19,12 +19,98 @@ import os
 import secrets
 import time
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Iterator
 
+from pydantic import BaseModel, Field
+
 from models.observation import Observation
-from models.policy import Policy
-from models.space import PIPELINE_SPACE, Config
+from models.policy import Mode, Policy
+from models.space import PIPELINE_SPACE, Config, Value
+from models.verdict import Verdict
+
+
+class Action(StrEnum):
+    """What the daemon did after a window (the values are the decision log's and the API's words)."""
+
+    EXPLORE = "explore"  # applied the learner's candidate
+    HOLD = "hold"  # kept the config (dwell, restart budget, converged learner, breach on the incumbent)
+    ROLLBACK = "rollback"  # a guardrail or a failed apply sent the pipeline back to the incumbent
+    REMEASURE = "remeasure"  # the load moved: measure the incumbent again
+    OVERRIDE = "override"  # a person's override is in force
+    ADVISE = "advise"  # mode advise: recommended, applied nothing
+    FROZEN = "frozen"  # mode frozen, or the pipeline could not be read or reached
+    PAUSED = "paused"  # a person paused the tuner
+
+
+class Decision(BaseModel):
+    """One step of the loop, as the decision log records it."""
+
+    window: int
+    t_s: float = Field(description="pipeline time at the end of the window, s")
+    config: dict[str, Value] = Field(description="the config the window ran")
+    observed: dict[str, float | None] = Field(description="what the window measured")
+    action: Action
+    reason: str
+    change: dict[str, list[Value]] = Field(default_factory=dict,
+                                           description="parameter -> [from, to] applied after the window")
+    recommendation: dict[str, list[Value]] = Field(default_factory=dict,
+                                                   description="advise mode: parameter -> [from, to]")
+    predicted: dict[str, float | None] = Field(default_factory=dict,
+                                               description="what the learner expected of the change")
+    guardrail: list[str] = Field(default_factory=list, description="guardrails the window breached")
+    incumbent_p95_s: float | None = None
+    pause_s: float = 0.0
+
+
+class IncumbentReport(BaseModel):
+    """The incumbent as status.json and incumbent.json hold it."""
+
+    config: dict[str, Value]
+    p95_s: float
+    offered_eps: float
+
+
+class OverrideReport(BaseModel):
+    """An active override and how long it has left."""
+
+    id: str
+    params: dict[str, Value]
+    reason: str
+    created_at: float
+    expires_at: float
+    remaining_s: float
+    override_bounds: bool
+    vetoed: bool = Field(description="a guardrail rolled it back; the daemon no longer applies it")
+
+
+class GuardrailReport(BaseModel):
+    last_breaches: list[str] = Field(description="what the last window breached")
+    rollbacks: int
+    violation_s: float = Field(description="seconds of windows that breached a guardrail")
+
+
+class LearnerReport(BaseModel):
+    observations: int = Field(description="windows the learner has been told, resumed ones included")
+    last_reason: str
+
+
+class Status(BaseModel):
+    """The daemon's report of itself (status.json); null fields until it has run a window."""
+
+    pipeline: str | None = None
+    mode: Mode
+    paused: bool
+    window: int | None = None
+    t_s: float | None = None
+    updated_at: float | None = Field(None, description="wall time of the daemon's last report")
+    current_config: dict[str, Value] | None = None
+    incumbent: IncumbentReport | None = Field(None, description="best safe config, its P95 and the load it met")
+    last_decision: Decision | None = None
+    guardrail: GuardrailReport | None = None
+    learner: LearnerReport | None = None
+    overrides: list[OverrideReport] = Field(default_factory=list)
 
 
 @dataclass
@@ -35,8 +121,8 @@ class Incumbent:
     p95_s: float
     offered_eps: float
 
-    def to_dict(self) -> dict:
-        return {"config": dict(self.config), "p95_s": self.p95_s, "offered_eps": self.offered_eps}
+    def report(self) -> IncumbentReport:
+        return IncumbentReport(config=dict(self.config), p95_s=self.p95_s, offered_eps=self.offered_eps)
 
 
 @dataclass
@@ -52,6 +138,9 @@ class Override:
 
     def remaining_s(self, now: float | None = None) -> float:
         return max(0.0, self.expires_at - (time.time() if now is None else now))
+
+    def report(self, vetoed: bool) -> OverrideReport:
+        return OverrideReport(**asdict(self), remaining_s=self.remaining_s(), vetoed=vetoed)
 
 
 def _observation_from(doc: dict) -> Observation:
@@ -96,7 +185,7 @@ class StateStore:
         return Policy.model_validate_json(path.read_text()) if path.exists() else None
 
     def save_incumbent(self, incumbent: Incumbent) -> None:
-        self._write("incumbent.json", incumbent.to_dict())
+        self._write("incumbent.json", incumbent.report().model_dump())
 
     def load_incumbent(self) -> Incumbent | None:
         path = self.dir / "incumbent.json"
@@ -105,17 +194,21 @@ class StateStore:
         doc = json.loads(path.read_text())
         return Incumbent(PIPELINE_SPACE.config(doc["config"]), doc["p95_s"], doc["offered_eps"])
 
-    def append_observation(self, config: Config, offered_eps: float, observation: Observation) -> None:
+    def append_observation(self, config: Config, offered_eps: float, observation: Observation,
+                           verdict: Verdict) -> None:
         doc = asdict(observation)
         doc.pop("series", None)
-        self._append("observations.jsonl", {"config": dict(config), "offered_eps": offered_eps, "observation": doc})
+        self._append("observations.jsonl", {"config": dict(config), "offered_eps": offered_eps, "observation": doc,
+                                            "verdict": verdict.model_dump(mode="json")})
 
-    def observations(self) -> list[tuple[Config, float, Observation]]:
-        return [(PIPELINE_SPACE.config(d["config"]), d["offered_eps"], _observation_from(d["observation"]))
+    def observations(self) -> list[tuple[Config, float, Observation, Verdict | None]]:
+        """Every measured window with the verdict the daemon gave it (None: a line written before verdicts were)."""
+        return [(PIPELINE_SPACE.config(d["config"]), d["offered_eps"], _observation_from(d["observation"]),
+                 Verdict.model_validate(d["verdict"]) if "verdict" in d else None)
                 for d in self._lines("observations.jsonl")]
 
-    def append_decision(self, decision: dict) -> None:
-        self._append("decisions.jsonl", decision)
+    def append_decision(self, decision: Decision) -> None:
+        self._append("decisions.jsonl", decision.model_dump() | {"wall_time": time.time()})
 
     def decisions(self) -> list[dict]:
         return list(self._lines("decisions.jsonl"))
@@ -147,8 +240,8 @@ class StateStore:
     def paused(self) -> bool:
         return bool(self._read("control.json", {}).get("paused", False))
 
-    def save_status(self, status: dict) -> None:
-        self._write("status.json", status)
+    def save_status(self, status: Status) -> None:
+        self._write("status.json", status.model_dump())
 
     def load_status(self) -> dict:
         return dict(self._read("status.json", {}))

@@ -6,12 +6,11 @@ measures the daemon users run.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Protocol
 
 from controller.daemon import Daemon
 from controller.pipelines import Pipeline, TwinPipeline
 from controller.state import StateStore
-from models.learning import Box, Learner, tuned_names
+from models.learning import Learner, TunedCube, tuned_names
 from models.policy import Policy
 from models.screen import TwinScreen
 from models.space import Config
@@ -45,14 +44,14 @@ class LearnerSetup:
 
 def tuning_learner(setup: LearnerSetup, *, remote: bool) -> Learner:
     """The learner of `setup`: a Ray actor (`remote`, the daemon's) or in this process (inside a Ray task)."""
-    box = Box(tuned_names(setup.policy, setup.topology), setup.policy)
+    cube = TunedCube(tuned_names(setup.policy, setup.topology), setup.policy)
     screen = TwinScreen(setup.screen) if setup.screen is not None else None
     if remote:
         # Ray is imported only here: it takes seconds, and commands that never tune should start at once.
         from controller.ray_learner import RemoteLearner
 
-        return RemoteLearner(setup.strategy, box, setup.start, setup.topology, setup.seed, screen=screen)
-    return build_learner(setup.strategy, box, setup.start, topology=setup.topology, seed=setup.seed, screen=screen)
+        return RemoteLearner(setup.strategy, cube, setup.start, setup.topology, setup.seed, screen=screen)
+    return build_learner(setup.strategy, cube, setup.start, topology=setup.topology, seed=setup.seed, screen=screen)
 
 
 def twin_pipeline(start: Config, calibration: Calibration, workload: WorkloadSpec, windows: int,
@@ -62,13 +61,7 @@ def twin_pipeline(start: Config, calibration: Calibration, workload: WorkloadSpe
     return TwinPipeline(start, build_schedule(spec).schedule.times_s, calibration, seed=workload.seed)
 
 
-class ExplainingLearner(Learner, Protocol):
-    """A learner that says why it suggested what it did, and what it predicted."""
-
-    def explain(self) -> tuple[str, dict]: ...
-
-
-def tuning_daemon(pipeline: Pipeline, learner: ExplainingLearner, policy: Policy, window_s: float,
+def tuning_daemon(pipeline: Pipeline, learner: Learner, policy: Policy, window_s: float,
                   store: StateStore | None = None) -> Daemon:
-    """The daemon tuning `pipeline` with `learner`, explaining each decision by the learner's own reasons."""
-    return Daemon(pipeline, learner, policy, window_s=window_s, store=store, explain=learner.explain)
+    """The daemon tuning `pipeline` with `learner`, each decision explained by the learner's own suggestion."""
+    return Daemon(pipeline, learner, policy, window_s=window_s, store=store)

@@ -1,7 +1,8 @@
 """The strategies a user could pick instead of pipetune's learner, behind the same `Learner` interface.
 
-Every one starts from the same running config and searches the same `Box` (the same parameters,
-bounds and pins), so a benchmark compares them on identical terms.
+Every one starts from the same running config, searches the same `TunedCube` (the same parameters,
+bounds and pins) and judges a window by the same `Verdict` the daemon tells it, so a benchmark compares
+them on identical terms.
 """
 
 from __future__ import annotations
@@ -10,16 +11,11 @@ import math
 
 import numpy as np
 
-from models.learning import Box, Context
+from models.learning import Context, Suggestion, TunedCube
 from models.observation import Observation
 from models.policy import Policy
 from models.space import Config
-
-
-def _feasible(box: Box, observation: Observation) -> bool:
-    ceiling = box.policy.p95_ceiling_s
-    return (observation.throughput_ratio >= box.policy.min_throughput_ratio
-            and (ceiling is None or observation.p95_s <= ceiling))
+from models.verdict import Verdict
 
 
 class StaticLearner:
@@ -28,10 +24,10 @@ class StaticLearner:
     def __init__(self, config: Config) -> None:
         self.config = config
 
-    def suggest(self, context: Context) -> Config:
-        return self.config
+    def suggest(self, context: Context) -> Suggestion:
+        return Suggestion(self.config, "static config")
 
-    def tell(self, config: Config, context: Context, observation: Observation) -> None:
+    def tell(self, config: Config, context: Context, observation: Observation, verdict: Verdict) -> None:
         """A static config learns nothing."""
 
     def update_policy(self, policy: Policy) -> None:
@@ -39,24 +35,24 @@ class StaticLearner:
 
 
 class RandomSearch:
-    """The running config first, then uniform draws in the (log-warped) box."""
+    """The running config first, then uniform draws in the (log-warped) cube."""
 
-    def __init__(self, box: Box, start: Config, seed: int = 0) -> None:
-        self.box, self.start = box, box.policy.enforce(start)
+    def __init__(self, cube: TunedCube, start: Config, seed: int = 0) -> None:
+        self.cube, self.start = cube, cube.policy.enforce(start)
         self.rng = np.random.default_rng(seed)
         self._asked = 0
 
-    def suggest(self, context: Context) -> Config:
+    def suggest(self, context: Context) -> Suggestion:
         self._asked += 1
         if self._asked == 1:
-            return self.start
-        return self.box.decode(self.rng.uniform(size=self.box.dims), base=self.start)
+            return Suggestion(self.start, "measure the running config first")
+        return Suggestion(self.cube.decode(self.rng.uniform(size=self.cube.dims), base=self.start), "random draw")
 
-    def tell(self, config: Config, context: Context, observation: Observation) -> None:
+    def tell(self, config: Config, context: Context, observation: Observation, verdict: Verdict) -> None:
         """Random search ignores what it observes."""
 
     def update_policy(self, policy: Policy) -> None:
-        self.box, self.start = self.box.with_policy(policy), policy.enforce(self.start)
+        self.cube, self.start = self.cube.with_policy(policy), policy.enforce(self.start)
 
 
 class OvatSweep:
@@ -66,45 +62,46 @@ class OvatSweep:
     range; the best feasible value is kept and the sweep moves to parameter k+1, cycling.
     """
 
-    def __init__(self, box: Box, start: Config, levels: int = 4) -> None:
-        self.box, self.best = box, box.policy.enforce(start)
+    def __init__(self, cube: TunedCube, start: Config, levels: int = 4) -> None:
+        self.cube, self.best = cube, cube.policy.enforce(start)
         self.grid = np.linspace(0.0, 1.0, levels)
         self._best_p95 = math.inf
         self._dim, self._level = 0, -1  # level -1: measure the current best first
 
-    def suggest(self, context: Context) -> Config:
-        if self._level < 0 or self.box.dims == 0:
-            return self.best
-        u = self.box.encode(self.best)
+    def suggest(self, context: Context) -> Suggestion:
+        if self._level < 0 or self.cube.dims == 0:
+            return Suggestion(self.best, "measure the best config so far")
+        u = self.cube.encode(self.best)
         u[self._dim] = self.grid[self._level]
-        return self.box.decode(u, base=self.best)
+        return Suggestion(self.cube.decode(u, base=self.best),
+                          f"sweep {self.cube.names[self._dim]}: level {self._level + 1} of {len(self.grid)}")
 
-    def tell(self, config: Config, context: Context, observation: Observation) -> None:
-        if _feasible(self.box, observation) and observation.p95_s < self._best_p95:
+    def tell(self, config: Config, context: Context, observation: Observation, verdict: Verdict) -> None:
+        if verdict.ok and observation.p95_s < self._best_p95:
             self.best, self._best_p95 = config, observation.p95_s
         self._level += 1
         if self._level >= len(self.grid):
-            self._dim, self._level = (self._dim + 1) % max(self.box.dims, 1), 0
+            self._dim, self._level = (self._dim + 1) % max(self.cube.dims, 1), 0
 
     def update_policy(self, policy: Policy) -> None:
-        self.box, self.best = self.box.with_policy(policy), policy.enforce(self.best)
-        self._dim %= max(self.box.dims, 1)
+        self.cube, self.best = self.cube.with_policy(policy), policy.enforce(self.best)
+        self._dim %= max(self.cube.dims, 1)
 
 
 class OptunaTpe:
     """Optuna's TPE sampler through its ask/tell interface, with its constraint support.
 
-    TPE searches the same warped unit box as every other strategy (so it gets the log scales too). The
+    TPE searches the same warped unit cube as every other strategy (so it gets the log scales too). The
     daemon measures the running config first; that and any config TPE did not ask for (a rollback) are
-    added as finished trials. The constraint is `min ratio − observed ratio`
-    (feasible when ≤ 0). Needs the `bench` extra (optuna).
+    added as finished trials. The constraint is the verdict's total excess over its limits (`Verdict.excess`:
+    0, feasible, when the window broke no rule). Needs the `bench` extra (optuna).
     """
 
-    def __init__(self, box: Box, start: Config, seed: int = 0) -> None:
+    def __init__(self, cube: TunedCube, start: Config, seed: int = 0) -> None:
         import optuna
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        self.box, self.start, self.seed = box, box.policy.enforce(start), seed
+        self.cube, self.start, self.seed = cube, cube.policy.enforce(start), seed
         self._told: list[tuple[Config, float, float]] = []
         self._new_study()
 
@@ -120,25 +117,25 @@ class OptunaTpe:
     def _add_finished(self, config: Config, value: float, constraint: float) -> None:
         import optuna
 
-        params = dict(zip(self.box.names, self.box.encode(config).tolist()))
-        distributions = {n: optuna.distributions.FloatDistribution(0.0, 1.0) for n in self.box.names}
+        params = dict(zip(self.cube.names, self.cube.encode(config).tolist()))
+        distributions = {n: optuna.distributions.FloatDistribution(0.0, 1.0) for n in self.cube.names}
         self.study.add_trial(optuna.trial.create_trial(params=params, distributions=distributions, value=value,
                                                        constraints={"throughput": constraint}))
 
     def update_policy(self, policy: Policy) -> None:
-        """New bounds change TPE's space: start a study over the new box with every finished trial re-added."""
-        self.box, self.start = self.box.with_policy(policy), policy.enforce(self.start)
+        """New bounds change TPE's space: start a study over the new cube with every finished trial re-added."""
+        self.cube, self.start = self.cube.with_policy(policy), policy.enforce(self.start)
         self._new_study()
 
-    def suggest(self, context: Context) -> Config:
+    def suggest(self, context: Context) -> Suggestion:
         trial = self.study.ask()
-        u = np.array([trial.suggest_float(name, 0.0, 1.0) for name in self.box.names])
-        config = self.box.decode(u, base=self.start)
+        u = np.array([trial.suggest_float(name, 0.0, 1.0) for name in self.cube.names])
+        config = self.cube.decode(u, base=self.start)
         self._trials[config] = trial
-        return config
+        return Suggestion(config, f"TPE trial {trial.number}")
 
-    def tell(self, config: Config, context: Context, observation: Observation) -> None:
-        constraint = self.box.policy.min_throughput_ratio - observation.throughput_ratio
+    def tell(self, config: Config, context: Context, observation: Observation, verdict: Verdict) -> None:
+        constraint = verdict.excess
         value = math.log(max(observation.p95_s, 1e-4))
         self._told.append((config, value, constraint))
         trial = self._trials.pop(config, None)

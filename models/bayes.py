@@ -11,9 +11,10 @@
   stays under it. The margin GP's prior mean is 0 with a fixed prior spread, so far from every
   observation the bound fails and the learner expands the safe set outward from the configs it has
   seen work (SafeOpt's idea); the first config is the running one, never a random one.
-- Trust region (TuRBO's idea): candidates are drawn in a box of side `length` around the incumbent,
-  perturbing a few dimensions at a time; the box doubles after successive improvements and halves
-  after successive failures; a window that failed the throughput floor counts as several failures.
+- Trust region (TuRBO's idea): candidates are drawn in a box of side `length` around the daemon's
+  incumbent (`Context.incumbent`), perturbing a few dimensions at a time; the box doubles after
+  successive improvements and halves after successive failures; an infeasible window (its `Verdict`)
+  counts as several failures.
 - Pre-screening (optional): the best few candidates are simulated on a twin (`TwinScreen`, fanned out
   through `parallel_map`); only one the twin expects to keep up, with headroom, is proposed.
 - Acquisition: the optimistic gain, incumbent's predicted P95 minus the candidate's lower bound
@@ -34,11 +35,12 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
 
-from models.learning import Box, Context
+from models.learning import Context, Suggestion, TunedCube
 from models.observation import Observation
 from models.policy import Policy
 from models.screen import TwinScreen
 from models.space import Config
+from models.verdict import Verdict
 
 MapFn = Callable[[Callable, Iterable], Iterable]
 _RATE_LOG_RANGE = (math.log(10.0), math.log(1e6))  # offered load, events/s, mapped onto [0, 1]
@@ -96,22 +98,21 @@ class Surrogate:
 class _History:
     configs: list[Config] = field(default_factory=list)
     contexts: list[Context] = field(default_factory=list)
-    x: list[np.ndarray] = field(default_factory=list)  # unit-box coordinates, then the context feature
+    x: list[np.ndarray] = field(default_factory=list)  # unit-cube coordinates, then the context feature
     stage_log_p95: list[dict[str, float]] = field(default_factory=list)
     margin: list[float] = field(default_factory=list)
-    feasible: list[bool] = field(default_factory=list)
 
 
 class SafeBayesLearner:
     """Minimise P95 subject to throughput keeping up, safely, around the incumbent."""
 
-    def __init__(self, box: Box, start: Config, *, stage_params: Mapping[str, Sequence[str]] | None = None,
+    def __init__(self, cube: TunedCube, start: Config, *, stage_params: Mapping[str, Sequence[str]] | None = None,
                  seed: int = 0, beta: float = 2.0, kappa: float = 1.0, candidates: int = 1024,
                  length_init: float = 0.8, length_min: float = 0.1, length_max: float = 1.6,
                  restart_discount: float = 0.8, margin_prior_std: float = 0.08, screen: TwinScreen | None = None,
                  screen_top: int = 6, parallel_map: MapFn = map) -> None:
-        self.box = box
-        self.start = box.policy.enforce(start)
+        self.cube = cube
+        self.start = cube.policy.enforce(start)
         self.rng = np.random.default_rng(seed)
         self.seed = seed
         self.beta, self.kappa = beta, kappa
@@ -128,21 +129,19 @@ class SafeBayesLearner:
         self._successes = self._failures = 0
         self._best_p95_s = math.inf
         self._current = self.start
-        self.last_reason = "start from the running config"
-        self.last_prediction: dict[str, float] = {}
 
     @property
     def policy(self) -> Policy:
-        return self.box.policy
+        return self.cube.policy
 
     def _new_models(self) -> None:
-        self.stage_dims = self.box.stage_dims(self.stage_params)
+        self.stage_dims = self.cube.stage_dims(self.stage_params)
         self._stage_gps: dict[str, Surrogate] = {}
-        self._margin_gp = Surrogate(self.box.dims + 1, prior_std=self.margin_prior_std, seed=self.seed)
+        self._margin_gp = Surrogate(self.cube.dims + 1, prior_std=self.margin_prior_std, seed=self.seed)
 
     def update_policy(self, policy: Policy) -> None:
-        """Adopt new bounds and pins: re-encode every observation in the new box and refit."""
-        self.box = self.box.with_policy(policy)
+        """Adopt new bounds and pins: re-encode every observation in the new cube and refit."""
+        self.cube = self.cube.with_policy(policy)
         self.start = policy.enforce(self.start)
         h = self.history
         h.x = [self._features(c, ctx) for c, ctx in zip(h.configs, h.contexts)]
@@ -155,7 +154,7 @@ class SafeBayesLearner:
         return self.policy.min_throughput_ratio - 1.0
 
     def _features(self, config: Config, context: Context) -> np.ndarray:
-        return np.append(self.box.encode(config), context_feature(context))
+        return np.append(self.cube.encode(config), context_feature(context))
 
     def _stage_values(self, observation: Observation) -> dict[str, float]:
         if set(self.stage_dims) == {"e2e"}:
@@ -163,27 +162,25 @@ class SafeBayesLearner:
         return {stage: math.log(max(observation.stage_p95_s[stage], _MIN_STAGE_S))
                 for stage in self.stage_dims if stage in observation.stage_p95_s}
 
-    def tell(self, config: Config, context: Context, observation: Observation) -> None:
+    def tell(self, config: Config, context: Context, observation: Observation, verdict: Verdict) -> None:
         h = self.history
+        # the margin GP models the raw ratio; whether the window was feasible is the verdict's to say
         margin = float(np.clip(observation.throughput_ratio - 1.0, -1.0, 0.5))
-        ceiling = self.policy.p95_ceiling_s
-        # feasible as the daemon's guardrail judges it: what is in flight at the window's end is not behind
-        feasible = (observation.keeps_up(self.policy.min_throughput_ratio)
-                    and (ceiling is None or observation.p95_s <= ceiling))
         h.configs.append(config)
         h.contexts.append(context)
         h.x.append(self._features(config, context))
         h.stage_log_p95.append(self._stage_values(observation))
         h.margin.append(margin)
-        h.feasible.append(feasible)
         self._current = config
-        self._update_trust_region(feasible, observation.p95_s)
+        self._update_trust_region(verdict.ok, observation.p95_s)
         self._fit()
 
     def _update_trust_region(self, feasible: bool, p95_s: float) -> None:
         if feasible and p95_s < 0.99 * self._best_p95_s:
+            # the first feasible window is the baseline, not an improvement: it must not widen the region
+            improved = math.isfinite(self._best_p95_s)
             self._best_p95_s = p95_s
-            self._successes, self._failures = self._successes + 1, 0
+            self._successes, self._failures = self._successes + improved, 0
         else:
             self._successes, self._failures = 0, self._failures + (1 if feasible else 4)
         if self._successes >= 2:
@@ -214,22 +211,13 @@ class SafeBayesLearner:
             total += np.exp(mean - kappa * std)
         return total
 
-    def incumbent(self, context: Context) -> Config:
-        """The feasible config seen whose predicted P95 at `context` is lowest (under today's policy)."""
-        h = self.history
-        feasible = [i for i, ok in enumerate(h.feasible) if ok]
-        if not feasible:
-            return self.start
-        predicted = self._predict_p95(np.array([self._features(h.configs[i], context) for i in feasible]), 0.0)
-        return self.policy.enforce(h.configs[feasible[int(np.argmin(predicted))]])
-
-    def suggest(self, context: Context) -> Config:
+    def suggest(self, context: Context) -> Suggestion:
         if not self.history.configs:
-            self.last_reason = "measure the running config first"
             self._current = self.start
-            return self.start
-        incumbent = self.incumbent(context)
-        center = self.box.encode(incumbent)
+            return Suggestion(self.start, "measure the running config first")
+        # the trust region follows the daemon's incumbent (the start until it has one), under today's policy
+        incumbent = self.policy.enforce(context.incumbent if context.incumbent is not None else self.start)
+        center = self.cube.encode(incumbent)
         cand = np.vstack([self._candidates(center), self._stage_moves(center, context)])
         features = np.column_stack([cand, np.full(len(cand), context_feature(context))])
         chunks = np.array_split(features, max(1, len(features) // 256))
@@ -240,7 +228,7 @@ class SafeBayesLearner:
             safe &= self._predict_p95(features, -self.beta) <= self.policy.p95_ceiling_s
         inc_p95 = float(self._predict_p95(self._features(incumbent, context)[None, :], 0.0)[0])
         gain = inc_p95 - optimistic
-        restarts = np.any(np.abs(cand - self.box.encode(self._current))[:, self.box.restart_mask()] > 1e-9, axis=1)
+        restarts = np.any(np.abs(cand - self.cube.encode(self._current))[:, self.cube.restart_mask()] > 1e-9, axis=1)
         gain = np.where(restarts, gain * self.restart_discount, gain)
         if not np.any(safe):
             self.length = max(self.length / 2, self.length_min)
@@ -260,25 +248,23 @@ class SafeBayesLearner:
                                                   f"{min(len(order), self.screen_top)} best candidates to keep up")
         why += f" {gain[i]:.3f}s" if why == "optimistic gain" else ""
         lcb = m_mean[i] - self.beta * m_std[i]
-        self.last_prediction = {"p95_s": float(mean[i]), "p95_lower_s": float(optimistic[i]),
-                                "margin": float(m_mean[i]), "margin_lcb": float(lcb)}
-        self.last_reason = (f"{why}: predicted P95 {mean[i]:.3f}s vs incumbent {inc_p95:.3f}s, margin LCB "
-                            f"{lcb:+.3f}, trust region {self.length:.2f}, {int(safe.sum())}/{len(safe)} safe")
-        self._current = self.box.decode(cand[i], base=incumbent)
-        return self._current
+        self._current = self.cube.decode(cand[i], base=incumbent)
+        return Suggestion(self._current,
+                          f"{why}: predicted P95 {mean[i]:.3f}s vs incumbent {inc_p95:.3f}s, margin LCB "
+                          f"{lcb:+.3f}, trust region {self.length:.2f}, {int(safe.sum())}/{len(safe)} safe",
+                          {"p95_s": float(mean[i]), "p95_lower_s": float(optimistic[i]),
+                           "margin": float(m_mean[i]), "margin_lcb": float(lcb)})
 
-    def _hold(self, incumbent: Config, inc_p95: float, why: str) -> Config:
-        self.last_reason = f"{why}: keep the incumbent"
-        self.last_prediction = {"p95_s": inc_p95}
+    def _hold(self, incumbent: Config, inc_p95: float, why: str) -> Suggestion:
         self._current = incumbent
-        return incumbent
+        return Suggestion(incumbent, f"{why}: keep the incumbent", {"p95_s": inc_p95})
 
     def _first_passing(self, order: np.ndarray, cand: np.ndarray, incumbent: Config, context: Context) -> int | None:
         """The best-ranked candidate the twin expects to keep up (the best one, without a screen)."""
         if self.screen is None:
             return int(order[0])
         top = [int(k) for k in order[: self.screen_top]]
-        configs = [self.box.decode(cand[k], base=incumbent) for k in top]
+        configs = [self.cube.decode(cand[k], base=incumbent) for k in top]
         floor = self.policy.min_throughput_ratio
         verdicts = list(self.parallel_map(lambda c: self.screen.keeps_up(c, context.offered_eps, floor), configs))
         return next((k for k, ok in zip(top, verdicts) if ok), None)
@@ -319,10 +305,10 @@ class SafeBayesLearner:
 
     def _candidates(self, center: np.ndarray) -> np.ndarray:
         """Points in the trust region around `center`, a few dimensions perturbed at a time."""
-        d = self.box.dims
+        d = self.cube.dims
         rng = self.rng
         p = min(1.0, 4.0 / max(d, 1))
-        prob = np.where(self.box.restart_mask(), p * 0.5, p)
+        prob = np.where(self.cube.restart_mask(), p * 0.5, p)
         mask = rng.uniform(size=(self.candidates, d)) < prob
         mask[np.arange(self.candidates), rng.integers(0, d, self.candidates)] |= ~mask.any(axis=1)
         lo = np.clip(center - self.length / 2, 0.0, 1.0)

@@ -1,24 +1,27 @@
-"""The one interface every tuning strategy implements, and the unit box strategies search in.
+"""The one interface every tuning strategy implements, and the unit cube strategies search in.
 
-`Learner` is ask/tell: `suggest(context)` proposes the config for the next window, `tell(config,
-context, observation)` reports what that window measured. The context is the offered load, so a
-strategy that can use it learns across rates. `Box` maps the tuned parameters of a config to
-[0, 1]^d and back: log-warped for parameters whose range spans orders of magnitude (sizes, times),
-linear otherwise, clipped to the policy's bounds, with pins and untuned parameters taken from a base
-config.
+`Learner` is ask/tell: `suggest(context)` proposes the config for the next window as a `Suggestion`
+(with why, and what it expects), `tell(config, context, observation, verdict)` reports what that window
+measured and whether it was feasible (`models.verdict`: the one rule every strategy follows). The context
+is the offered load, so a strategy that can use it learns across rates, and the daemon's incumbent, so a
+strategy that searches around the best known config searches around the one the daemon holds.
+`TunedCube` maps the tuned parameters of a config to [0, 1]^d and back: log-warped for parameters whose
+range spans orders of magnitude (sizes, times), linear otherwise, clipped to the policy's bounds, on each
+parameter's resolution, with pins and untuned parameters taken from a base config.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
 
 from models.observation import Observation
 from models.policy import Policy
-from models.space import NOT_ABOVE, PIPELINE_SPACE, Config, Param, SearchSpace
+from models.space import NOT_ABOVE, PIPELINE_SPACE, ChangeCost, Config, Param, SearchSpace
+from models.verdict import Verdict
 
 # Parameters each topology's learner tunes by default: the ones the twin models as moving latency or
 # throughput. Categoricals (acks, compression) and thread counts stay with the operator.
@@ -63,17 +66,31 @@ _RESOLUTION = {"s": 1e-3, "ms": 1.0, "events": 1.0, "bytes": 1.0}  # smallest st
 
 @dataclass(frozen=True)
 class Context:
-    """What the pipeline faces in a window that the config does not decide."""
+    """What the pipeline faces in a window that the config does not decide.
+
+    `incumbent`: the best config the daemon knows to be safe (None before one is known); a strategy that
+    searches around the best known config centres on it.
+    """
 
     offered_eps: float
+    incumbent: Config | None = None
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """A strategy's proposal: the config, why, and what it expects of it (figure name -> value)."""
+
+    config: Config
+    reason: str
+    predicted: dict[str, float] = field(default_factory=dict)
 
 
 class Learner(Protocol):
-    """A tuning strategy: ask for a config, tell what it did, and follow the people's policy."""
+    """A tuning strategy: ask for a config, tell what it did and how it was judged, follow the people's policy."""
 
-    def suggest(self, context: Context) -> Config: ...
+    def suggest(self, context: Context) -> Suggestion: ...
 
-    def tell(self, config: Config, context: Context, observation: Observation) -> None: ...
+    def tell(self, config: Config, context: Context, observation: Observation, verdict: Verdict) -> None: ...
 
     def update_policy(self, policy: Policy) -> None: ...
 
@@ -88,7 +105,7 @@ def _warp_shift(param: Param) -> float | None:
     return None
 
 
-class Box:
+class TunedCube:
     """The tuned parameters as a unit hypercube, within the policy's bounds."""
 
     def __init__(self, names: tuple[str, ...] | list[str], policy: Policy, space: SearchSpace = PIPELINE_SPACE) -> None:
@@ -125,9 +142,7 @@ class Box:
         raw = self._lo + np.clip(u, 0.0, 1.0) * (self._hi - self._lo)
         changes: dict[str, float | int] = {}
         for i, (name, param) in enumerate(zip(self.names, self.params)):
-            value = self._unwarp(i, float(raw[i]))
-            low, high = self.policy.range_of(name, self.space)
-            value = min(max(value, low), high)
+            value = param.snap(self._unwarp(i, float(raw[i])), *self.policy.range_of(name, self.space))
             changes[name] = int(round(value)) if param.kind == "int" else round(value, 6)
         config = self.policy.enforce(self.space.config(changes, base=base), self.space)
         # Never propose what the component itself refuses: pull a tuned value down to its limit.
@@ -147,13 +162,13 @@ class Box:
         return {stage: np.array(sorted({i for i, n in enumerate(self.names) if n in names} | set(unclaimed)), dtype=int)
                 for stage, names in stage_params.items()}
 
-    def with_policy(self, policy: Policy) -> "Box":
+    def with_policy(self, policy: Policy) -> "TunedCube":
         """The same tuned parameters under another policy's bounds and pins."""
-        return Box(self.tuned, policy, self.space)
+        return TunedCube(self.tuned, policy, self.space)
 
     def restart_mask(self) -> np.ndarray:
         """Which tuned dimensions restart a component when changed."""
-        return np.array([p.cost.value == "restart" for p in self.params])
+        return np.array([p.cost is ChangeCost.RESTART for p in self.params])
 
 
 def tuned_names(policy: Policy, topology: str) -> tuple[str, ...]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 
 @dataclass
@@ -53,13 +53,6 @@ class Observation:
         tolerated = (1.0 - min_ratio) * self.offered_eps * self.duration_s
         return tolerated + min(self.in_flight_events, tolerated)
 
-    def keeps_up(self, min_ratio: float) -> bool:
-        """Whether output kept up with the offered load within `shortfall_allowed`."""
-        return (self.offered_eps - self.throughput_eps) * self.duration_s <= self.shortfall_allowed(min_ratio)
-
     @property
     def backlog_total(self) -> int:
         return int(sum(self.backlog_events.values()))
-
-    def to_dict(self) -> dict:
-        return asdict(self)

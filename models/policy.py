@@ -67,8 +67,3 @@ class Policy(BaseModel):
                 changes[name] = int(round(clipped)) if space[name].kind == "int" else clipped
         changes.update(self.pins)
         return space.config(changes, base=config)
-
-    def allows(self, config: Config, space: SearchSpace = PIPELINE_SPACE) -> bool:
-        """Whether `config` honours every pin and bound exactly."""
-        return (all(config[k] == space[k].validate(v) for k, v in self.pins.items())
-                and all(lo <= float(config[k]) <= hi for k, (lo, hi) in self.bounds.items()))

@@ -25,11 +25,17 @@ Value = Union[int, float, str, bool]
 
 
 class ChangeCost(str, Enum):
-    """What applying a new value takes on the running component."""
+    """What applying a new value takes on the running component, cheapest first."""
 
     LIVE = "live"  # changes while the component runs (Kafka dynamic broker config, Filebeat input reload)
     RELOAD = "reload"  # the component reloads its pipeline (Logstash SIGHUP / automatic reload)
     RESTART = "restart"  # the process restarts (Filebeat queue/output, a recreated producer)
+
+    @classmethod
+    def dearest(cls, costs: Iterable["ChangeCost"]) -> "ChangeCost":
+        """What a change made of `costs` takes: the dearest of them (LIVE for no change at all)."""
+        order = list(cls)  # declaration order is cost order
+        return max(costs, key=order.index, default=cls.LIVE)
 
 
 class ParamError(ValueError):
@@ -57,6 +63,17 @@ class Param:
     cost: ChangeCost = ChangeCost.RESTART
     choices: tuple[str, ...] = ()
     help: str = ""
+    step: float | None = None  # finest resolution the component accepts (1.0: whole units); None: any value
+
+    def snap(self, value: float, low: float, high: float) -> float:
+        """`value` on this parameter's resolution (`step`) within [low, high], or clipped into it when no
+        step of the resolution falls in between."""
+        if self.step is None:
+            return min(max(value, low), high)
+        first, last = math.ceil(low / self.step) * self.step, math.floor(high / self.step) * self.step
+        if first > last:
+            return min(max(value, low), high)
+        return min(max(round(value / self.step) * self.step, first), last)
 
     def allowed(self) -> str:
         """Human-readable description of the allowed values."""
@@ -158,19 +175,21 @@ class SearchSpace:
 
 def _p(name: str, kind: str, default: Value, low: float | None = None, high: float | None = None, *,
        log: bool = False, unit: str = "", cost: ChangeCost = ChangeCost.RESTART,
-       choices: tuple[str, ...] = (), help: str = "") -> Param:
-    return Param(name, name.split(".", 1)[0], kind, default, low, high, log, unit, cost, choices, help)
+       choices: tuple[str, ...] = (), help: str = "", step: float | None = None) -> Param:
+    return Param(name, name.split(".", 1)[0], kind, default, low, high, log, unit, cost, choices, help, step)
 
 
 LIVE, RELOAD, RESTART = ChangeCost.LIVE, ChangeCost.RELOAD, ChangeCost.RESTART
 
 
-def _producer(prefix: str, names: tuple[str, str, str, str], linger_ms: float, cost: ChangeCost) -> tuple[Param, ...]:
+def _producer(prefix: str, names: tuple[str, str, str, str], linger_ms: float, cost: ChangeCost,
+              linger_step_ms: float | None) -> tuple[Param, ...]:
     """A Kafka producer's linger, batch size, acks and compression, named as its configuration names them;
-    acks 1, 16384-byte batches and no compression by default."""
+    acks 1, 16384-byte batches and no compression by default. `linger_step_ms`: 1.0 for the Java client
+    (linger.ms is a long), None for librdkafka (a double)."""
     linger, batch, acks, compression = (prefix + name for name in names)
     return (
-        _p(linger, "float", linger_ms, 0.0, 10000.0, unit="ms", cost=cost,
+        _p(linger, "float", linger_ms, 0.0, 10000.0, unit="ms", cost=cost, step=linger_step_ms,
            help="producer wait for more records before a send"),
         _p(batch, "int", 16384, 1, 16777216, log=True, unit="bytes", cost=cost,
            help="producer batch size per partition"),
@@ -211,22 +230,23 @@ PIPELINE_PARAMS: tuple[Param, ...] = (
     _p("logstash.pipeline.workers", "int", 2, 1, 64, cost=RELOAD, help="filter+output worker threads"),
     _p("logstash.pipeline.batch.size", "int", 125, 1, 10000, log=True, unit="events", cost=RELOAD,
        help="events a worker takes per batch"),
-    _p("logstash.pipeline.batch.delay", "float", 50.0, 0.0, 10000.0, unit="ms", cost=RELOAD,
-       help="longest wait for a partial batch"),
-    *_producer("logstash.output.kafka.", ("linger_ms", "batch_size", "acks", "compression_type"), 0.0, RELOAD),
+    _p("logstash.pipeline.batch.delay", "float", 50.0, 0.0, 10000.0, unit="ms", cost=RELOAD, step=1.0,
+       help="longest wait for a partial batch (logstash.yml takes whole milliseconds)"),
+    # Logstash's kafka output is the Java producer.
+    *_producer("logstash.output.kafka.", ("linger_ms", "batch_size", "acks", "compression_type"), 0.0, RELOAD, 1.0),
     # Kafka 3.x broker dynamic configs and the consumer.
     _p("kafka.broker.num.io.threads", "int", 8, 1, 64, cost=LIVE, help="broker request-handler threads"),
     _p("kafka.broker.num.network.threads", "int", 3, 1, 32, cost=LIVE, help="broker network threads"),
     _p("kafka.consumer.fetch.min.bytes", "int", 1, 1, 10485760, log=True, unit="bytes", cost=RESTART,
        help="bytes the broker waits for before answering a fetch"),
-    _p("kafka.consumer.fetch.max.wait.ms", "float", 500.0, 0.0, 10000.0, unit="ms", cost=RESTART,
-       help="longest the broker holds a fetch waiting for fetch.min.bytes"),
+    _p("kafka.consumer.fetch.max.wait.ms", "float", 500.0, 0.0, 10000.0, unit="ms", cost=RESTART, step=1.0,
+       help="longest the broker holds a fetch waiting for fetch.min.bytes (an int)"),
     # A Kafka producer the node runs (librdkafka: the replay engine's Kafka sink). Its settings are fixed once
     # it is created, so a change recreates it. Defaults: what the replay sink sent with under kafka-python
     # (linger 5 ms, which is librdkafka's default too).
-    *_producer("kafka.producer.", ("linger.ms", "batch.size", "acks", "compression.type"), 5.0, RESTART),
+    *_producer("kafka.producer.", ("linger.ms", "batch.size", "acks", "compression.type"), 5.0, RESTART, None),
     # Spark Structured Streaming sink (the paper's Kafka -> Spark -> Hive stage); a change restarts the query.
-    _p("spark.trigger.interval", "float", 0.0, 0.0, 60.0, unit="s", cost=RESTART,
+    _p("spark.trigger.interval", "float", 0.0, 0.0, 60.0, unit="s", cost=RESTART, step=0.001,
        help="micro-batch trigger interval (0: start the next batch as soon as the previous one ends)"),
 )
 

@@ -7,7 +7,7 @@ from fastapi.testclient import TestClient
 from prometheus_client import CollectorRegistry, Counter
 
 from api.app import create_app
-from controller.state import StateStore
+from controller.state import Decision, IncumbentReport, StateStore, Status
 from tests.api.conftest import AUTH, TOKEN
 
 MUTATIONS = [
@@ -20,11 +20,12 @@ MUTATIONS = [
 ]
 
 
-def _decision(window: int, action: str = "explore", p95: float = 0.5, **extra) -> dict:
-    return {"window": window, "t_s": 10.0 * (window + 1), "config": {"filebeat.backoff": 1.0}, "action": action,
-            "reason": f"why {window}", "change": {"filebeat.backoff": [1.0, 0.5]}, "predicted": {"p95_s": 0.4},
-            "observed": {"p95_s": p95, "throughput_ratio": 1.0}, "guardrail": [], "recommendation": {},
-            "incumbent_p95_s": 0.5, "pause_s": 0.0, "wall_time": 1.0e9, **extra}
+def _decision(window: int, action: str = "explore", p95: float = 0.5, **extra) -> Decision:
+    return Decision.model_validate({
+        "window": window, "t_s": 10.0 * (window + 1), "config": {"filebeat.backoff": 1.0}, "action": action,
+        "reason": f"why {window}", "change": {"filebeat.backoff": [1.0, 0.5]}, "predicted": {"p95_s": 0.4},
+        "observed": {"p95_s": p95, "throughput_ratio": 1.0}, "guardrail": [], "recommendation": {},
+        "incumbent_p95_s": 0.5, "pause_s": 0.0, **extra})
 
 
 def test_healthz_and_empty_status(client: TestClient) -> None:
@@ -35,9 +36,9 @@ def test_healthz_and_empty_status(client: TestClient) -> None:
 
 
 def test_status_merges_the_daemons_report_with_current_steering(client: TestClient, store: StateStore) -> None:
-    store.save_status({"pipeline": "twin", "mode": "auto", "window": 7, "t_s": 80.0,
-                       "incumbent": {"config": {}, "p95_s": 0.42, "offered_eps": 300.0},
-                       "last_decision": _decision(7, p95=float("nan")), "overrides": [], "paused": False})
+    store.save_status(Status(pipeline="twin", mode="auto", window=7, t_s=80.0,
+                             incumbent=IncumbentReport(config={}, p95_s=0.42, offered_eps=300.0),
+                             last_decision=_decision(7, p95=float("nan")), paused=False))
     client.patch("/policy", json={"mode": "advise"}, headers=AUTH)
     client.post("/pause", headers=AUTH)
     made = client.post("/overrides", json={"params": {"filebeat.backoff": 0.2}, "ttl_s": 60, "reason": "r"},

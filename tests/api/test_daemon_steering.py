@@ -14,7 +14,7 @@ from api.app import create_app
 from controller.daemon import Daemon
 from controller.pipelines import TwinPipeline
 from controller.state import StateStore
-from models.learning import Box, tuned_names
+from models.learning import TunedCube, tuned_names
 from models.policy import Policy
 from models.presets import preset
 from models.space import Config
@@ -33,7 +33,7 @@ def make_daemon(store: StateStore, windows: int = 60) -> Daemon:
     policy = store.load_policy() or Policy()
     incumbent = store.load_incumbent()
     start = incumbent.config if incumbent else preset("defaults")
-    learner = build_learner("pipetune", Box(tuned_names(policy, "paper"), policy), start, topology="paper")
+    learner = build_learner("pipetune", TunedCube(tuned_names(policy, "paper"), policy), start, topology="paper")
     load_s = (windows + 5) * 2 * WINDOW_S
     twin = TwinPipeline(start, build_schedule(WorkloadSpec(Profile.steady, 300.0, load_s, seed=0)).schedule.times_s, CAL)
     daemon = Daemon(twin, learner, policy, window_s=WINDOW_S, store=store)
@@ -87,8 +87,8 @@ def test_a_pin_and_a_bound_hold_across_50_learner_steps(client: TestClient, stor
     decisions = [daemon.step() for _ in range(50)]
     assert sum(d.action == "explore" for d in decisions) >= 10  # the learner did move things
     for d in decisions[1:]:  # the first window still ran the start config: the pin applies from its decision on
-        assert policy.allows(Config(d.config)), (d.window, d.action, d.config)
-    assert policy.allows(daemon.pipeline.current())
+        assert policy.enforce(Config(d.config)) == Config(d.config), (d.window, d.action, d.config)
+    assert policy.enforce(daemon.pipeline.current()) == daemon.pipeline.current()
 
 
 def test_frozen_mode_changes_nothing(client: TestClient, store: StateStore) -> None:

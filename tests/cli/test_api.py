@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from api.app import create_app
 from api.server import serve_in_thread
 from cli.main import app
-from controller.state import StateStore
+from controller.state import Action, Decision, StateStore
 from tests.conftest import free_ports
 
 TOKEN = "cli-test-token"
@@ -112,10 +112,9 @@ def test_pause_resume_status_and_decisions(served) -> None:
     assert "(paused)" in cli(url, "status").output
     assert cli(url, "resume").exit_code == 0 and not store.paused()
     for window in range(3):
-        store.append_decision({"window": window, "t_s": 10.0 * window, "config": {}, "action": "explore",
-                               "reason": f"reason-{window}", "change": {"filebeat.backoff": [1.0, 0.5]},
-                               "predicted": {"p95_s": 0.4}, "observed": {"p95_s": 0.5, "throughput_ratio": 1.0},
-                               "guardrail": []})
+        store.append_decision(Decision(window=window, t_s=10.0 * window, config={}, action=Action.EXPLORE,
+                                       reason=f"reason-{window}", change={"filebeat.backoff": [1.0, 0.5]},
+                                       predicted={"p95_s": 0.4}, observed={"p95_s": 0.5, "throughput_ratio": 1.0}))
     shown = cli(url, "decisions", "--limit", "2").output
     assert "reason-2" in shown and "reason-1" in shown and "reason-0" not in shown and "--before 1" in shown
     page = json.loads(cli(url, "decisions", "--before", "1", "--json").output)

@@ -1,18 +1,20 @@
 """The autotune loop on the twin: guardrails, modes, overrides' path, and resuming from the state dir."""
 
+import json
 import math
 
 import pytest
 
 from controller.daemon import Daemon
-from controller.guardrails import breaches
 from controller.pipelines import PipelineUnavailable, TwinPipeline
 from controller.state import StateStore
+from models.learning import Suggestion
 from models.observation import Observation
 from models.policy import Policy
 from models.presets import preset
 from models.space import PIPELINE_SPACE
 from models.twin import load
+from models.verdict import judge
 from replay.profiles import Profile, WorkloadSpec, build_schedule
 
 WINDOW_S = 30.0  # long enough that a window's out/in is not thrown by the sink's 1 s micro-batches
@@ -30,10 +32,10 @@ class Scripted:
     def suggest(self, context):
         if self.queue:
             self.last = self.queue.pop(0)
-        return self.last
+        return Suggestion(self.last, "scripted")
 
-    def tell(self, config, context, observation):
-        self.told.append((config, observation))
+    def tell(self, config, context, observation, verdict):
+        self.told.append((config, observation, verdict))
 
     def update_policy(self, policy):
         self.policy = policy
@@ -111,29 +113,38 @@ def test_a_clear_change_of_load_remeasures_the_incumbent_first():
     assert decision.action == "remeasure" and pipeline.current() == daemon.incumbent.config
 
 
-def test_guardrails_name_each_breach():
-    obs = Observation(duration_s=10, offered_eps=300, throughput_eps=250, p50_s=1, p95_s=9, p99_s=10, mean_s=2,
-                      backlog_events={"x": 900})
-    before = Observation(duration_s=10, offered_eps=300, throughput_eps=300, p50_s=1, p95_s=1, p99_s=1, mean_s=1,
-                         backlog_events={"x": 100})
-    found = breaches(obs, Policy(p95_ceiling_s=5.0), before)
-    assert len(found) == 3 and "output" in found[0] and "backlog" in found[1] and "ceiling" in found[2]
-    assert breaches(before, Policy(), before) == []
-
-
 def test_state_survives_a_restart_of_the_daemon(tmp_path):
     store = StateStore(tmp_path)
     cheap = PIPELINE_SPACE.config({"filebeat.backoff": 0.1})
-    daemon, _ = _daemon(Scripted(cheap), store=store)
+    first = Scripted(cheap)
+    daemon, _ = _daemon(first, store=store)
     for _ in range(4):
         daemon.step()
     (tmp_path / "decisions.jsonl").open("a").write('{"window": 4, "cut sho')  # killed mid-write
     learner = Scripted()
     again, _ = _daemon(learner, store=StateStore(tmp_path), start=store.load_incumbent().config)
     assert again.resume() == 4 and len(learner.told) == 4
+    assert [verdict for *_, verdict in learner.told] == [verdict for *_, verdict in first.told]  # as judged then
     assert again.window == 4 and again.incumbent.config == daemon.incumbent.config
     again.step()
     assert [d["window"] for d in StateStore(tmp_path).decisions()] == [0, 1, 2, 3, 4]
+    assert store.load_status()["learner"]["observations"] == 5  # the four resumed and the one measured since
+
+
+def test_resume_judges_a_window_stored_without_its_verdict(tmp_path):
+    store = StateStore(tmp_path)
+    config = preset("defaults")
+    kept = Observation(duration_s=30, offered_eps=300, throughput_eps=300, p50_s=1, p95_s=2, p99_s=3, mean_s=1)
+    behind = Observation(duration_s=30, offered_eps=300, throughput_eps=200, p50_s=1, p95_s=2, p99_s=3, mean_s=1)
+    for observation in (kept, behind):
+        store.append_observation(config, 300.0, observation, judge(observation, Policy()))
+    lines = (tmp_path / "observations.jsonl").read_text().splitlines()
+    legacy = [json.dumps({k: v for k, v in json.loads(line).items() if k != "verdict"}) for line in lines]
+    (tmp_path / "observations.jsonl").write_text("\n".join(legacy) + "\n")
+    learner = Scripted()
+    daemon, _ = _daemon(learner, store=store)
+    assert daemon.resume() == 2
+    assert [verdict.ok for *_, verdict in learner.told] == [True, False]
 
 
 def test_overrides_pause_and_policy_from_the_state_dir_take_effect_at_the_next_decision(tmp_path):

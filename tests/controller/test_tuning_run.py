@@ -9,19 +9,6 @@ from models.twin import load
 from replay.profiles import Profile, WorkloadSpec
 
 
-class _Explained:
-    """The in-process learner with the explanation the daemon records."""
-
-    def __init__(self, learner) -> None:
-        self.learner = learner
-
-    def __getattr__(self, name):
-        return getattr(self.learner, name)
-
-    def explain(self) -> tuple[str, dict]:
-        return "test", {}
-
-
 def test_the_twin_load_covers_every_window_twice_over() -> None:
     assert twin_load_s(30, 30.0) > 2 * 30 * 30.0
 
@@ -31,7 +18,7 @@ def test_a_short_run_on_the_twin_goes_to_the_end_with_load_in_every_window() -> 
     policy = Policy()
     setup = LearnerSetup("random", policy, preset("defaults"), calibration.topology, seed=1)
     pipeline = twin_pipeline(preset("defaults"), calibration, WorkloadSpec(Profile.steady, 300.0, seed=1), 3, 10.0)
-    daemon = tuning_daemon(pipeline, _Explained(tuning_learner(setup, remote=False)), policy, 10.0)
+    daemon = tuning_daemon(pipeline, tuning_learner(setup, remote=False), policy, 10.0)
     decisions = daemon.run(3)
     assert len(decisions) == 3
     assert all(d.observed["offered_eps"] == pytest.approx(300, rel=0.05) for d in decisions)

@@ -7,11 +7,12 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from models.bayes import SafeBayesLearner
-from models.learning import Box, Context
+from models.learning import TunedCube, Context
 from models.observation import Observation
 from models.policy import Policy
 from models.space import PIPELINE_SPACE
 from models.strategies import build_learner
+from models.verdict import judge
 
 NAMES = ("filebeat.backoff", "logstash.pipeline.batch.delay", "filebeat.queue.mem.flush.timeout")
 CTX = Context(300.0)
@@ -20,8 +21,8 @@ CTX = Context(300.0)
 class Synthetic:
     """A pipeline stand-in: log P95 is a bowl at u = (0.3, 0.7, 0.5); throughput collapses for u0 < 0.45."""
 
-    def __init__(self, box: Box, seed: int = 0) -> None:
-        self.box = box
+    def __init__(self, cube: TunedCube, seed: int = 0) -> None:
+        self.cube = cube
         self.rng = np.random.default_rng(seed)
 
     @staticmethod
@@ -29,7 +30,7 @@ class Synthetic:
         return u[0] >= 0.45
 
     def __call__(self, config) -> Observation:
-        u = self.box.encode(config)
+        u = self.cube.encode(config)
         log_p95 = 3 * (u[0] - 0.3) ** 2 + 3 * (u[1] - 0.7) ** 2 + 3 * (u[2] - 0.5) ** 2 - 1 + self.rng.normal(0, 0.02)
         ratio = (1.0 if self.feasible(u) else 0.6) + self.rng.normal(0, 0.005)
         p95 = math.exp(log_p95)
@@ -37,23 +38,29 @@ class Synthetic:
                            p99_s=p95 * 1.2, mean_s=p95 / 2)
 
 
-def _run(learner, problem, steps):
-    suggested = []
+def _run(learner, problem, steps, policy=Policy()):
+    """Suggest, measure, judge and tell `steps` times, keeping the incumbent as the daemon does (the best
+    feasible window); returns what was suggested and the incumbent."""
+    suggested, incumbent, best_p95_s = [], None, math.inf
     for _ in range(steps):
-        config = learner.suggest(CTX)
-        suggested.append(problem.box.encode(config))
-        learner.tell(config, CTX, problem(config))
-    return np.array(suggested)
+        config = learner.suggest(Context(CTX.offered_eps, incumbent)).config
+        suggested.append(problem.cube.encode(config))
+        observation = problem(config)
+        verdict = judge(observation, policy)
+        learner.tell(config, CTX, observation, verdict)
+        if verdict.ok and observation.p95_s < best_p95_s:
+            incumbent, best_p95_s = config, observation.p95_s
+    return np.array(suggested), incumbent
 
 
 def test_finds_the_feasible_optimum_and_never_steps_deep_into_the_infeasible_region():
     policy = Policy()
-    box = Box(NAMES, policy)
-    start = box.decode(np.array([0.9, 0.2, 0.9]), base=PIPELINE_SPACE.defaults())  # feasible, far from the optimum
-    problem = Synthetic(box)
-    learner = SafeBayesLearner(box, start, seed=1)
-    suggested = _run(learner, problem, 40)
-    best = box.encode(learner.incumbent(CTX))
+    cube = TunedCube(NAMES, policy)
+    start = cube.decode(np.array([0.9, 0.2, 0.9]), base=PIPELINE_SPACE.defaults())  # feasible, far from the optimum
+    problem = Synthetic(cube)
+    learner = SafeBayesLearner(cube, start, seed=1)
+    suggested, incumbent = _run(learner, problem, 40)
+    best = cube.encode(incumbent)
     assert best[0] == pytest.approx(0.45, abs=0.08)  # on the constraint's edge
     assert best[1] == pytest.approx(0.7, abs=0.1) and best[2] == pytest.approx(0.5, abs=0.1)
     infeasible = [u for u in suggested if not Synthetic.feasible(u)]
@@ -62,9 +69,9 @@ def test_finds_the_feasible_optimum_and_never_steps_deep_into_the_infeasible_reg
 
 
 def test_starts_from_the_running_config():
-    box = Box(NAMES, Policy())
+    cube = TunedCube(NAMES, Policy())
     start = PIPELINE_SPACE.defaults()
-    assert SafeBayesLearner(box, start).suggest(CTX) == start
+    assert SafeBayesLearner(cube, start).suggest(CTX).config == start
 
 
 @settings(max_examples=8, deadline=None)
@@ -73,23 +80,39 @@ def test_starts_from_the_running_config():
 def test_every_suggestion_honours_pins_and_bounds(low, width, pin, strategy):
     policy = Policy(bounds={"filebeat.backoff": (low, min(low * width, 10.0))},
                     pins={"filebeat.queue.mem.flush.timeout": pin})
-    box = Box(NAMES, policy)
-    learner = build_learner(strategy, box, PIPELINE_SPACE.defaults(), seed=3)
-    problem = Synthetic(Box(NAMES, Policy()))
+    cube = TunedCube(NAMES, policy)
+    learner = build_learner(strategy, cube, PIPELINE_SPACE.defaults(), seed=3)
+    problem = Synthetic(TunedCube(NAMES, Policy()))
     for _ in range(8):
-        config = learner.suggest(CTX)
-        assert policy.allows(config), (strategy, dict(config))
-        learner.tell(config, CTX, problem(config))
+        config = learner.suggest(CTX).config
+        assert policy.enforce(config) == config, (strategy, dict(config))
+        observation = problem(config)
+        learner.tell(config, CTX, observation, judge(observation, policy))
 
 
 def test_a_new_policy_takes_effect_at_the_next_suggestion():
-    box = Box(NAMES, Policy())
-    learner = SafeBayesLearner(box, PIPELINE_SPACE.defaults(), seed=2)
-    problem = Synthetic(box)
+    cube = TunedCube(NAMES, Policy())
+    learner = SafeBayesLearner(cube, PIPELINE_SPACE.defaults(), seed=2)
+    problem = Synthetic(cube)
     _run(learner, problem, 5)
     narrowed = Policy(bounds={"logstash.pipeline.batch.delay": (10.0, 20.0)}, pins={"filebeat.backoff": 0.5})
     learner.update_policy(narrowed)
     for _ in range(5):
-        config = learner.suggest(CTX)
-        assert narrowed.allows(config)
-        learner.tell(config, CTX, problem(config))
+        config = learner.suggest(CTX).config
+        assert narrowed.enforce(config) == config
+        observation = problem(config)
+        learner.tell(config, CTX, observation, judge(observation, narrowed))
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_the_trust_region_is_centred_on_the_daemons_incumbent(seed):
+    cube = TunedCube(NAMES, Policy())
+    start = cube.decode(np.full(3, 0.95), base=PIPELINE_SPACE.defaults())
+    learner = SafeBayesLearner(cube, start, seed=seed)
+    _run(learner, Synthetic(cube), 6)
+    # the daemon's incumbent, farther from where the learner measured than half its trust region
+    incumbent = cube.decode(np.full(3, 0.5), base=PIPELINE_SPACE.defaults())
+    assert learner.length / 2 < 0.45
+    suggestion = learner.suggest(Context(CTX.offered_eps, incumbent))
+    reach = np.abs(cube.encode(suggestion.config) - cube.encode(incumbent))
+    assert np.all(reach <= learner.length / 2 + 1e-3), (reach, learner.length, suggestion.reason)

@@ -10,7 +10,7 @@ import pytest
 from controller.daemon import Daemon
 from controller.live import LivePipeline
 from controller.telemetry import PrometheusTelemetry
-from models.learning import Box, tuned_names
+from models.learning import TunedCube, tuned_names
 from models.policy import Policy
 from models.strategies import build_learner
 from models.twin import load
@@ -47,8 +47,8 @@ def test_the_daemon_holds_while_the_agent_or_prometheus_is_down_and_resumes_afte
     pipeline = LivePipeline(testbed)
     original = pipeline.current()
     policy = Policy()
-    box = Box(tuned_names(policy, load("local-filebeat-kafka").topology), policy)
-    daemon = Daemon(pipeline, build_learner("random", box, original, seed=3), policy, window_s=WINDOW_S)
+    cube = TunedCube(tuned_names(policy, load("local-filebeat-kafka").topology), policy)
+    daemon = Daemon(pipeline, build_learner("random", cube, original, seed=3), policy, window_s=WINDOW_S)
     recorded = bed.recorded_services(testbed)
     try:
         with BackgroundLoad(testbed, WorkloadSpec(Profile.steady, 300, 300.0, seed=5)):
