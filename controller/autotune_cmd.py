@@ -9,18 +9,16 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Optional
 
-import httpx
 import typer
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from agents.client import AgentError
 from controller.api_cmd import require_token, start_api_thread
 from controller.daemon import Daemon, Decision
 from controller.live import LivePipeline
 from controller.live_load import BackgroundLoad
-from controller.pipelines import Pipeline, TwinPipeline
+from controller.pipelines import Pipeline, PipelineUnavailable, TwinPipeline
 from controller.state import StateStore
 from controller.twin_runs import PROFILES, measure_fresh, workload
 from models.learning import Box, tuned_names
@@ -29,7 +27,8 @@ from models.presets import preset
 from models.screen import TwinScreen
 from models.strategies import STRATEGIES
 from models.twin import available, load
-from testbed.pipeline import PipelineError, load_pipeline
+from testbed.endpoints import live_pipeline
+from testbed.pipeline import PipelineError, PipelineSpec, load_pipeline
 
 err = Console(stderr=True)
 _SHOWN_ROWS = 14
@@ -111,19 +110,20 @@ def _summary_table(summary: dict) -> Table:
     return table
 
 
-def _live_pipeline(pipeline: str) -> LivePipeline | None:
-    """None for the twin; else the running testbed of the pipeline file, reachable through its agent."""
+def _live_pipeline(pipeline: str) -> tuple[PipelineSpec, LivePipeline] | None:
+    """None for the twin; else the pipeline file's running testbed, reachable through its agent."""
     if pipeline == "twin":
         return None
     try:
-        live = LivePipeline(load_pipeline(Path(pipeline)))
+        spec = load_pipeline(Path(pipeline))
+        live = live_pipeline(spec)
         live.current()  # asks the agent: fails now, not after Ray has started, when the testbed is down
     except PipelineError as exc:
         raise typer.BadParameter(str(exc), param_hint="--pipeline") from None
-    except (OSError, httpx.HTTPError, AgentError) as exc:
+    except (OSError, PipelineUnavailable) as exc:
         raise typer.BadParameter(f"the testbed's agent does not answer ({exc}); start the testbed with "
                                  f"`pipetune testbed up --pipeline {pipeline}`", param_hint="--pipeline") from None
-    return live
+    return spec, live
 
 
 def autotune_command(
@@ -161,7 +161,7 @@ def autotune_command(
     for ok, flag, message in checks:
         if not ok:
             raise typer.BadParameter(message, param_hint=flag)
-    live = _live_pipeline(pipeline)
+    spec, live = _live_pipeline(pipeline) or (None, None)
     try:
         cal = load(calibration or ("local-filebeat-kafka" if live else "paper-2vcpu"))
     except (KeyError, FileNotFoundError, ValueError) as exc:
@@ -198,7 +198,7 @@ def autotune_command(
 
     table = _LiveTable(windows)
     # Live, the replay engine offers the load in the background and each window is wall-clock time.
-    background = BackgroundLoad(live.spec, profile, rate, load_s, seed) if live else None
+    background = BackgroundLoad(spec, profile, rate, load_s, seed) if spec else None
     with background or nullcontext(), Live(table.render(), console=err, refresh_per_second=4) as shown:
         decisions = daemon.run(windows, on_decision=lambda d: (table.add(d), shown.update(table.render())),
                                wall_s_per_window=window / speed if speed > 0 and not live else 0.0)
@@ -221,7 +221,7 @@ def autotune_command(
         err.print(f"events lost across every change: {ledger['lost']} of {ledger['expected']} "
                   f"({ledger['duplicates']} duplicated; the probe's ledger over {ledger['runs']} replay runs)")
     plot_path = plot or directory / "autotune.png"
-    _plot(decisions, plot_path, summary, f"the live pipeline {live.spec.name!r}" if live else "the twin")
+    _plot(decisions, plot_path, summary, f"the live pipeline {spec.name!r}" if spec else "the twin")
     err.print(f"plot: {plot_path}\ndecision log: {directory / 'decisions.jsonl'}")
     if json_path:
         doc = {"windows": [vars(d) for d in decisions], **(summary or {"final": {"config": dict(final)}}),

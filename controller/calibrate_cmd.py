@@ -16,7 +16,7 @@ from models.presets import preset
 from models.space import PIPELINE_SPACE, Config, Value
 from models.twin import Calibration, load
 from models.twin.fit import Measurement, fit, twin_predictor
-from testbed import bed
+from testbed import lifecycle
 from testbed.pipeline import DEFAULT_PIPELINE, PipelineError, PipelineSpec, load_pipeline
 from testbed.processes import TestbedError
 
@@ -47,7 +47,7 @@ def measure_live(spec: PipelineSpec, config: Config, rate_eps: float, duration_s
     """Apply `config` to the running testbed, replay a steady `rate_eps` for `duration_s`, measure it."""
     schedule, _ = build_schedule(Profile.steady, rate_eps, duration_s, seed, False, None, None, None, None,
                                  1.0, 1.0, None, 0.5, "20:5")
-    bed.apply(spec, config)
+    lifecycle.apply(spec, config)
     _, observation = replay_and_observe(spec, schedule, warmup_s)
     return Measurement(config, rate_eps, observation.p95_s, observation.throughput_eps)
 

@@ -19,7 +19,7 @@ from models.observation import Observation
 from models.presets import PRESETS, preset
 from models.space import PIPELINE_SPACE, Config, ParamError
 from replay.arrivals import Schedule
-from testbed import bed
+from testbed import lifecycle
 from testbed.pipeline import DEFAULT_PIPELINE, PipelineError, PipelineSpec, load_pipeline
 from testbed.processes import TestbedError
 from testbed.prometheus import prometheus_url
@@ -114,11 +114,11 @@ def measure_command(
         spec = load_pipeline(pipeline)
         schedule, _ = build_schedule(profile, rate, duration, seed, False, None, None, None, None, 1.0, 1.0,
                                      None, 0.5, "20:5")
-        done = bed.apply(spec, chosen)
+        done = lifecycle.apply(spec, chosen)
     except (PipelineError, TestbedError, ParamError) as err:
         typer.secho(f"error: {err}", fg=typer.colors.RED, err=True)
         raise typer.Exit(2)
-    typer.echo(f"config {config}: {', '.join(done) or 'already in place'}", err=True)
+    typer.echo(f"config {config}: {done}", err=True)
     try:
         run, observation = replay_and_observe(spec, schedule, warmup)
     except TimeoutError as err:
