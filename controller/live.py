@@ -1,4 +1,5 @@
-"""The live pipeline on the testbed: replay a workload into it and read back what arrived.
+"""The live pipeline: `LivePipeline`, the `Pipeline` seam over node agents and a telemetry source; and
+the testbed's replay harness: replay a workload into it and read back what arrived.
 
 A run writes its events into the pipeline's log and its manifest into the probe's manifests
 directory; the probe answers with a report (lost, duplicated, late) and Prometheus holds the
@@ -10,6 +11,7 @@ from __future__ import annotations
 import secrets
 import time
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Callable, Iterable, Sequence, TypeVar
 
 import httpx
@@ -79,10 +81,10 @@ def replay_and_check(spec: PipelineSpec, schedule: Schedule, run_id: str | None 
     return LiveRun(run_id, result.started_at, ended_at, result.events, report)
 
 
-# The probe's stages under the twin's names for the filebeat-kafka topology. Filebeat's publish span holds
-# both its queue and its Kafka request, which the probe cannot tell apart: it counts as the "filebeat" stage.
 T = TypeVar("T")
 
+# The probe's stages under the twin's names for the filebeat-kafka topology. Filebeat's publish span holds
+# both its queue and its Kafka request, which the probe cannot tell apart: it counts as the "filebeat" stage.
 TWIN_STAGES = {"filebeat_read": "nginx->filebeat", "filebeat_publish": "filebeat", "kafka_consume": "kafka->sink"}
 
 
@@ -125,9 +127,11 @@ class LivePipeline:
                 if not changes:
                     continue
                 try:
-                    result = _ask(agent, lambda: agent.put_config(name, in_force["highest_version"] + 1, changes))
+                    version = _ask(agent, partial(agent.next_version, name))
+                    result = _ask(agent, partial(agent.put_config, name, version, changes))
                 except AgentError as err:
-                    return ApplyReport(False, self.current(), 0.0, f"{name} change refused by the agent at {agent.url}: {err}")
+                    return ApplyReport(False, self.current(), 0.0,
+                                       f"{name} change refused by the agent at {agent.url}: {err}")
                 if not result.ok:
                     return ApplyReport(False, self.current(), 0.0,
                                        f"{name} change {result.status} by the agent at {agent.url}: {result.message}")

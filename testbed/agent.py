@@ -66,7 +66,8 @@ def agent_service(spec: PipelineSpec, filebeat_binary: Path, config: Config) -> 
              "params": _params(config, KafkaBrokerAdapter.params)},
             {"name": "probe", "kind": "kafka-consumer", "config_dir": str(probe_config_dir(spec)),
              "health_url": f"http://127.0.0.1:{spec.probe.metrics_port}/metrics",
-             "runtime": {"argv": list(probe_service(spec).argv)}, "params": _params(config, KafkaConsumerAdapter.params)},
+             "runtime": {"argv": list(probe_service(spec).argv)},
+             "params": _params(config, KafkaConsumerAdapter.params)},
         ],
     }
     (directory / "agent.yaml").write_text(yaml.safe_dump(document, sort_keys=False))

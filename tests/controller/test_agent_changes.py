@@ -54,5 +54,6 @@ def test_a_change_goes_to_each_component_that_takes_one_of_its_parameters():
     assert by_component(change, OWNED) == {"filebeat": {"filebeat.backoff": 0.01},
                                            "probe": {"kafka.consumer.fetch.max.wait.ms": 50}}
     # Two components taking the same parameter (two consumers on one node) both get it.
-    two = owned_params([*COMPONENTS, {"name": "other-consumer", "params_allowed": {"kafka.consumer.fetch.max.wait.ms": {}}}])
+    other = {"name": "other-consumer", "params_allowed": {"kafka.consumer.fetch.max.wait.ms": {}}}
+    two = owned_params([*COMPONENTS, other])
     assert by_component(change, two)["other-consumer"] == {"kafka.consumer.fetch.max.wait.ms": 50}
