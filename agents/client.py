@@ -1,4 +1,4 @@
-"""A client of the agent's HTTP service, for the controller (a later `LivePipeline`) and tests.
+"""A client of the agent's HTTP service, for the controller's `LivePipeline`, the testbed and tests.
 
 Every change answer becomes a `ChangeResult` (applied, unchanged, rejected, rolled_back); what is
 not an answer about the change (bad token, unknown component, a version conflict, a refused value)
@@ -30,6 +30,7 @@ class AgentClient:
 
     def __init__(self, base_url: str, token: str, *, timeout_s: float = 120.0,
                  transport: httpx.BaseTransport | None = None) -> None:
+        self.url = base_url
         # A change waits for the component's health: the timeout must outlast the agent's health_timeout_s.
         self._http = httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {token}"},
                                   timeout=timeout_s, transport=transport)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import shutil
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Mapping
 
 from agents.adapter import Adapter, ConfigStore, Runtime, ValidationFailed, Version, write_files
@@ -42,6 +42,11 @@ class ChangeResult:
     message: str = ""
     elapsed_s: float = 0.0
     params: dict[str, Value] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """The requested values are in force (put there now, or already there)."""
+        return self.status in ("applied", "unchanged")
 
 
 class ManagedComponent:
@@ -265,7 +270,3 @@ class ManagedComponent:
         return ChangeResult(self.name, in_force if in_force is not None else record.version, requested, record.status,
                             record.action, message.strip(), record.elapsed_s if elapsed_s is None else elapsed_s,
                             record.params)
-
-
-def result_dict(result: ChangeResult) -> dict[str, object]:
-    return asdict(result)

@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 
 from agents.adapter import Applied, Health, Runtime, restart_if_needed, run_check
-from agents.filebeat import FilebeatLayout, render_filebeat_config, render_filebeat_inputs
+from agents.filebeat_render import FilebeatLayout, render_filebeat_config, render_filebeat_inputs
 from models.space import PIPELINE_PARAMS, ChangeCost, Config, Param
 
 INPUTS_FILE = "inputs.d/replay.yml"

@@ -14,7 +14,8 @@ import docker
 import docker.errors
 
 
-def _start_ticks(pid: int) -> int | None:
+def start_ticks(pid: int) -> int | None:
+    """The kernel's start time of a live process (None once it exited): with the pid, it names one process."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
@@ -59,7 +60,8 @@ class ProcessRuntime:
         except (OSError, ValueError):
             return None
         pid = int(record["pid"])
-        return pid if _start_ticks(pid) == record["start_ticks"] else None
+        ticks = start_ticks(pid)
+        return pid if ticks is not None and ticks == record["start_ticks"] else None
 
     def running(self) -> bool:
         return self.pid() is not None
@@ -77,7 +79,7 @@ class ProcessRuntime:
             self._child = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT,
                                            stdin=subprocess.DEVNULL, cwd=self.run_dir, env=self.env,
                                            start_new_session=True)
-        record = {"pid": self._child.pid, "start_ticks": _start_ticks(self._child.pid), "argv": list(self.argv)}
+        record = {"pid": self._child.pid, "start_ticks": start_ticks(self._child.pid), "argv": list(self.argv)}
         self.pid_file.write_text(json.dumps(record))
 
     def stop(self) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hmac
 import threading
 from contextlib import asynccontextmanager
+from dataclasses import asdict
 from pathlib import Path
 from typing import AsyncIterator
 
@@ -19,10 +20,10 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, Field
 
 from agents.adapter import Adapter, ConfigStore, Runtime
-from agents.component import ChangeRefused, ManagedComponent, result_dict
+from agents.component import ChangeRefused, ManagedComponent
 from agents.config import (AgentConfig, Component, DockerRuntimeSpec, FilebeatComponent, KafkaBrokerComponent,
                            KafkaConsumerComponent, KafkaProducerComponent, LogstashComponent)
-from agents.filebeat import FilebeatLayout
+from agents.filebeat_render import FilebeatLayout
 from agents.filebeat_adapter import MAIN_FILE, FilebeatAdapter
 from agents.kafka_broker import KafkaBrokerAdapter
 from agents.kafka_client import KafkaConsumerAdapter, KafkaProducerAdapter
@@ -143,12 +144,12 @@ def create_app(agent_config: AgentConfig, token: str, components: dict[str, Mana
             result = component(name).change(request.version, request.params)
         except ChangeRefused as refused:
             return JSONResponse(refused.detail, status_code=refused.status)
-        return JSONResponse(result_dict(result), status_code=_STATUS[result.status])
+        return JSONResponse(asdict(result), status_code=_STATUS[result.status])
 
     @app.post("/components/{name}/rollback")
     def rollback(name: str) -> JSONResponse:
         try:
-            return JSONResponse(result_dict(component(name).rollback()))
+            return JSONResponse(asdict(component(name).rollback()))
         except ChangeRefused as refused:
             return JSONResponse(refused.detail, status_code=refused.status)
 

@@ -30,6 +30,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from controller.agent_changes import changes_for_agent, changes_not_in_audit, owned_params
 from controller.state import StateStore
 from controller.telemetry import PrometheusTelemetry
 from models.policy import Policy
@@ -37,7 +38,7 @@ from models.presets import preset
 from models.space import PIPELINE_SPACE, Config
 from models.verdict import judge
 from replay.profiles import Profile, WorkloadSpec, build_schedule
-from testbed import agent, bed, processes
+from testbed import agent, lifecycle
 from testbed.harness import replay_and_observe
 from testbed.pipeline import DEFAULT_PIPELINE, PipelineSpec, load_pipeline
 from testbed.prometheus import prometheus_url
@@ -62,11 +63,6 @@ class Measured:
     @property
     def out_in(self) -> float:
         return self.throughput_eps / self.offered_eps if self.offered_eps else math.nan
-
-
-def _running(spec: PipelineSpec) -> bool:
-    recorded = bed.recorded_services(spec)
-    return bool(recorded) and all(processes.running_pid(s) for s in recorded.values())
 
 
 def tune(pipeline: Path, args: argparse.Namespace, directory: Path) -> dict:
@@ -108,8 +104,8 @@ def measure_side_by_side(spec: PipelineSpec, contenders: dict[str, Config], args
     rows = []
     for round_ in range(args.rounds):
         for name in names if round_ % 2 == 0 else names[::-1]:
-            done = bed.apply(spec, contenders[name])
-            console.print(f"[dim]round {round_ + 1}: {name} ({', '.join(done) or 'already in place'})[/]")
+            done = lifecycle.apply(spec, contenders[name])
+            console.print(f"[dim]round {round_ + 1}: {name} ({done})[/]")
             schedule = build_schedule(WorkloadSpec(Profile.steady, args.rate, args.measure,
                                                    args.seed + 100 + round_)).schedule
             run, observed = replay_and_observe(spec, schedule, args.warmup)
@@ -205,20 +201,21 @@ def main() -> None:
             parser.error(f"{flag} must be {allowed}")
     spec = load_pipeline(args.pipeline)
     args.out.mkdir(parents=True, exist_ok=True)
-    started_here = not _running(spec)
+    started_here = not lifecycle.running(spec)
     if started_here:
         console.print(f"[dim]starting the testbed {spec.name!r} on the component defaults[/]")
-        bed.up(spec, PIPELINE_SPACE.defaults())
+        lifecycle.up(spec, PIPELINE_SPACE.defaults())
     try:
-        bed.apply(spec, PIPELINE_SPACE.defaults())
+        lifecycle.apply(spec, PIPELINE_SPACE.defaults())
         with agent.client(spec) as client:
-            seen = {name: len(client.audit(name)) for name in agent.COMPONENTS}
+            owned = owned_params(client.components())
+            seen = {name: len(client.audit(name)) for name in owned}
         shutil.rmtree(args.out / "state", ignore_errors=True)  # a kept state dir would resume the last run
         began = time.time()
         tuned = tune(args.pipeline, args, args.out)
         ended = time.time()
         with agent.client(spec) as client:
-            audit = {name: client.audit(name)[seen[name]:] for name in agent.COMPONENTS}
+            audit = {name: client.audit(name)[seen[name]:] for name in owned}
         timeline = behind_windows(spec, began, ended, args.window)
         final = PIPELINE_SPACE.config(tuned["final"]["config"])
         contenders = {"defaults": preset("defaults"), "hybrid": preset("hybrid"), "latency": preset("latency"),
@@ -226,11 +223,11 @@ def main() -> None:
         rows = measure_side_by_side(spec, contenders, args)
     finally:
         if started_here:
-            bed.down(spec)
+            lifecycle.down(spec)
     summary = summarise(rows)
     decisions = StateStore(args.out / "state").decisions()  # as logged, with the wall time of each
-    logged = len(agent.changes_for_agent(decisions))
-    matched = logged - len(agent.changes_not_in_audit(decisions, audit))
+    logged = len(changes_for_agent(decisions, owned))
+    matched = logged - len(changes_not_in_audit(decisions, audit, owned))
     lost_tuning = tuned["ledger"]["lost"]
     result = {
         "rate_eps": args.rate, "began": began, "tune_s": ended - began, "window_s": args.window, "summary": summary,

@@ -10,16 +10,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
-import httpx
 import typer
 from rich.console import Console
 
-from agents.client import AgentError
 from cli.api import require_token
 from cli.autotune_view import WindowView, plot_run, print_summary
 from controller.fresh_windows import measure_fresh
 from controller.live import LivePipeline
-from controller.pipelines import Pipeline
+from controller.pipelines import Pipeline, PipelineUnavailable
 from controller.state import StateStore
 from controller.tuning_run import LearnerSetup, tuning_daemon, tuning_learner, twin_pipeline
 from models.policy import Policy
@@ -27,24 +25,27 @@ from models.presets import preset
 from models.strategies import STRATEGIES
 from models.twin import available, load
 from replay.profiles import GENERATED_NAMES, WorkloadSpec
+from testbed.endpoints import live_pipeline
 from testbed.harness import BackgroundLoad
-from testbed.pipeline import PipelineError, load_pipeline
+from testbed.pipeline import PipelineError, PipelineSpec, load_pipeline
 
 err = Console(stderr=True)
 
-def _live_pipeline(pipeline: str) -> LivePipeline | None:
-    """None for the twin; else the running testbed of the pipeline file, reachable through its agent."""
+
+def _live_pipeline(pipeline: str) -> tuple[PipelineSpec, LivePipeline] | None:
+    """None for the twin; else the pipeline file's running testbed, reachable through its agent."""
     if pipeline == "twin":
         return None
     try:
-        live = LivePipeline(load_pipeline(Path(pipeline)))
+        spec = load_pipeline(Path(pipeline))
+        live = live_pipeline(spec)
         live.current()  # asks the agent: fails now, not after Ray has started, when the testbed is down
     except PipelineError as exc:
         raise typer.BadParameter(str(exc), param_hint="--pipeline") from None
-    except (OSError, httpx.HTTPError, AgentError) as exc:
+    except (OSError, PipelineUnavailable) as exc:
         raise typer.BadParameter(f"the testbed's agent does not answer ({exc}); start the testbed with "
                                  f"`pipetune testbed up --pipeline {pipeline}`", param_hint="--pipeline") from None
-    return live
+    return spec, live
 
 
 def autotune_command(
@@ -82,7 +83,7 @@ def autotune_command(
     for ok, flag, message in checks:
         if not ok:
             raise typer.BadParameter(message, param_hint=flag)
-    live = _live_pipeline(pipeline)
+    spec, live = _live_pipeline(pipeline) or (None, None)
     try:
         cal = load(calibration or ("local-filebeat-kafka" if live else "paper-2vcpu"))
     except (KeyError, FileNotFoundError, ValueError) as exc:
@@ -119,7 +120,7 @@ def autotune_command(
 
     # Live, the replay engine offers the load in the background and each window is wall-clock time; the
     # profile spans the nominal run (its burst falls inside it) and steady load follows.
-    background = BackgroundLoad(live.spec, replace(workload, duration_s=windows * window)) if live else None
+    background = BackgroundLoad(spec, replace(workload, duration_s=windows * window)) if spec else None
     with background or nullcontext(), WindowView(windows, err) as view:
         decisions = daemon.run(windows, on_decision=view.add,
                                wall_s_per_window=window / speed if speed > 0 and not live else 0.0)
@@ -142,7 +143,7 @@ def autotune_command(
         err.print(f"events lost across every change: {ledger['lost']} of {ledger['expected']} "
                   f"({ledger['duplicates']} duplicated; the probe's ledger over {ledger['runs']} replay runs)")
     plot_path = plot or directory / "autotune.png"
-    plot_run(decisions, plot_path, summary, f"the live pipeline {live.spec.name!r}" if live else "the twin")
+    plot_run(decisions, plot_path, summary, f"the live pipeline {spec.name!r}" if spec else "the twin")
     err.print(f"plot: {plot_path}\ndecision log: {directory / 'decisions.jsonl'}")
     if json_path:
         doc = {"windows": [vars(d) for d in decisions], **(summary or {"final": {"config": dict(final)}}),

@@ -15,7 +15,7 @@ from models.observation import Observation
 from models.presets import PRESETS, preset
 from models.space import PIPELINE_SPACE, Config, ParamError
 from replay.profiles import GENERATED, Profile, WorkloadSpec
-from testbed import bed
+from testbed import lifecycle
 from testbed.harness import replay_and_observe
 from testbed.pipeline import DEFAULT_PIPELINE, PipelineError, load_pipeline
 from testbed.processes import TestbedError
@@ -85,11 +85,11 @@ def measure_command(
     schedule = build(WorkloadSpec(profile, rate, duration, seed)).schedule
     try:
         spec = load_pipeline(pipeline)
-        done = bed.apply(spec, chosen)
+        done = lifecycle.apply(spec, chosen)
     except (PipelineError, TestbedError, ParamError) as err:
         typer.secho(f"error: {err}", fg=typer.colors.RED, err=True)
         raise typer.Exit(2)
-    typer.echo(f"config {config}: {', '.join(done) or 'already in place'}", err=True)
+    typer.echo(f"config {config}: {done}", err=True)
     try:
         run, observation = replay_and_observe(spec, schedule, warmup)
     except TimeoutError as err:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from contextlib import closing
 from pathlib import Path
 from typing import NoReturn
 
 import typer
 
+from controller.pipelines import PipelineUnavailable
 from models.space import PIPELINE_SPACE
-from testbed import agent, bed
+from testbed import agent, lifecycle
+from testbed.endpoints import live_pipeline
 from testbed.install import PrerequisiteError
 from testbed.pipeline import DEFAULT_PIPELINE, PipelineError, PipelineSpec, load_pipeline
 from testbed.processes import TestbedError
@@ -32,7 +35,7 @@ def _fail(message: str) -> NoReturn:
 
 
 def _print_status(spec: PipelineSpec) -> None:
-    rows = bed.status(spec)
+    rows = lifecycle.status(spec)
     if not rows:
         typer.echo(f"testbed {spec.name!r}: not started (run dir {spec.resolved_run_dir()})")
         return
@@ -43,11 +46,14 @@ def _print_status(spec: PipelineSpec) -> None:
     if any(row.name == "agent" for row in rows):
         typer.echo(f"  agent {agent.agent_url(spec)}: every Filebeat and broker change goes through it; "
                    f"its bearer token is in {agent.token_file(spec)} (mode 0600)")
-    config = bed.recorded_config(spec)
-    if config is not None:
-        changed = PIPELINE_SPACE.defaults().diff(config)
-        text = ", ".join(f"{name}={new}" for name, (_, new) in changed.items()) or "the component defaults"
-        typer.echo(f"  config in force: {text}")
+    try:
+        with closing(live_pipeline(spec)) as pipeline:
+            config = pipeline.current()
+    except (OSError, PipelineUnavailable):
+        return  # no agent to say what is in force
+    changed = PIPELINE_SPACE.defaults().diff(config)
+    text = ", ".join(f"{name}={new}" for name, (_, new) in changed.items()) or "the component defaults"
+    typer.echo(f"  config in force: {text}")
 
 
 @testbed_app.command()
@@ -55,7 +61,7 @@ def up(pipeline: Path = PipelineOption) -> None:
     """Install what is missing and start every component of the pipeline."""
     spec = _load(pipeline)
     try:
-        bed.up(spec)
+        lifecycle.up(spec)
     except (TestbedError, PrerequisiteError) as err:
         _fail(str(err))
     _print_status(spec)
@@ -65,7 +71,7 @@ def up(pipeline: Path = PipelineOption) -> None:
 def down(pipeline: Path = PipelineOption) -> None:
     """Stop exactly what `up` started."""
     spec = _load(pipeline)
-    stopped = bed.down(spec)
+    stopped = lifecycle.down(spec)
     typer.echo(f"stopped: {', '.join(stopped)}" if stopped else "nothing of this testbed was running")
 
 

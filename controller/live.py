@@ -1,23 +1,26 @@
-"""The live pipeline on the testbed as the daemon's `Pipeline`: reconfigure it through its agent, observe
-windows of its telemetry (Prometheus, which `PrometheusTelemetry` turns into an `Observation`).
+"""The live pipeline: `LivePipeline`, the `Pipeline` seam over node agents and a telemetry source
+(Prometheus, which `PrometheusTelemetry` turns into an `Observation`), wherever they run.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import replace
+from functools import partial
+from typing import Callable, Iterable, Sequence, TypeVar
 
 import httpx
 
+from agents.client import AgentClient, AgentError
+from agents.component import ChangeResult
+from controller.agent_changes import by_component, owned_params
 from controller.pipelines import ApplyReport, PipelineUnavailable
-from controller.telemetry import PrometheusTelemetry, TelemetrySource
+from controller.telemetry import TelemetrySource
 from models.observation import Observation
-from models.space import Config
-from testbed import agent, bed
-from testbed.pipeline import PipelineSpec
-from testbed.processes import TestbedError, running_pid
-from testbed.prometheus import prometheus_url
+from models.space import Config, Value
 
+
+T = TypeVar("T")
 
 # The probe's stages under the twin's names for the filebeat-kafka topology. Filebeat's publish span holds
 # both its queue and its Kafka request, which the probe cannot tell apart: it counts as the "filebeat" stage.
@@ -29,45 +32,61 @@ def _twin_stages(by_stage: dict[str, float]) -> dict[str, float]:
 
 
 class LivePipeline:
-    """The `Pipeline` seam over the running testbed: reconfigure it, observe windows of telemetry."""
+    """The `Pipeline` seam over node agents and a telemetry source, wherever they run.
 
-    def __init__(self, spec: PipelineSpec, telemetry: TelemetrySource | None = None) -> None:
-        self.spec = spec
-        self.telemetry = telemetry or PrometheusTelemetry(prometheus_url(spec))
+    Each agent (one per node) says which parameters its components take and which values are in force;
+    a config change goes to each component that takes a changed parameter, as its next version.
+    Parameters no component takes (a Logstash setting where no Logstash runs, the twin's `spark.*`) start
+    at `base` and are kept as last applied: nothing acts on them.
+    """
+
+    def __init__(self, agents: Sequence[AgentClient], telemetry: TelemetrySource, base: Config) -> None:
+        self.agents = tuple(agents)
+        self.telemetry = telemetry
+        self._base = base
+
+    def close(self) -> None:
+        for agent in self.agents:
+            agent.close()
 
     def apply(self, config: Config) -> ApplyReport:
-        """Reconfigure the running testbed through its agent; a restart's time in force is the pause."""
-        try:
-            results = bed.apply_changes(self.spec, config)
-        except TestbedError as err:
-            # apply_changes says the same for a part that is down and a change the agent refused.
-            self._check_reachable()
-            return ApplyReport(False, self._recorded(), 0.0, str(err))
-        refused = [r for r in results if r.status not in bed.OK]
-        if refused:
-            # apply_changes recorded what the agent kept in force; the agent may be the thing that failed.
-            r = refused[0]
-            return ApplyReport(False, self._recorded(), 0.0, f"{r.component} change {r.status}: {r.message}")
-        pause_s = sum(r.elapsed_s for r in results if r.action == "restarted")
-        return ApplyReport(True, config, pause_s, ", ".join(bed.describe(results)) or "already in place")
+        """Put `config` in force through the agents; the time restarts took is the pause.
+
+        Stops at the first change an agent does not put in force: `ok=False` naming the component and its
+        agent, with the config then in force. An agent that does not answer, or reports a component not
+        healthy before the change, is `PipelineUnavailable`.
+        """
+        done: list[ChangeResult] = []
+        for agent in self.agents:
+            components = {c["name"]: c for c in _ask(agent, agent.components)}
+            _check_healthy(agent, components.values())
+            for name, wanted in by_component(config, owned_params(list(components.values()))).items():
+                in_force = components[name]
+                changes = {p: v for p, v in wanted.items() if in_force["params"].get(p) != v}
+                if not changes:
+                    continue
+                try:
+                    version = _ask(agent, partial(agent.next_version, name))
+                    result = _ask(agent, partial(agent.put_config, name, version, changes))
+                except AgentError as err:
+                    return ApplyReport(False, self.current(), 0.0,
+                                       f"{name} change refused by the agent at {agent.url}: {err}")
+                if not result.ok:
+                    return ApplyReport(False, self.current(), 0.0,
+                                       f"{name} change {result.status} by the agent at {agent.url}: {result.message}")
+                done.append(result)
+        self._base = config
+        pause_s = sum(r.elapsed_s for r in done if r.action == "restarted")
+        said = ", ".join(f"{r.component} {r.action}" for r in done if r.status == "applied")
+        return ApplyReport(True, config, pause_s, said or "already in place")
 
     def current(self) -> Config:
-        """The agent's versions in force, with the testbed's record for parameters no component on it reads."""
-        try:
-            in_force = agent.params_in_force(self.spec)
-        except httpx.TransportError as err:
-            raise PipelineUnavailable(f"agent at {agent.agent_url(self.spec)}: {err}") from err
-        return Config({**self._recorded(), **in_force})
-
-    def _check_reachable(self) -> None:
-        """`PipelineUnavailable` naming what is down: a testbed process, or an agent that does not answer."""
-        down = [name for name, service in bed.recorded_services(self.spec).items() if running_pid(service) is None]
-        if down:
-            raise PipelineUnavailable(f"testbed {self.spec.name!r}: {', '.join(down)} not running")
-        self.current()
-
-    def _recorded(self) -> Config:
-        return bed.recorded_config(self.spec) or self.spec.start_config()
+        """The versions the agents have in force, over the last applied values of parameters none of them takes."""
+        in_force: dict[str, Value] = {}
+        for agent in self.agents:
+            for component in _ask(agent, agent.components):
+                in_force |= component["params"]
+        return Config({**self._base, **in_force})
 
     def observe(self, seconds: float) -> Observation:
         """Wait `seconds`, then summarise that window (the same `Observation` the twin returns, its stages
@@ -77,3 +96,18 @@ class LivePipeline:
         observation = self.telemetry.window(start, time.time())
         return replace(observation, stage_p95_s=_twin_stages(observation.stage_p95_s),
                        stage_mean_s=_twin_stages(observation.stage_mean_s))
+
+
+def _ask(agent: AgentClient, request: Callable[[], T]) -> T:
+    """`request`'s answer; an agent that does not answer is `PipelineUnavailable` naming it."""
+    try:
+        return request()
+    except httpx.TransportError as err:
+        raise PipelineUnavailable(f"agent at {agent.url}: {err}") from err
+
+
+def _check_healthy(agent: AgentClient, components: Iterable[dict]) -> None:
+    """`PipelineUnavailable` naming the agent and each of its components that is not healthy."""
+    sick = [f"{c['name']} not healthy ({c['health']['detail']})" for c in components if not c["health"]["ok"]]
+    if sick:
+        raise PipelineUnavailable(f"agent at {agent.url}: {'; '.join(sick)}")

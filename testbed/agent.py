@@ -13,20 +13,18 @@ import secrets
 import shutil
 import sys
 from pathlib import Path
-from typing import Mapping
 
 import yaml
 
 from agents.client import AgentClient
-from agents.component import ChangeResult
-from models.space import Config, Value
-from testbed.filebeat import filebeat_layout
+from agents.filebeat_adapter import FilebeatAdapter
+from agents.kafka_broker import KafkaBrokerAdapter
+from agents.kafka_client import KafkaConsumerAdapter
+from models.space import Config, Param, Value
+from testbed.filebeat_layout import filebeat_layout
 from testbed.pipeline import PipelineSpec
 from testbed.probe import checkout_env, probe_config_dir, probe_service
 from testbed.processes import Service
-
-# Agent component name -> the prefix of the parameters it owns.
-COMPONENTS = {"filebeat": "filebeat.", "kafka": "kafka.broker.", "probe": "kafka.consumer."}
 
 
 def agent_dir(spec: PipelineSpec) -> Path:
@@ -41,8 +39,9 @@ def agent_url(spec: PipelineSpec) -> str:
     return f"http://127.0.0.1:{spec.agent.port}"
 
 
-def _params(config: Mapping[str, Value], prefix: str) -> dict[str, Value]:
-    return {name: value for name, value in config.items() if name.startswith(prefix)}
+def _params(config: Config, params: tuple[Param, ...]) -> dict[str, Value]:
+    """The starting values of the parameters a component takes (its adapter's)."""
+    return {p.name: config[p.name] for p in params}
 
 
 def agent_service(spec: PipelineSpec, filebeat_binary: Path, config: Config) -> Service:
@@ -62,12 +61,13 @@ def agent_service(spec: PipelineSpec, filebeat_binary: Path, config: Config) -> 
             {"name": "filebeat", "kind": "filebeat", "binary": str(filebeat_binary), "config_dir": str(layout.home_dir),
              "log_paths": [str(p) for p in layout.log_paths], "input_type": layout.input_type,
              "multiline": layout.multiline, "kafka_hosts": list(layout.kafka_hosts), "topic": layout.topic,
-             "http_port": layout.http_port, "params": _params(config, COMPONENTS["filebeat"])},
+             "http_port": layout.http_port, "params": _params(config, FilebeatAdapter.params)},
             {"name": "kafka", "kind": "kafka", "bootstrap": spec.bootstrap, "broker_id": 1,
-             "params": _params(config, COMPONENTS["kafka"])},
+             "params": _params(config, KafkaBrokerAdapter.params)},
             {"name": "probe", "kind": "kafka-consumer", "config_dir": str(probe_config_dir(spec)),
              "health_url": f"http://127.0.0.1:{spec.probe.metrics_port}/metrics",
-             "runtime": {"argv": list(probe_service(spec).argv)}, "params": _params(config, COMPONENTS["probe"])},
+             "runtime": {"argv": list(probe_service(spec).argv)},
+             "params": _params(config, KafkaConsumerAdapter.params)},
         ],
     }
     (directory / "agent.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
@@ -85,53 +85,3 @@ def agent_service(spec: PipelineSpec, filebeat_binary: Path, config: Config) -> 
 def client(spec: PipelineSpec) -> AgentClient:
     """A client of the testbed's agent, with the token `up` generated."""
     return AgentClient(agent_url(spec), token_file(spec).read_text().strip())
-
-
-def params_in_force(spec: PipelineSpec) -> dict[str, Value]:
-    """The Filebeat, broker and consumer parameters of the versions the agent has in force."""
-    with client(spec) as agent:
-        return {name: value for component in agent.components() for name, value in component["params"].items()}
-
-
-def by_component(params: Mapping[str, Value]) -> dict[str, dict[str, Value]]:
-    """`params` split by the agent component that owns them; components owning none are left out."""
-    parts = {name: _params(params, prefix) for name, prefix in COMPONENTS.items()}
-    return {name: part for name, part in parts.items() if part}
-
-
-def changes_not_in_audit(decisions: list[dict], audit: Mapping[str, list[dict]]) -> list[dict]:
-    """The decisions whose change to the agent's components is not a version the agent decided.
-
-    `audit` holds each component's audit entries since the run began. A change touching several
-    components is several versions, one in each component's log; a change the agent refused at its
-    checks has no version (the push stops at the first refusal) but leaves a rejection.
-    """
-    started = {name: [entry["changes"] for entry in entries if entry["event"] == "change_started"]
-               for name, entries in audit.items()}
-    rejected = any(entry["event"] == "rejected" for entries in audit.values() for entry in entries)
-    missing = []
-    for decision in decisions:
-        parts = by_component({name: to for name, (_, to) in decision["change"].items()})
-        found = [any(part.items() <= entry.items() for entry in started.get(name, [])) for name, part in parts.items()]
-        refused = decision["reason"].startswith("apply failed") and (rejected or any(found))
-        if not (all(found) or refused):
-            missing.append(decision)
-    return missing
-
-
-def changes_for_agent(decisions: list[dict]) -> list[dict]:
-    """The decisions that changed a parameter one of the agent's components owns."""
-    return [d for d in decisions if by_component({name: to for name, (_, to) in d["change"].items()})]
-
-
-def push(spec: PipelineSpec, old: Config, new: Config) -> list[ChangeResult]:
-    """Send each agent component's changed parameters as its next version; stops at the first refusal."""
-    changed = new.diff(old)
-    results: list[ChangeResult] = []
-    with client(spec) as agent:
-        for name, params in by_component({p: new[p] for p in changed}).items():
-            result = agent.put_config(name, agent.next_version(name), params)
-            results.append(result)
-            if result.status not in ("applied", "unchanged"):
-                break
-    return results

@@ -27,7 +27,7 @@ from replay.engine import ReplayResult, Workload, run
 from replay.manifest import build_manifest, write_manifest
 from replay.profiles import Profile, WorkloadSpec, build_schedule
 from replay.sinks import SinkSpec
-from testbed import bed
+from testbed import lifecycle
 from testbed.pipeline import PipelineSpec
 from testbed.processes import TestbedError
 from testbed.prometheus import prometheus_url
@@ -113,7 +113,7 @@ def measure_live(spec: PipelineSpec, config: Config, rate_eps: float, duration_s
                  seed: int = 0) -> Measurement:
     """Apply `config` to the running testbed, replay a steady `rate_eps` for `duration_s`, measure it."""
     schedule = build_schedule(WorkloadSpec(Profile.steady, rate_eps, duration_s, seed)).schedule
-    bed.apply(spec, config)
+    lifecycle.apply(spec, config)
     _, observation = replay_and_observe(spec, schedule, warmup_s)
     return Measurement(config, rate_eps, observation.p95_s, observation.throughput_eps)
 

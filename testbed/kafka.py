@@ -75,7 +75,8 @@ def kafka_service(spec: PipelineSpec, libs: Path, config: Config) -> Service:
 def _format_storage(java: str, home: Path, classpath: str, props: Path) -> None:
     # Keep the cluster id: formatting an already formatted dir with another id fails.
     id_file = home / "cluster-id"
-    if not id_file.exists():
+    while not id_file.exists() or id_file.read_text().startswith("-"):
+        # An id starting with "-" reads as an option to the storage tool (Kafka's own ids never do).
         id_file.write_text(base64.urlsafe_b64encode(secrets.token_bytes(16)).decode().rstrip("="))
     proc = subprocess.run([java, "-Xmx256m", "-cp", classpath, "kafka.tools.StorageTool", "format",
                            "--ignore-formatted", "-t", id_file.read_text().strip(), "-c", str(props)],

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from agents.kafka_client import FILE as CONSUMER_PROPERTIES
-from testbed.filebeat import filebeat_layout, filebeat_pid_file
+from testbed.filebeat_layout import filebeat_layout, filebeat_pid_file
 from testbed.pipeline import PipelineSpec
 from testbed.processes import Service, pid_file
 

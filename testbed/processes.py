@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from agents.runtimes import start_ticks
+
 
 class TestbedError(RuntimeError):
     """Something the testbed cannot do, said plainly (busy port, a component that would not start)."""
@@ -46,15 +48,6 @@ def pid_file(run_dir: Path, name: str) -> Path:
     return run_dir / "pids" / f"{name}.json"
 
 
-def _start_ticks(pid: int) -> int | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # Field 22 (starttime) counted after the parenthesised command name, which may contain spaces.
-    return int(stat.rsplit(")", 1)[1].split()[19])
-
-
 def check_port_free(port: int, field: str) -> None:
     """Raise `TestbedError` naming the pipeline field when 127.0.0.1:`port` is taken."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -73,14 +66,8 @@ def running_pid(service: Service) -> int | None:
     except (OSError, ValueError):
         return None
     pid = int(record["pid"])
-    return pid if _start_ticks(pid) == record["start_ticks"] and not _zombie(pid) else None
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return True
+    ticks = start_ticks(pid)
+    return pid if ticks is not None and ticks == record["start_ticks"] else None
 
 
 def start(service: Service) -> int:
@@ -92,7 +79,7 @@ def start(service: Service) -> int:
     with open(service.log_file, "ab") as log:
         proc = subprocess.Popen(service.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 cwd=service.run_dir, env=service.env, start_new_session=True)
-    record = {"pid": proc.pid, "start_ticks": _start_ticks(proc.pid), "argv": list(service.argv)}
+    record = {"pid": proc.pid, "start_ticks": start_ticks(proc.pid), "argv": list(service.argv)}
     service.pid_file.write_text(json.dumps(record))
     return proc.pid
 

@@ -1,7 +1,7 @@
 """Prometheus (Debian's binary) run as a plain process that scrapes the probe on loopback.
 
 Filebeat's own HTTP endpoint serves JSON (`/stats`), which Prometheus cannot scrape; the probe
-process re-exports it (`pipetune_filebeat_*`, agents/filebeat_stats.py), so one scrape job covers both.
+process re-exports it (`pipetune_filebeat_*`, agents/filebeat_exporter.py), so one scrape job covers both.
 """
 
 from __future__ import annotations

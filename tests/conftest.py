@@ -10,7 +10,7 @@ from typing import Iterator
 import pytest
 import yaml
 
-from testbed import bed
+from testbed import lifecycle
 from testbed.install import Installed, install_all
 from testbed.pipeline import DEFAULT_PIPELINE, PipelineSpec, load_pipeline
 
@@ -67,8 +67,8 @@ def testbed_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def testbed(installed: Installed, testbed_file: Path) -> Iterator[PipelineSpec]:
     """One running testbed (a single Kafka broker) for the whole session."""
     spec = load_pipeline(testbed_file)
-    bed.up(spec)
+    lifecycle.up(spec)
     try:
         yield spec
     finally:
-        bed.down(spec)
+        lifecycle.down(spec)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from prometheus_client import ProcessCollector, start_http_server
 
-from agents.filebeat_stats import FilebeatCollector
+from agents.filebeat_exporter import FilebeatCollector
 from agents.kafka_client import read_properties
 from agents.log_stats import LogCollector
 from agents.process_stats import ProcessCpuCollector

@@ -24,7 +24,7 @@ from agents.component import ManagedComponent
 from agents.config import AgentConfig
 from agents.runtimes import ProcessRuntime
 from agents.service import build_components, create_app
-from testbed.docker_engine import DockerEngine, import_image, start_engine
+from tests.agents.docker_engine import DockerEngine, import_image, start_engine
 from tests.conftest import free_ports
 
 TOKEN = "test-token-0123456789"

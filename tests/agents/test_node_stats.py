@@ -5,7 +5,7 @@ import os
 
 from prometheus_client import CollectorRegistry
 
-from agents.filebeat_stats import registry_offsets
+from agents.filebeat_exporter import registry_offsets
 from agents.log_stats import LogCollector
 from agents.process_stats import ProcessCpuCollector
 

@@ -1,6 +1,5 @@
 """`pipetune testbed up|status|down` as a user runs it: clear errors, and nothing left behind."""
 
-import json
 import socket
 from pathlib import Path
 
@@ -8,9 +7,9 @@ import pytest
 from typer.testing import CliRunner
 
 from cli.main import app
-from testbed import agent, bed, processes
+from testbed import lifecycle
+from testbed.endpoints import live_pipeline
 from testbed.pipeline import load_pipeline
-from testbed.processes import Service
 
 runner = CliRunner()
 
@@ -89,23 +88,12 @@ def test_measure_needs_a_running_testbed_and_a_known_config(tmp_path, make_pipel
 @pytest.mark.slow
 def test_up_again_puts_the_new_start_config_in_force_through_the_agent(installed, tmp_path, make_pipeline):
     spec = load_pipeline(make_pipeline(tmp_path, "again"))
-    bed.up(spec)
-    bed.down(spec)
+    lifecycle.up(spec)
+    lifecycle.down(spec)
     # Other ports and another start config: the agent must not put back the version it had in force.
     again = load_pipeline(make_pipeline(tmp_path, "again", config={"set": {"filebeat.output.bulk_max_size": 512}}))
     try:
-        bed.up(again)
-        assert agent.params_in_force(again)["filebeat.output.bulk_max_size"] == 512
+        lifecycle.up(again)
+        assert live_pipeline(again).current()["filebeat.output.bulk_max_size"] == 512
     finally:
-        bed.down(again)
-
-
-def test_a_testbed_started_without_an_agent_is_still_stopped_by_down(tmp_path, make_pipeline):
-    spec = load_pipeline(make_pipeline(tmp_path, "old"))
-    sleeper = Service("filebeat", ("sleep", "60"), spec.resolved_run_dir())  # Filebeat as an older `up` ran it
-    processes.start(sleeper)
-    (spec.resolved_run_dir() / "state.json").write_text(json.dumps(
-        {"pipeline": spec.name, "config": {}, "services": {"filebeat": list(sleeper.argv)}}))
-    with pytest.raises(processes.TestbedError, match="started without its agent"):
-        bed.apply(spec, spec.start_config())
-    assert bed.down(spec) == ["filebeat"] and processes.running_pid(sleeper) is None
+        lifecycle.down(again)

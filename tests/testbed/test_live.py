@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from controller.live import LivePipeline
 from controller.telemetry import PrometheusTelemetry
 from models.observation import Observation
 from models.space import PIPELINE_SPACE
 from replay import arrivals
-from testbed import agent, bed, processes
+from testbed import agent, lifecycle, processes
+from testbed.endpoints import live_pipeline
 from testbed.harness import new_run_id, replay_and_check, replay_into, wait_for_report
 from testbed.pipeline import load_pipeline
 from testbed.prometheus import prometheus_url
@@ -43,7 +43,7 @@ def test_latency_histograms_read_back_through_prometheus(testbed):
 
 
 def test_filebeat_killed_mid_run_is_restarted_by_the_agent_and_loses_nothing(testbed):
-    filebeat = bed.recorded_services(testbed)["filebeat"]
+    filebeat = lifecycle.recorded_services(testbed)["filebeat"]
     pid = processes.running_pid(filebeat)
     with agent.client(testbed) as client:
         def restarts() -> int:  # audited once the restarted Filebeat is healthy
@@ -68,42 +68,44 @@ def test_filebeat_killed_mid_run_is_restarted_by_the_agent_and_loses_nothing(tes
 
 
 def test_input_settings_reload_live_and_queue_settings_restart_filebeat(testbed):
-    filebeat = bed.recorded_services(testbed)["filebeat"]
-    before = bed.recorded_config(testbed)
+    filebeat = lifecycle.recorded_services(testbed)["filebeat"]
+    pipeline = live_pipeline(testbed)
+    before = pipeline.current()
     pid = processes.running_pid(filebeat)
     try:
         changed = PIPELINE_SPACE.config({"filebeat.max_backoff": 0.1}, base=before)
-        assert bed.apply(testbed, changed) == ["filebeat inputs reloaded"]
+        assert lifecycle.apply(testbed, changed) == "filebeat inputs reloaded"
         assert processes.running_pid(filebeat) == pid
         inputs = (testbed.resolved_run_dir() / "filebeat" / "inputs.d" / "replay.yml").read_text()
         assert "backoff.max: 100ms" in inputs
-        assert bed.recorded_config(testbed) == changed
+        assert pipeline.current() == changed
         queue = PIPELINE_SPACE.config({"filebeat.queue.mem.events": 8192}, base=changed)
-        assert bed.apply(testbed, queue) == ["filebeat restarted"]
+        assert lifecycle.apply(testbed, queue) == "filebeat restarted"
         assert processes.running_pid(filebeat) not in (None, pid)
         assert replay_and_check(testbed, arrivals.steady(300, 2)).report.lost_events == 0
     finally:
-        bed.apply(testbed, before)
+        lifecycle.apply(testbed, before)
 
 
 def test_consumer_settings_recreate_the_probe_through_the_agent(testbed):
-    probe = bed.recorded_services(testbed)["probe"]
-    before = bed.recorded_config(testbed)
+    probe = lifecycle.recorded_services(testbed)["probe"]
+    pipeline = live_pipeline(testbed)
+    before = pipeline.current()
     pid = processes.running_pid(probe)
     try:
         changed = PIPELINE_SPACE.config({"kafka.consumer.fetch.min.bytes": 512}, base=before)
-        assert bed.apply(testbed, changed) == ["probe restarted"]
+        assert lifecycle.apply(testbed, changed) == "probe restarted"
         assert processes.running_pid(probe) not in (None, pid)
         properties = (testbed.resolved_run_dir() / "probe" / "consumer.properties").read_text()
         assert "fetch.min.bytes=512" in properties
-        assert agent.params_in_force(testbed)["kafka.consumer.fetch.min.bytes"] == 512
+        assert pipeline.current()["kafka.consumer.fetch.min.bytes"] == 512
         assert replay_and_check(testbed, arrivals.steady(300, 2)).report.lost_events == 0
     finally:
-        bed.apply(testbed, before)
+        lifecycle.apply(testbed, before)
 
 
 def test_live_pipeline_applies_and_observes_like_the_twin(testbed):
-    pipeline = LivePipeline(testbed)
+    pipeline = live_pipeline(testbed)
     before = pipeline.current()
     changed = PIPELINE_SPACE.config({"filebeat.output.bulk_max_size": 512}, base=before)
     try:
@@ -126,11 +128,11 @@ def test_live_pipeline_applies_and_observes_like_the_twin(testbed):
 
 
 def test_live_pipeline_reports_a_change_the_broker_refuses(testbed):
-    pipeline = LivePipeline(testbed)
+    pipeline = live_pipeline(testbed)
     before = pipeline.current()
     # The broker refuses to more than double a thread pool: the agent's check rejects it, nothing changes.
     report = pipeline.apply(PIPELINE_SPACE.config({"kafka.broker.num.io.threads": 64}, base=before))
-    assert not report.ok and "kafka change rejected" in report.message
+    assert not report.ok and f"kafka change rejected by the agent at {agent.agent_url(testbed)}" in report.message
     assert pipeline.current() == before == report.config
 
 
@@ -139,9 +141,9 @@ def test_multiline_events_through_the_log_input(installed, tmp_path, make_pipeli
     config["set"]["filebeat.multiline.timeout"] = 0.2
     spec = load_pipeline(make_pipeline(tmp_path, "multiline", config=config, log={"format": "multiline-json"},
                                        filebeat={"input": "log"}))
-    bed.up(spec)
+    lifecycle.up(spec)
     try:
         run = replay_and_check(spec, arrivals.steady(200, 2))
     finally:
-        bed.down(spec)
+        lifecycle.down(spec)
     assert run.report.complete and run.report.received == 400 and run.report.lost_events == 0

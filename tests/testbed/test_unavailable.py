@@ -8,14 +8,14 @@ import time
 import pytest
 
 from controller.daemon import Daemon
-from controller.live import LivePipeline
 from controller.telemetry import PrometheusTelemetry
 from models.learning import TunedCube, tuned_names
 from models.policy import Policy
 from models.strategies import build_learner
 from models.twin import load
 from replay.profiles import Profile, WorkloadSpec
-from testbed import agent, bed, processes
+from testbed import agent, lifecycle, processes
+from testbed.endpoints import live_pipeline
 from testbed.harness import BackgroundLoad
 from testbed.pipeline import PipelineSpec
 from testbed.prometheus import prometheus_url
@@ -25,14 +25,14 @@ WINDOW_S = 5.0
 
 def _restart(spec: PipelineSpec, name: str, ready) -> None:
     """Start the recorded service again if it is down (keeping its state: the agent's versions), until `ready`."""
-    service = bed.recorded_services(spec)[name]
+    service = lifecycle.recorded_services(spec)[name]
     if processes.running_pid(service) is None:
         processes.start(service)
     processes.wait_ready(service, ready, 90.0)
 
 
 def _agent_back(spec: PipelineSpec) -> None:
-    _restart(spec, "agent", lambda: LivePipeline(spec).current() is not None)
+    _restart(spec, "agent", lambda: live_pipeline(spec).current() is not None)
 
 
 def _prometheus_back(spec: PipelineSpec) -> None:
@@ -44,12 +44,12 @@ def _prometheus_back(spec: PipelineSpec) -> None:
 
 @pytest.mark.slow
 def test_the_daemon_holds_while_the_agent_or_prometheus_is_down_and_resumes_after(testbed):
-    pipeline = LivePipeline(testbed)
+    pipeline = live_pipeline(testbed)
     original = pipeline.current()
     policy = Policy()
     cube = TunedCube(tuned_names(policy, load("local-filebeat-kafka").topology), policy)
     daemon = Daemon(pipeline, build_learner("random", cube, original, seed=3), policy, window_s=WINDOW_S)
-    recorded = bed.recorded_services(testbed)
+    recorded = lifecycle.recorded_services(testbed)
     try:
         with BackgroundLoad(testbed, WorkloadSpec(Profile.steady, 300, 300.0, seed=5)):
             daemon.warm_up()

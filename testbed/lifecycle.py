@@ -3,25 +3,25 @@ Filebeat and the probe and makes every Filebeat, broker and consumer change.
 
 `up` records what it started in `<run dir>/state.json`; `down` stops exactly those processes (by
 pid file, checked against the kernel's start time), the agent first so it cannot restart Filebeat or
-the probe.
+the probe. What is in force is the agent's to say: `apply` goes through the same `LivePipeline` the
+daemon drives.
 """
 
 from __future__ import annotations
 
 import json
 import urllib.request
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
-
-from agents.client import AgentError
-from agents.component import ChangeResult
-from models.space import PIPELINE_SPACE, Config
+from controller.pipelines import PipelineUnavailable
+from models.space import Config
 from testbed import agent, processes
+from testbed.endpoints import live_pipeline
+from testbed.filebeat_layout import filebeat_layout, filebeat_pid_file
 from testbed.install import Installed, install_all
 from testbed.kafka import broker_ready, create_topics, kafka_service
-from testbed.filebeat import filebeat_layout, filebeat_pid_file
 from testbed.pipeline import PipelineSpec
 from testbed.probe import probe_service
 from testbed.processes import Service, TestbedError
@@ -29,7 +29,6 @@ from testbed.prometheus import probe_scraped, prometheus_service, prometheus_url
 
 START = ("kafka", "prometheus", "agent")  # the agent starts Filebeat and the probe
 STOP = ("agent", "filebeat", "probe", "prometheus", "kafka")
-OK = ("applied", "unchanged")
 
 
 @dataclass(frozen=True)
@@ -92,10 +91,7 @@ def recorded_services(spec: PipelineSpec) -> dict[str, Service]:
         record = json.loads(state.read_text())
     except (OSError, ValueError):
         return {}
-    # Older records name no pid files: their agent ran only Filebeat, and a testbed started before it had
-    # an agent ran Filebeat itself, under its own pid file.
-    older = {"filebeat": str(filebeat_pid_file(spec))} if "agent" in record["services"] else {}
-    pid_files = record.get("pid_files", older)
+    pid_files = record["pid_files"]
     return {name: Service(name, tuple(argv), spec.resolved_run_dir(),
                           pid_path=Path(pid_files[name]) if name in pid_files else None)
             for name, argv in record["services"].items()}
@@ -116,7 +112,7 @@ def up(spec: PipelineSpec, config: Config | None = None) -> list[ServiceStatus]:
         (run / sub).mkdir(parents=True, exist_ok=True)
     spec.log_path().parent.mkdir(parents=True, exist_ok=True)
     planned = services(spec, installed, config)
-    _record(spec, config, planned)
+    _record(spec, planned)
     try:
         for name in START:
             _start_ready(spec, planned[name])
@@ -149,57 +145,28 @@ def _log_file(service: Service) -> Path:
     return service.pid_path.with_name(f"{service.name}.out") if service.pid_path else service.log_file
 
 
-def apply_changes(spec: PipelineSpec, config: Config) -> list[ChangeResult]:
-    """Move the running testbed to `config`: Filebeat, broker and consumer changes go to the agent as new
-    versions (it reloads or restarts and rolls back a failed change).
-
-    Stops at the first change the agent did not put in force; a request it refused outright raises
-    `TestbedError`.
-    """
+def running(spec: PipelineSpec) -> bool:
+    """Whether every process `up` started for this pipeline still runs."""
     recorded = recorded_services(spec)
-    if not recorded or any(processes.running_pid(s) is None for s in recorded.values()):
+    return bool(recorded) and all(processes.running_pid(s) is not None for s in recorded.values())
+
+
+def apply(spec: PipelineSpec, config: Config) -> str:
+    """Put `config` in force on the running testbed through its agent; says what that took ("filebeat
+    restarted"). A change not in force, or a testbed not running, is a `TestbedError`."""
+    if not running(spec):
         raise TestbedError(f"the testbed {spec.name!r} is not running; start it with `pipetune testbed up`")
-    if "agent" not in recorded:
-        raise TestbedError(f"the testbed {spec.name!r} was started without its agent (by an older pipetune); "
-                           "run `pipetune testbed down`, then `pipetune testbed up`")
-    old = recorded_config(spec) or spec.start_config()
-    try:
-        results = agent.push(spec, old, config)
-        if any(r.status not in OK for r in results):
-            # Record what the agent has in force, so the next change starts from the truth.
-            _record(spec, Config({**old, **agent.params_in_force(spec)}), recorded)
-            return results
-    except (AgentError, httpx.HTTPError) as err:
-        raise TestbedError(f"the testbed's agent ({agent.agent_url(spec)}) refused the change: {err}") from None
-    _record(spec, config, recorded)
-    return results
+    with closing(live_pipeline(spec)) as pipeline:
+        try:
+            report = pipeline.apply(config)
+        except PipelineUnavailable as err:
+            raise TestbedError(f"the testbed {spec.name!r} cannot be changed: {err}") from None
+    if not report.ok:
+        raise TestbedError(f"the testbed {spec.name!r} did not take the change: {report.message}")
+    return report.message
 
 
-def apply(spec: PipelineSpec, config: Config) -> list[str]:
-    """`apply_changes`, said in words ("filebeat inputs reloaded"); a change not in force is a `TestbedError`."""
-    results = apply_changes(spec, config)
-    for result in results:
-        if result.status not in OK:
-            raise TestbedError(f"the agent did not put the {result.component} change in force "
-                               f"({result.status}): {result.message}")
-    return describe(results)
-
-
-def describe(results: list[ChangeResult]) -> list[str]:
-    """What the changes that took did, in words: "filebeat restarted", "kafka broker configs altered"."""
-    return [f"{r.component} {r.action}" for r in results if r.status == "applied"]
-
-
-def _record(spec: PipelineSpec, config: Config, started: dict[str, Service]) -> None:
+def _record(spec: PipelineSpec, started: dict[str, Service]) -> None:
     (spec.resolved_run_dir() / "state.json").write_text(json.dumps(
-        {"pipeline": spec.name, "config": dict(config), "services": {n: list(s.argv) for n, s in started.items()},
+        {"pipeline": spec.name, "services": {n: list(s.argv) for n, s in started.items()},
          "pid_files": {n: str(s.pid_path) for n, s in started.items() if s.pid_path}}))
-
-
-def recorded_config(spec: PipelineSpec) -> Config | None:
-    """The config `up` (or the last `apply`) set, completed with defaults for parameters added since."""
-    try:
-        raw = json.loads((spec.resolved_run_dir() / "state.json").read_text())["config"]
-    except (OSError, ValueError, KeyError):
-        return None
-    return Config({**PIPELINE_SPACE.defaults(), **{k: v for k, v in raw.items() if k in PIPELINE_SPACE}})
