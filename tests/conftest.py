@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 from contextlib import ExitStack
 from pathlib import Path
@@ -9,12 +10,20 @@ from typing import Iterator
 
 import pytest
 import yaml
+from hypothesis import settings
 
 from testbed import lifecycle
 from testbed.install import Installed, install_all
 from testbed.pipeline import DEFAULT_PIPELINE, PipelineSpec, load_pipeline
 
 LOW_LATENCY = DEFAULT_PIPELINE.parent / "configs" / "low-latency.yaml"
+
+# Property tests (hypothesis, schemathesis) draw the same examples on every run and keep no example
+# database, so a red run is a change in the code, never an unlucky draw. HYPOTHESIS_PROFILE=explore
+# draws fresh examples, to hunt for new counterexamples on purpose.
+settings.register_profile("deterministic", derandomize=True, database=None)
+settings.register_profile("explore", database=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
 
 
 def free_ports(count: int) -> list[int]:

@@ -50,11 +50,14 @@ class ServedAgent:
         self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=config.port, log_level="warning"))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started and time.monotonic() < deadline:
-            time.sleep(0.05)
         self.url = f"http://127.0.0.1:{config.port}"
         self.client = AgentClient(self.url, TOKEN)
+        deadline = time.monotonic() + 60
+        while not self.server.started:  # until it serves, failing at once if it cannot (no silent carry-on)
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                self.close()
+                raise AssertionError(f"the agent did not serve on {self.url}")
+            time.sleep(0.05)
 
     def close(self) -> None:
         """Stop serving, then stop the processes the agent started (they outlive an agent otherwise)."""

@@ -10,6 +10,7 @@ import time
 import pytest
 from fastapi.testclient import TestClient
 
+import controller.state
 from api.app import create_app
 from controller.daemon import Daemon
 from controller.pipelines import TwinPipeline
@@ -22,6 +23,7 @@ from models.strategies import build_learner
 from models.twin import load
 from replay.profiles import Profile, WorkloadSpec, build_schedule
 from tests.api.conftest import AUTH, TOKEN
+from tests.clock import VirtualClock
 
 WINDOW_S = 10.0
 CAL = load("paper-2vcpu")
@@ -48,15 +50,20 @@ def override(client: TestClient, params: dict, ttl_s: float, **extra) -> dict:
     return answer.json()
 
 
-def test_override_reaches_the_twin_within_one_window_and_expires_on_time(client: TestClient, store: StateStore) -> None:
+def test_override_reaches_the_twin_within_one_window_and_expires_on_time(client: TestClient, store: StateStore,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Expiry is wall-clock time in the state dir: the test moves that clock, so how long a daemon step
+    # takes on this machine cannot expire the override early.
+    clock = VirtualClock(time.time()).install(monkeypatch, controller.state)
     daemon = make_daemon(store)
     daemon.step()
     made = override(client, SAFE_OVERRIDE, ttl_s=2.0)
     applied = daemon.step()
     assert applied.action == "override" and made["id"] in applied.reason
     assert {k: daemon.pipeline.current()[k] for k in SAFE_OVERRIDE} == SAFE_OVERRIDE
+    clock.advance(1.9)
     assert daemon.step().action == "override"  # held while it lives
-    time.sleep(max(0.0, made["expires_at"] - time.time()) + 0.05)
+    clock.advance(made["expires_at"] - clock.time() + 0.05)
     after = daemon.step()
     assert after.action != "override"
     assert client.get("/overrides").json() == [] and client.get("/status").json()["overrides"] == []

@@ -145,6 +145,13 @@ def test_api_command_needs_a_token(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "PIPETUNE_API_TOKEN" in flat(result.output)
 
 
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
 def test_pipetune_api_serves_a_state_dir_on_loopback(tmp_path: Path) -> None:
     token_file = tmp_path / "token"
     token_file.write_text(TOKEN + "\n")
@@ -154,12 +161,12 @@ def test_pipetune_api_serves_a_state_dir_on_loopback(tmp_path: Path) -> None:
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         url = f"http://127.0.0.1:{port}"
-        for _ in range(200):
-            try:
-                if httpx.get(url + "/healthz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.05)
+        # Until it answers, however long its imports take on a busy machine (seconds already on an idle one).
+        deadline = time.monotonic() + 120
+        while not _answers(url + "/healthz"):
+            assert proc.poll() is None, "pipetune api exited before answering"
+            assert time.monotonic() < deadline, "pipetune api did not answer within 120 s"
+            time.sleep(0.05)
         result = runner.invoke(app, ["pause", "--url", url, "--token-file", str(token_file)])
         assert result.exit_code == 0, result.output
         assert StateStore(tmp_path).paused()

@@ -5,16 +5,25 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+import replay.engine
 from cli.main import app
+from tests.clock import VirtualClock
 
 runner = CliRunner()
+
+
+@pytest.fixture
+def clock(monkeypatch) -> VirtualClock:
+    """The replay scheduler's clock, under the test's control: every event goes out at its scheduled time,
+    so achieved rates and durations follow from the schedule, not from how busy the machine is."""
+    return VirtualClock().install(monkeypatch, replay.engine)
 
 
 def _replay(*args):
     return runner.invoke(app, ["replay", *args])
 
 
-def test_json_summary_manifest_and_plot(tmp_path):
+def test_json_summary_manifest_and_plot(tmp_path, clock):
     log, manifest, plot = tmp_path / "a.log", tmp_path / "m.json", tmp_path / "p.png"
     result = _replay("--profile", "burst", "--rate", "400", "--duration", "3", "--burst-at", "1:2",
                      "--out", str(log), "--manifest", str(manifest), "--plot", str(plot), "--json", "--run-id", "cli")
@@ -38,7 +47,7 @@ def test_dry_run_only_describes_the_schedule(tmp_path):
     assert not list(tmp_path.iterdir())
 
 
-def test_stages_file_and_trace_profiles(tmp_path):
+def test_stages_file_and_trace_profiles(tmp_path, clock):
     stages = tmp_path / "stages.yaml"
     stages.write_text("- {duration: 1s, target: 200}\n- {duration: 1s, target: 200}\n")
     result = _replay("--profile", "stages", "--stages", str(stages), "--dry-run", "--json")

@@ -7,13 +7,22 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import numpy as np
 import pytest
 
+import replay.engine
 from replay import arrivals
 from replay.engine import Workload, run
 from replay.manifest import build_manifest
 from replay.sinks import SinkSpec
+from tests.clock import VirtualClock
 
 
-def test_five_seconds_at_2000_eps_into_a_file_has_every_event_on_time(tmp_path, read_events):
+@pytest.fixture
+def clock(monkeypatch) -> VirtualClock:
+    """The scheduler's clock, under the test's control: send times and lags follow from the schedule and
+    the sink, not from how busy the machine is."""
+    return VirtualClock().install(monkeypatch, replay.engine)
+
+
+def test_five_seconds_at_2000_eps_into_a_file_has_every_event_on_time(tmp_path, read_events, clock):
     log = tmp_path / "access.log"
     result = run(arrivals.steady(2000, 5), SinkSpec("file", str(log)), run_id="t1")
     events = read_events(log)
@@ -26,14 +35,13 @@ def test_five_seconds_at_2000_eps_into_a_file_has_every_event_on_time(tmp_path, 
     assert lateness.min() >= -0.002 and np.percentile(lateness, 99) < 0.05
 
 
-def test_a_slow_sink_shows_as_send_lag_not_as_a_stretched_schedule(tmp_path):
+def test_a_slow_sink_shows_as_send_lag_not_as_a_stretched_schedule(tmp_path, clock):
     class SlowSink:
         def __init__(self):
             self.n = 0
 
         def send(self, batch, ts):
-            import time
-            time.sleep(0.05)  # a sink that takes 50 ms per write
+            clock.sleep(0.05)  # a sink that takes 50 ms per write
             self.n += len(batch)
 
         def close(self):
@@ -91,7 +99,7 @@ def test_several_processes_share_the_schedule_and_ids_stay_unique(tmp_path, read
     assert len(ids) == len(set(ids)) == 8000 == result.events
 
 
-def test_manifest_accounts_for_every_event(tmp_path):
+def test_manifest_accounts_for_every_event(tmp_path, clock):
     result = run(arrivals.step_burst(500, 6, 2, 4, 2.0), SinkSpec("file", str(tmp_path / "a.log")), run_id="man")
     manifest = build_manifest(result, "json", "file")
     assert manifest["events"] == sum(manifest["per_second"]) == result.events == 4000

@@ -36,9 +36,14 @@ def test_autotune_tunes_the_live_testbed_through_its_agent(testbed, testbed_file
         owned = owned_params(client.components())
         seen = {name: len(client.audit(name)) for name in owned}
     out, state = tmp_path / "out.json", tmp_path / "state"
+    # The test is about the daemon's changes going through the agent, not about what a learner makes of three
+    # noisy live windows (the pipetune learner may well hold through all of them): OVAT's proposals do not
+    # depend on what it observes, so from the first window on it changes filebeat.scan_frequency, a grid
+    # level per window (a rollback, were a window to breach a guardrail, is a change through the agent too).
     try:
         result = _autotune("--pipeline", str(testbed_file), "--windows", "3", "--window", "15", "--rate", "300",
-                           "--profile", "steady", "--json", str(out), "--state-dir", str(state))
+                           "--profile", "steady", "--strategy", "ovat",
+                           "--json", str(out), "--state-dir", str(state))
         assert result.returncode == 0, result.stderr[-3000:]
         with agent.client(testbed) as client:
             audit = {name: client.audit(name)[seen[name]:] for name in owned}

@@ -30,11 +30,22 @@ def test_every_replayed_request_reaches_the_probe(testbed):
     assert run.report.duplicate_events == 0
 
 
+def _wait_until(condition, timeout_s: float, what: str) -> None:
+    """Poll `condition` until it holds; fail naming `what` after `timeout_s` (a bound, not a sleep assumed long enough)."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"{what} not within {timeout_s:g} s"
+        time.sleep(0.2)
+
+
 def test_latency_histograms_read_back_through_prometheus(testbed):
     run = replay_and_check(testbed, arrivals.steady(400, 5))
     assert run.report.complete
-    time.sleep(3 * testbed.prometheus.scrape_interval_s)  # the last events' scrape
-    observation = PrometheusTelemetry(prometheus_url(testbed)).window(run.started_at - 1, time.time())
+    arrived, telemetry = time.time(), PrometheusTelemetry(prometheus_url(testbed))
+    # the last events' scrape: a sample of the probe taken after every event had arrived
+    _wait_until(lambda: telemetry.scalar("timestamp(pipetune_events_total)", time.time()) > arrived, 60,
+                "a scrape of the probe after the run")
+    observation = telemetry.window(run.started_at - 1, time.time())
     assert observation.events_out >= 0.8 * run.events  # increase() extrapolates at the window's edges
     assert 0 < observation.p50_s <= observation.p95_s <= observation.p99_s < 10
     assert set(observation.stage_p95_s) == {"filebeat_read", "filebeat_publish", "kafka_consume"}
@@ -116,8 +127,13 @@ def test_live_pipeline_applies_and_observes_like_the_twin(testbed):
             started, applied = client.audit("filebeat")[-2:]
         assert started["event"] == "change_started" and started["changes"] == {"filebeat.output.bulk_max_size": 512}
         assert applied["event"] == "applied" and applied["action"] == "restarted"
-        replay = threading.Thread(target=replay_into, args=(testbed, arrivals.steady(300, 4), new_run_id()))
+        replay = threading.Thread(target=replay_into, args=(testbed, arrivals.steady(300, 16), new_run_id()))
         replay.start()
+        # The window opens once events flow end to end (the replay's start and a just-restarted Filebeat take
+        # a while on a busy machine), and the replay outlasts it: it holds events whatever that while was.
+        telemetry = PrometheusTelemetry(prometheus_url(testbed))
+        _wait_until(lambda: telemetry.scalar("increase(pipetune_events_total[3s])", time.time()) > 0, 10,
+                    "events reaching the probe")
         observation = pipeline.observe(4.0)
         replay.join()
         assert isinstance(observation, Observation) and observation.duration_s >= 4.0
