@@ -109,19 +109,54 @@ def log_tail(service: Service, lines: int = 15) -> str:
 
 
 def stop(service: Service, timeout_s: float = 15.0) -> bool:
-    """SIGTERM the service's process group, SIGKILL it after `timeout_s`; True if it had been running."""
+    """SIGTERM the service's process group, SIGKILL it after `timeout_s`; True if it had been running.
+
+    It waits for the process it signalled, not for whatever the pid file names: a supervisor (the node
+    agent) may already have started a new one, whose pid file it leaves in place.
+    """
     pid = running_pid(service)
-    if pid is not None:
-        _signal_group(pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout_s
-        while running_pid(service) is not None and time.monotonic() < deadline:
-            time.sleep(0.1)
-        if running_pid(service) is not None:
-            _signal_group(pid, signal.SIGKILL)
-            while running_pid(service) is not None:
-                time.sleep(0.05)
-    service.pid_file.unlink(missing_ok=True)
-    return pid is not None
+    if pid is None:
+        service.pid_file.unlink(missing_ok=True)
+        return False
+    _signal_group(pid, signal.SIGTERM)
+    if not _group_gone(pid, timeout_s):
+        _signal_group(pid, signal.SIGKILL)
+        _group_gone(pid, timeout_s)
+    if _recorded_pid(service) == pid:
+        service.pid_file.unlink(missing_ok=True)
+    return True
+
+
+def _recorded_pid(service: Service) -> int | None:
+    try:
+        return int(json.loads(service.pid_file.read_text())["pid"])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def _group_gone(pgid: int, timeout_s: float) -> bool:
+    """Whether every process of the group `pgid` (the service and its children) ended within `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while _group_members(pgid):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _group_members(pgid: int) -> list[int]:
+    """The live processes of group `pgid`; a zombie has ended and only waits for its parent to reap it."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            state, _ppid, group = (entry / "stat").read_text().rsplit(")", 1)[1].split()[:3]
+        except (OSError, ValueError):
+            continue
+        if state != "Z" and int(group) == pgid:
+            members.append(int(entry.name))
+    return members
 
 
 def _signal_group(pid: int, sig: signal.Signals) -> None:

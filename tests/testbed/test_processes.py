@@ -1,8 +1,11 @@
 """Background processes: started in their own group, stopped with everything they spawned, never a stranger."""
 
 import json
+import os
+import signal
 import socket
 import subprocess
+import threading
 import time
 
 import pytest
@@ -61,3 +64,25 @@ def test_a_process_that_dies_at_start_up_reports_its_log(tmp_path):
     processes.start(service)
     with pytest.raises(processes.TestbedError, match="(?s)broken exited during start-up.*cannot bind"):
         processes.wait_ready(service, lambda: False, timeout_s=10)
+
+
+def test_stop_waits_for_the_process_it_signalled_not_for_one_a_supervisor_started_since(tmp_path):
+    service = Service("supervised", ("sleep", "300"), tmp_path)
+    first = processes.start(service)
+    replacements: list[int] = []
+
+    def supervise() -> None:  # as the node agent does: the process is gone, start another in its place
+        while _alive(first):
+            time.sleep(0.01)
+        service.pid_file.unlink(missing_ok=True)
+        replacements.append(processes.start(service))
+
+    supervisor = threading.Thread(target=supervise)
+    supervisor.start()
+    try:
+        assert processes.stop(service)  # returns although the pid file may name a live process again
+        supervisor.join(timeout=30)
+        assert not _alive(first) and _alive(replacements[0])
+    finally:
+        for pid in replacements:
+            os.killpg(pid, signal.SIGKILL)
