@@ -21,6 +21,15 @@ def _parse(properties: str) -> dict[str, str]:
     return dict(line.split("=", 1) for line in properties.splitlines() if line and not line.startswith("#"))
 
 
+def cluster_brokers(bootstrap: str) -> list[dict]:
+    """The brokers of the cluster `bootstrap` reaches (`broker_id`, `host`, `port`)."""
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="pipetune-agent", request_timeout_ms=10000)
+    try:
+        return admin.describe_cluster()["brokers"]
+    finally:
+        admin.close()
+
+
 class KafkaBrokerAdapter:
     """One broker's dynamic configs (`num.io.threads`, `num.network.threads`); no process to restart."""
 
