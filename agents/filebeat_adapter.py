@@ -14,7 +14,7 @@ from typing import Mapping
 import yaml
 
 from agents import filebeat_patch
-from agents.adapter import Applied, Health, Runtime, ValidationFailed, read_text, restart_if_needed, run_check
+from agents.adapter import Applied, Health, Runtime, read_text, restart_if_needed, run_check
 from agents.filebeat_patch import FilebeatFiles, InputSelector
 from models.space import PIPELINE_PARAMS, ChangeCost, Config, Param
 
@@ -48,11 +48,13 @@ class FilebeatAdapter:
         check does not read files under `filebeat.config.inputs`."""
         config = self.files.config
         document = yaml.safe_load(files[config]) or {}
-        _pop(document, "filebeat.config.inputs")
+        loader = _located(document, "filebeat.config.inputs")
+        if loader is not None:
+            del loader[0][loader[1]]
         external = [entry for path, text in files.items() if path != config for entry in yaml.safe_load(text) or []]
-        inline = _find(document, "filebeat.inputs")
-        if isinstance(inline, list):
-            inline += external
+        inline = _located(document, "filebeat.inputs")
+        if inline is not None and isinstance(inline[0][inline[1]], list):
+            inline[0][inline[1]] += external
         elif external:
             document["filebeat.inputs"] = external
         fd, check = tempfile.mkstemp(dir=config.parent, prefix=f".pipetune-check-{config.stem}.", suffix=".yml")
@@ -83,28 +85,17 @@ class FilebeatAdapter:
             return Health(False, f"GET {url}: {err}")
 
 
-def _find(mapping: dict, dotted: str) -> object:
-    """The value of `dotted` however the key is split between nesting and dots (as Beats reads it)."""
+def _located(mapping: dict, dotted: str) -> tuple[dict, str] | None:
+    """The mapping and key where `dotted` is written, however it is split between nesting and dots
+    (as Beats reads it); None when it is not written."""
     parts = dotted.split(".")
     for i in range(len(parts), 0, -1):
         key = ".".join(parts[:i])
         if key in mapping:
             if i == len(parts):
-                return mapping[key]
+                return mapping, key
             if isinstance(mapping[key], dict):
-                found = _find(mapping[key], ".".join(parts[i:]))
+                found = _located(mapping[key], ".".join(parts[i:]))
                 if found is not None:
                     return found
     return None
-
-
-def _pop(mapping: dict, dotted: str) -> None:
-    """Remove `dotted` wherever it is written (nested, dotted or a mix)."""
-    parts = dotted.split(".")
-    for i in range(len(parts), 0, -1):
-        key = ".".join(parts[:i])
-        if key in mapping:
-            if i == len(parts):
-                del mapping[key]
-            elif isinstance(mapping[key], dict):
-                _pop(mapping[key], ".".join(parts[i:]))
