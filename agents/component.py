@@ -150,14 +150,15 @@ class ManagedComponent:
             if version <= self.store.highest():
                 raise ChangeRefused(409, f"version {version} is not above {self.name}'s highest version "
                                          f"{self.store.highest()}", highest_version=self.store.highest())
-            record = self._record(version, wanted, current.version)
-            if wanted == current.params:
-                record.status, record.action = "applied", "unchanged"
-                return self._commit(record, 0.0)
             try:
+                # The operator's files are read now: one that is gone or no longer parses refuses the change.
+                record = self._record(version, wanted, current.version)
+                if wanted == current.params:
+                    record.status, record.action = "applied", "unchanged"
+                    return self._commit(record, 0.0)
                 self._check(record)
             except ValidationFailed as err:
-                record.status, record.message = "rejected", str(err)
+                record = Version(version, wanted, {}, current.version, status="rejected", message=str(err))
                 self.store.put(record)
                 self.store.audit("rejected", version=version, reason=str(err))
                 return self._result(record, version)

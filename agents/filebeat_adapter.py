@@ -14,8 +14,9 @@ from typing import Mapping
 import yaml
 
 from agents import filebeat_patch
-from agents.adapter import Applied, Health, Runtime, read_text, restart_if_needed, run_check
+from agents.adapter import Applied, Health, Runtime, ValidationFailed, read_text, restart_if_needed, run_check
 from agents.filebeat_patch import FilebeatFiles, InputSelector
+from agents.yaml_patch import YamlPatchError
 from models.space import PIPELINE_PARAMS, ChangeCost, Config, Param
 
 PARAMS = tuple(p for p in PIPELINE_PARAMS if p.component == "filebeat")  # costs as where inputs reload live
@@ -39,7 +40,10 @@ class FilebeatAdapter:
             for p in PARAMS)
 
     def patch(self, config: Config) -> dict[Path, str]:
-        changed = filebeat_patch.patch(self.files, {p.name: config[p.name] for p in self.params})
+        try:
+            changed = filebeat_patch.patch(self.files, {p.name: config[p.name] for p in self.params})
+        except (YamlPatchError, OSError) as err:  # the operator changed or removed a file since the agent started
+            raise ValidationFailed(str(err)) from None
         return {path: changed[path] if path in changed else read_text(path) for path in self.files.files()}
 
     def validate(self, files: Mapping[Path, str]) -> None:

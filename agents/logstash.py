@@ -45,7 +45,10 @@ class LogstashAdapter:
         return self.files.pipeline_id
 
     def patch(self, config: Config) -> dict[Path, str]:
-        changed = logstash_patch.patch(self.files, {p.name: config[p.name] for p in self.params})
+        try:
+            changed = logstash_patch.patch(self.files, {p.name: config[p.name] for p in self.params})
+        except (LogstashConfigError, YamlPatchError, OSError) as err:  # a file changed or removed since the start
+            raise ValidationFailed(str(err)) from None
         return {path: changed[path] if path in changed else read_text(path)
                 for path in (self.files.pipelines_yml, self.files.conf)}
 

@@ -87,7 +87,7 @@ def agent(testbed, tmp_path) -> Iterator[ConsumerAgent]:
         admin.delete_topics([topic])[topic].result(30)
 
 
-def test_the_probe_starts_at_version_0_on_the_rendered_properties(agent):
+def test_the_probe_starts_at_version_0_on_the_patched_properties(agent):
     [state] = agent.client.components()
     assert state["name"] == "probe" and state["version"] == 0 and state["health"]["ok"]
     assert state["runtime"]["pid"] == agent.pid() is not None

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from agents.adapter import ValidationFailed
+from agents.adapter import ConfigStore, ValidationFailed
+from agents.component import ManagedComponent
 from agents import properties_file
 from agents.kafka_client import KafkaConsumerAdapter, KafkaProducerAdapter, check_properties, create_producer
 from models.learning import TUNED_BY_TOPOLOGY
@@ -120,3 +121,13 @@ def test_a_health_url_is_asked_when_given(tmp_path):
 def test_an_adapter_with_no_way_to_tell_health_is_refused(tmp_path):
     with pytest.raises(ValueError, match="health_url or the runtime"):
         KafkaProducerAdapter("replay", tmp_path)
+
+
+def test_a_change_after_the_operator_removed_the_file_is_rejected_and_the_version_stays(tmp_path):
+    adapter = producer(tmp_path, text="acks=all\n")
+    component = ManagedComponent(adapter, adapter.runtime, ConfigStore(tmp_path / "state", "replay"), {}, settle_s=0)
+    component.start()
+    (tmp_path / "producer.properties").unlink()
+    result = component.change(1, {"kafka.producer.linger.ms": 20})
+    assert (result.status, result.version) == ("rejected", 0)
+    assert "producer.properties: cannot read it (No such file or directory)" in result.message

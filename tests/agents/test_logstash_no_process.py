@@ -131,3 +131,11 @@ def test_no_logstash_process_health_from_a_stub_node_stats(stub_node_stats, node
     answer.clear()
     answer["pipelines"] = {}
     assert not adapter.health().ok
+
+
+def test_no_logstash_process_a_file_broken_since_the_start_refuses_the_patch(node):
+    adapter = LogstashAdapter(node, "web", "kafka-main")
+    conf = node / "conf.d" / "20-web.conf"
+    conf.write_text(conf.read_text().replace('topic_id => "web-access"', 'topic_id => "web'))
+    with pytest.raises(ValidationFailed, match=r"20-web.conf:\d+:\d+"):
+        adapter.patch(_config(adapter))
