@@ -1,7 +1,8 @@
 """The adapter seam (one per component) and the versioned config store every adapter shares.
 
-An adapter turns a component's parameter values into the component's real config files (`render`),
-checks them with the component's own validator where it has one (`validate`), puts them in force
+An adapter patches a component's own config files with parameter values (`patch`: only the tuned keys
+change, every other byte stays as the operator wrote it), checks them with the component's own validator
+where it has one (`validate`), puts them in force
 (`apply`, through a `Runtime` or the component's admin API) and says whether the component is well
 (`health`). The store keeps every version on disk, so a restarted agent knows what is in force.
 """
@@ -21,7 +22,7 @@ from models.space import ChangeCost, Config, Param, Value
 
 
 class ValidationFailed(ValueError):
-    """The component's own check rejected a rendered config; the message is the component's."""
+    """The component's own check rejected a patched config; the message is the component's."""
 
 
 @dataclass(frozen=True)
@@ -54,15 +55,14 @@ class Adapter(Protocol):
     """One component: its parameters, its config files, its check, how a change is put in force."""
 
     name: str
-    params: tuple[Param, ...]
-    config_dir: Path  # where the rendered files live and the component reads them
+    params: tuple[Param, ...]  # each with the cost of changing it on this node (live, reload, restart)
 
-    def render(self, config: Config) -> dict[str, str]:
-        """File name (relative to `config_dir`) -> content."""
+    def patch(self, config: Config) -> dict[Path, str]:
+        """Every file the adapter manages (absolute path) -> its text with `config`'s values."""
         ...
 
-    def validate(self, staged_dir: Path) -> None:
-        """Raise `ValidationFailed` if the component rejects the files rendered into `staged_dir`."""
+    def validate(self, files: Mapping[Path, str]) -> None:
+        """Raise `ValidationFailed` if the component rejects `files` (not yet written where they belong)."""
         ...
 
     def apply(self, config: Config, runtime: Runtime | None, cost: ChangeCost) -> Applied: ...
@@ -70,13 +70,19 @@ class Adapter(Protocol):
     def health(self) -> Health: ...
 
 
-def atomic_write(path: Path, content: str, mode: int = 0o600) -> None:
+def atomic_write(path: Path, content: str, mode: int | None = None) -> None:
     """Write `content` to `path` so readers see the old file or the new one, never a torn one.
 
     Temp file in the same directory, fsync, rename, fsync of the directory (so the rename survives a
-    crash). Mode 0600 by default: Filebeat refuses a config file others can write.
+    crash). The file keeps its mode; a new one is 0600 unless `mode` says otherwise (Filebeat refuses a
+    config file others can write).
     """
     path.parent.mkdir(parents=True, exist_ok=True)
+    if mode is None:
+        try:
+            mode = path.stat().st_mode & 0o7777
+        except FileNotFoundError:
+            mode = 0o600
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as handle:
@@ -101,7 +107,7 @@ class Version:
 
     version: int
     params: dict[str, Value]
-    files: dict[str, str]
+    files: dict[str, str]  # absolute path -> the whole text in force with this version
     previous: int | None  # the version in force before this one (what a rollback returns to)
     status: str = "pending"  # pending | applied | rolled_back | rejected
     message: str = ""
@@ -171,10 +177,18 @@ class ConfigStore:
             return []
 
 
-def write_files(directory: Path, files: Mapping[str, str]) -> None:
-    """Write every rendered file atomically under `directory`."""
-    for name, content in files.items():
-        atomic_write(directory / name, content)
+def write_files(files: Mapping[Path, str]) -> None:
+    """Write every file atomically where it belongs."""
+    for path, content in files.items():
+        atomic_write(path, content)
+
+
+def read_text(path: Path) -> str:
+    """A managed file's text; a missing one is an error naming it (the agent never invents a config)."""
+    try:
+        return path.read_text()
+    except OSError as err:
+        raise ValidationFailed(f"{path}: cannot read it ({err.strerror})") from None
 
 
 def run_check(argv: list[str], what: str, timeout_s: float) -> None:

@@ -1,4 +1,4 @@
-"""One managed component: validate → render → the component's check → atomic write → reload or
+"""One managed component: validate → patch the component's files → the component's check → atomic write → reload or
 restart → health → success, or rollback to the version in force. One change at a time.
 
 Versions are numbered by the caller; a new change must be above every version stored. A version
@@ -7,10 +7,10 @@ already decided (applied, rejected, rolled back) answers the same again: a retri
 
 from __future__ import annotations
 
-import shutil
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Mapping
 
 from agents.adapter import Adapter, ConfigStore, Runtime, ValidationFailed, Version, write_files
@@ -122,8 +122,8 @@ class ManagedComponent:
         return record
 
     def _record(self, version: int, params: dict[str, Value], previous: int | None) -> Version:
-        files = self.adapter.render(Config(params))
-        return Version(version, params, files, previous)
+        files = self.adapter.patch(Config(params))
+        return Version(version, params, {str(path): text for path, text in files.items()}, previous)
 
     def state(self) -> dict[str, object]:
         """Version in force, its parameters, health and runtime: what GET /components/{name} shows."""
@@ -150,14 +150,15 @@ class ManagedComponent:
             if version <= self.store.highest():
                 raise ChangeRefused(409, f"version {version} is not above {self.name}'s highest version "
                                          f"{self.store.highest()}", highest_version=self.store.highest())
-            record = self._record(version, wanted, current.version)
-            if wanted == current.params:
-                record.status, record.action = "applied", "unchanged"
-                return self._commit(record, 0.0)
             try:
+                # The operator's files are read now: one that is gone or no longer parses refuses the change.
+                record = self._record(version, wanted, current.version)
+                if wanted == current.params:
+                    record.status, record.action = "applied", "unchanged"
+                    return self._commit(record, 0.0)
                 self._check(record)
             except ValidationFailed as err:
-                record.status, record.message = "rejected", str(err)
+                record = Version(version, wanted, {}, current.version, status="rejected", message=str(err))
                 self.store.put(record)
                 self.store.audit("rejected", version=version, reason=str(err))
                 return self._result(record, version)
@@ -199,14 +200,8 @@ class ManagedComponent:
         return ChangeCost.dearest(self.space[k].cost for k in new if old.get(k) != new[k])
 
     def _check(self, record: Version) -> None:
-        """Render into a staging directory and let the component's own check judge it."""
-        staged = self.store.root / "staged"
-        shutil.rmtree(staged, ignore_errors=True)
-        write_files(staged, record.files)
-        try:
-            self.adapter.validate(staged)
-        finally:
-            shutil.rmtree(staged, ignore_errors=True)
+        """The component's own check judges the version's files before any is written in place."""
+        self.adapter.validate(_paths(record.files))
 
     def _switch(self, record: Version, current: Version, cost: ChangeCost) -> ChangeResult:
         """Write, apply, check health; on any failure put `current` back and report why."""
@@ -242,7 +237,7 @@ class ManagedComponent:
 
     def _put_in_force(self, record: Version, cost: ChangeCost) -> str:
         """Write the version's files, apply them, wait until the component is healthy; returns the action."""
-        write_files(self.adapter.config_dir, record.files)
+        write_files(_paths(record.files))
         applied = self.adapter.apply(Config(record.params), self.runtime, cost)
         self._wait_healthy()
         return applied.action
@@ -270,3 +265,7 @@ class ManagedComponent:
         return ChangeResult(self.name, in_force if in_force is not None else record.version, requested, record.status,
                             record.action, message.strip(), record.elapsed_s if elapsed_s is None else elapsed_s,
                             record.params)
+
+
+def _paths(files: Mapping[str, str]) -> dict[Path, str]:
+    return {Path(name): text for name, text in files.items()}

@@ -70,26 +70,34 @@ class _Component(_Spec):
                 "kafka-producer": "kafka.producer"}[self.kind]  # type: ignore[attr-defined]
 
 
+class InputSelectorSpec(_Spec):
+    """One input to tune: a filestream input's `id`, or a glob one of a `log` input's paths matches."""
+
+    id: str | None = Field(default=None, min_length=1)
+    path: str | None = Field(default=None, min_length=1, description="a glob over the input's paths")
+
+    @model_validator(mode="after")
+    def _one(self) -> "InputSelectorSpec":
+        if (self.id is None) == (self.path is None):
+            raise ValueError("give one of id or path")
+        return self
+
+
 class FilebeatComponent(_Component):
     kind: Literal["filebeat"]
     binary: Path = Field(description="the filebeat binary, also used for `filebeat test config`")
-    config_dir: Path = Field(description="filebeat.yml, inputs.d/, data/ and logs/ go here")
-    log_paths: list[Path] = Field(min_length=1)
-    input_type: Literal["filestream", "log"] = "filestream"
-    multiline: bool = False
-    kafka_hosts: list[str] = Field(min_length=1)
-    topic: str
-    http_port: Port
+    config: Path = Field(description="the operator's filebeat.yml; only the tuned keys are changed")
+    inputs: list[InputSelectorSpec] = Field(min_length=1, description="the inputs whose keys are tuned")
+    http_port: Port | None = Field(default=None, description="Filebeat's HTTP stats (health); else: the process runs")
     runtime: RuntimeSpec = ProcessRuntimeSpec()
 
 
 class LogstashComponent(_Component):
     kind: Literal["logstash"]
-    config_dir: Path = Field(description="path.settings: logstash.yml, pipelines.yml, conf.d/")
+    settings_dir: Path = Field(description="path.settings: the operator's pipelines.yml is read from here")
+    pipeline_id: str = Field(min_length=1, description="the pipelines.yml entry whose pipeline.* keys are tuned")
+    output_id: str = Field(min_length=1, description="the `id` of the kafka output whose settings are tuned")
     binary: Path | None = Field(default=None, description="bin/logstash, for --config.test_and_exit")
-    beats_port: Port = 5044
-    kafka_hosts: list[str] = Field(min_length=1)
-    topic: str
     api_port: Port = 9600
     runtime: RuntimeSpec = ProcessRuntimeSpec(reload_signal="SIGHUP")
 
@@ -102,9 +110,9 @@ class KafkaBrokerComponent(_Component):
 
 
 class _ClientComponent(_Component):
-    """A Kafka client process: it reads its properties file from `config_dir` when it starts."""
+    """A Kafka client process: it reads its properties file when it starts."""
 
-    config_dir: Path = Field(description="consumer.properties or producer.properties goes here")
+    properties: Path = Field(description="the client's own consumer/producer properties; the tuned keys are patched")
     runtime: ClientRuntimeSpec
 
 

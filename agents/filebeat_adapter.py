@@ -1,62 +1,105 @@
-"""The Filebeat adapter: filebeat.yml and its reloadable inputs file from the shared renderer,
-checked with `filebeat test config`, put in force by input reload (no restart) or a restart."""
+"""The Filebeat adapter: the operator's filebeat.yml (and the input files it reloads) patched in place —
+the selected inputs, `queue.mem.*` and the output's tuned keys — checked with `filebeat test config`,
+put in force by Filebeat's own input reload or by a restart, as the operator's config allows."""
 
 from __future__ import annotations
 
+import dataclasses
+import os
+import tempfile
 import urllib.request
 from pathlib import Path
+from typing import Mapping
 
 import yaml
 
-from agents.adapter import Applied, Health, Runtime, restart_if_needed, run_check
-from agents.filebeat_render import FilebeatLayout, render_filebeat_config, render_filebeat_inputs
+from agents import filebeat_patch
+from agents.adapter import Applied, Health, Runtime, ValidationFailed, read_text, restart_if_needed, run_check
+from agents.filebeat_patch import FilebeatFiles, InputSelector
+from agents.yaml_patch import YamlPatchError
 from models.space import PIPELINE_PARAMS, ChangeCost, Config, Param
 
-INPUTS_FILE = "inputs.d/replay.yml"
-MAIN_FILE = "filebeat.yml"
+PARAMS = tuple(p for p in PIPELINE_PARAMS if p.component == "filebeat")  # costs as where inputs reload live
 
 
 class FilebeatAdapter:
-    """Filebeat 7.17 on this node; its config directory is the layout's home directory."""
+    """Filebeat 7.17 on this node, configured by the operator's filebeat.yml."""
 
     name = "filebeat"
-    params: tuple[Param, ...] = tuple(p for p in PIPELINE_PARAMS if p.component == "filebeat")
 
-    def __init__(self, layout: FilebeatLayout, binary: Path, *, check_timeout_s: float = 60.0) -> None:
-        self.layout = layout
+    def __init__(self, config: Path, selectors: list[InputSelector], binary: Path, *, http_port: int | None = None,
+                 runtime: Runtime | None = None, check_timeout_s: float = 60.0) -> None:
+        self.files: FilebeatFiles = filebeat_patch.discover(config, selectors)  # FilebeatConfigError names file:line
         self.binary = binary
-        self.config_dir = layout.home_dir
+        self.http_port = http_port
+        self.runtime = runtime
         self.check_timeout_s = check_timeout_s
+        # An input key changes live only where Filebeat reloads the input's file; else it restarts Filebeat.
+        self.params: tuple[Param, ...] = tuple(
+            p if self.files.is_live(p.name) else dataclasses.replace(p, cost=ChangeCost.RESTART)
+            for p in PARAMS)
 
-    def render(self, config: Config) -> dict[str, str]:
-        return {MAIN_FILE: render_filebeat_config(self.layout, config),
-                INPUTS_FILE: render_filebeat_inputs(self.layout, config)}
+    def patch(self, config: Config) -> dict[Path, str]:
+        try:
+            changed = filebeat_patch.patch(self.files, {p.name: config[p.name] for p in self.params})
+        except (YamlPatchError, OSError) as err:  # the operator changed or removed a file since the agent started
+            raise ValidationFailed(str(err)) from None
+        return {path: changed[path] if path in changed else read_text(path) for path in self.files.files()}
 
-    def validate(self, staged_dir: Path) -> None:
-        """`filebeat test config` on the staged filebeat.yml with the staged inputs inlined.
-
-        Filebeat's check does not read files under `filebeat.config.inputs`, so the inputs go in as
-        `filebeat.inputs` for the check: both files are then checked by Filebeat itself.
-        """
-        document = yaml.safe_load((staged_dir / MAIN_FILE).read_text())
-        document.pop("filebeat.config.inputs", None)
-        document["filebeat.inputs"] = yaml.safe_load((staged_dir / INPUTS_FILE).read_text())
-        check = staged_dir / "check.yml"
-        check.write_text(yaml.safe_dump(document, sort_keys=False))
-        check.chmod(0o600)
-        run_check([str(self.binary), "test", "config", "-c", str(check), "--path.home", str(staged_dir),
-                   "--path.data", str(staged_dir / "data"), "--path.logs", str(staged_dir / "logs")],
-                  "filebeat test config", self.check_timeout_s)
+    def validate(self, files: Mapping[Path, str]) -> None:
+        """`filebeat test config` on a patched copy staged next to filebeat.yml (relative paths and
+        `${path.config}` resolve as for the real one), with the tuned input files inlined: Filebeat's
+        check does not read files under `filebeat.config.inputs`."""
+        config = self.files.config
+        document = yaml.safe_load(files[config]) or {}
+        loader = _located(document, "filebeat.config.inputs")
+        if loader is not None:
+            del loader[0][loader[1]]
+        external = [entry for path, text in files.items() if path != config for entry in yaml.safe_load(text) or []]
+        inline = _located(document, "filebeat.inputs")
+        if inline is not None and isinstance(inline[0][inline[1]], list):
+            inline[0][inline[1]] += external
+        elif external:
+            document["filebeat.inputs"] = external
+        fd, check = tempfile.mkstemp(dir=config.parent, prefix=f".pipetune-check-{config.stem}.", suffix=".yml")
+        try:
+            with os.fdopen(fd, "w") as handle:  # mkstemp makes it 0600, as Filebeat wants
+                yaml.safe_dump(document, handle, sort_keys=False)
+            with tempfile.TemporaryDirectory(prefix="pipetune-filebeat-check-") as scratch:
+                run_check([str(self.binary), "test", "config", "-c", check, "--path.config", str(config.parent),
+                           "--path.data", scratch, "--path.logs", scratch],
+                          f"filebeat test config ({config} as patched)", self.check_timeout_s)
+        finally:
+            Path(check).unlink(missing_ok=True)
 
     def apply(self, config: Config, runtime: Runtime | None, cost: ChangeCost) -> Applied:
-        """Input-only changes: Filebeat re-reads inputs.d itself (reload.period); anything else restarts it."""
+        """Live input changes: Filebeat re-reads its input files itself (reload.period); else a restart."""
         return restart_if_needed(runtime, cost, self.name) or Applied("inputs reloaded")
 
     def health(self) -> Health:
-        """Filebeat's HTTP endpoint answers with its stats."""
-        url = f"http://127.0.0.1:{self.layout.http_port}/stats"
+        """Filebeat's HTTP endpoint answers with its stats; without one, only that the process runs."""
+        if self.http_port is None:
+            running = self.runtime is not None and self.runtime.running()
+            return Health(running, "the process runs (no http_port)" if running else "the process is not running")
+        url = f"http://127.0.0.1:{self.http_port}/stats"
         try:
             with urllib.request.urlopen(url, timeout=1.0) as response:
                 return Health(response.status == 200, f"GET {url}: {response.status}")
         except OSError as err:
             return Health(False, f"GET {url}: {err}")
+
+
+def _located(mapping: dict, dotted: str) -> tuple[dict, str] | None:
+    """The mapping and key where `dotted` is written, however it is split between nesting and dots
+    (as Beats reads it); None when it is not written."""
+    parts = dotted.split(".")
+    for i in range(len(parts), 0, -1):
+        key = ".".join(parts[:i])
+        if key in mapping:
+            if i == len(parts):
+                return mapping, key
+            if isinstance(mapping[key], dict):
+                found = _located(mapping[key], ".".join(parts[i:]))
+                if found is not None:
+                    return found
+    return None

@@ -1,4 +1,6 @@
-"""Filebeat 7.17 config rendering: a pure function of the pipeline's shape and a `Config`.
+"""A first Filebeat 7.17 config for a Filebeat that has none yet (the testbed's): a pure function of the
+pipeline's shape and a `Config`. The agent never renders: it patches whatever config Filebeat has,
+this one included (`write_first_config`, then agent.yaml points the adapter at it).
 
 Inputs are rendered into their own file, loaded through `filebeat.config.inputs` with reload
 enabled, so input parameters (scan frequency, backoff, ...) change while Filebeat runs; the queue
@@ -13,9 +15,13 @@ from typing import Literal
 
 import yaml
 
+from agents.adapter import write_files
 from models.space import Config
 
 INPUTS_GLOB = "inputs.d/*.yml"
+INPUTS_FILE = "inputs.d/replay.yml"
+MAIN_FILE = "filebeat.yml"
+INPUT_ID = "pipetune-replay"  # the filestream input's id, by which agent.yaml selects it
 
 # Filebeat's `log` input names (canonical in models.space) and their `filestream` spellings.
 _FILESTREAM_NAMES = {
@@ -64,7 +70,7 @@ def render_filebeat_inputs(layout: FilebeatLayout, config: Config) -> str:
             entry |= {f"multiline.{k}": v for k, v in multiline.items()} | {"multiline.type": "pattern"}
     else:
         # filestream has no backoff_factor: its backoff always doubles.
-        entry |= {"id": "pipetune-replay"} | {_FILESTREAM_NAMES[k]: v for k, v in settings.items()}
+        entry |= {"id": INPUT_ID} | {_FILESTREAM_NAMES[k]: v for k, v in settings.items()}
         if layout.multiline:
             entry["parsers"] = [{"multiline": {"type": "pattern", **multiline}}]
     return yaml.safe_dump([entry], sort_keys=False)
@@ -89,3 +95,16 @@ def render_filebeat_config(layout: FilebeatLayout, config: Config) -> str:
         "logging": {"level": "info", "to_files": True, "to_stderr": False, "metrics.enabled": False},
     }
     return yaml.safe_dump(document, sort_keys=False)
+
+
+def input_selector(layout: FilebeatLayout) -> dict[str, str]:
+    """How agent.yaml selects the rendered input: its id (filestream), or its log path (log)."""
+    return {"id": INPUT_ID} if layout.input_type == "filestream" else {"path": str(layout.log_paths[0])}
+
+
+def write_first_config(layout: FilebeatLayout, config: Config) -> Path:
+    """Write filebeat.yml and its inputs file under the layout's home (0600); returns filebeat.yml's path."""
+    main = layout.home_dir / MAIN_FILE
+    write_files({main: render_filebeat_config(layout, config),
+                 layout.home_dir / INPUTS_FILE: render_filebeat_inputs(layout, config)})
+    return main

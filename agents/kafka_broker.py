@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Mapping
 
 from kafka import KafkaAdminClient
 from kafka.admin import ConfigResource, ConfigResourceType
@@ -20,16 +21,25 @@ def _parse(properties: str) -> dict[str, str]:
     return dict(line.split("=", 1) for line in properties.splitlines() if line and not line.startswith("#"))
 
 
+def cluster_brokers(bootstrap: str) -> list[dict]:
+    """The brokers of the cluster `bootstrap` reaches (`broker_id`, `host`, `port`)."""
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="pipetune-agent", request_timeout_ms=10000)
+    try:
+        return admin.describe_cluster()["brokers"]
+    finally:
+        admin.close()
+
+
 class KafkaBrokerAdapter:
     """One broker's dynamic configs (`num.io.threads`, `num.network.threads`); no process to restart."""
 
     name = "kafka"
     params: tuple[Param, ...] = tuple(p for p in PIPELINE_PARAMS if p.name.startswith(PREFIX))
 
-    def __init__(self, bootstrap: str, broker_id: int, config_dir: Path, *, visible_timeout_s: float = 30.0) -> None:
+    def __init__(self, bootstrap: str, broker_id: int, record_dir: Path, *, visible_timeout_s: float = 30.0) -> None:
         self.bootstrap = bootstrap
         self.broker_id = broker_id
-        self.config_dir = config_dir  # holds the rendered properties: the record of what was sent
+        self.record = record_dir / FILE  # the configs sent, as properties: the version's file
         self.visible_timeout_s = visible_timeout_s
 
     def _admin(self) -> KafkaAdminClient:
@@ -38,13 +48,14 @@ class KafkaBrokerAdapter:
     def _resource(self, configs: dict[str, str] | None) -> ConfigResource:
         return ConfigResource(ConfigResourceType.BROKER, str(self.broker_id), configs=configs)
 
-    def render(self, config: Config) -> dict[str, str]:
+    def patch(self, config: Config) -> dict[Path, str]:
+        """The broker keeps these configs itself: the file is only the agent's record of what it sent."""
         lines = [f"{p.name.removeprefix(PREFIX)}={config[p.name]}" for p in self.params]
-        return {FILE: "# per-broker dynamic configs, set through the admin API\n" + "\n".join(lines) + "\n"}
+        return {self.record: "# per-broker dynamic configs, set through the admin API\n" + "\n".join(lines) + "\n"}
 
-    def validate(self, staged_dir: Path) -> None:
+    def validate(self, files: Mapping[Path, str]) -> None:
         """The broker's own check (AlterConfigs with validate_only): e.g. thread counts may at most double."""
-        wanted = _parse((staged_dir / FILE).read_text())
+        wanted = _parse(files[self.record])
         admin = self._admin()
         try:
             _raise_errors(admin.alter_configs([self._resource(wanted)], validate_only=True), wanted, self.broker_id)

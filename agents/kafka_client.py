@@ -1,7 +1,8 @@
 """Kafka clients this node runs: a consumer (the probe) and a producer (`pipetune replay --kafka`).
 
-Each reads a properties file in librdkafka's names when it starts. librdkafka checks every value when
-a client is created from them, so that is the check; and a client's settings are fixed once it is
+Each reads a properties file in librdkafka's names when it starts; the agent patches the tuned keys of
+that file in place (every other line stays). librdkafka checks every value when a client is created
+from them, so that is the check; and a client's settings are fixed once it is
 created, so a change recreates it by restarting the process.
 """
 
@@ -13,27 +14,13 @@ from typing import Callable, ClassVar, Mapping
 
 from confluent_kafka import Consumer, KafkaException, Producer
 
-from agents.adapter import Applied, Health, Runtime, ValidationFailed, restart_if_needed
+from agents import properties_file
+from agents.adapter import Applied, Health, Runtime, ValidationFailed, read_text, restart_if_needed
 from models.space import PIPELINE_SPACE, ChangeCost, Config, Param, Value
 
-FILE = "consumer.properties"
-PRODUCER_FILE = "producer.properties"
+FILE = "consumer.properties"  # the name the testbed gives the probe's file
 # Only errors: a client made just to check its settings has no brokers, and librdkafka would say so.
 _QUIET = {"log_level": "3"}
-
-
-def read_properties(path: Path) -> dict[str, str]:
-    """`name=value` lines (spaces around the `=` dropped); blank lines and `#` comments skipped."""
-    properties: dict[str, str] = {}
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        name, equals, value = line.partition("=")
-        if not equals or not name.strip():
-            raise ValueError(f"{path}:{number}: expected name=value, got {line!r}")
-        properties[name.strip()] = value.strip()
-    return properties
 
 
 def create_consumer(properties: Mapping[str, str]) -> None:
@@ -69,13 +56,12 @@ def _refusal(create: Callable[[Mapping[str, str]], None], properties: Mapping[st
 
 
 class KafkaClientAdapter:
-    """One client process's settings: a properties file rendered from `names`, librdkafka's check
+    """One client process's settings: the keys `names` of its properties file patched, librdkafka's check
     (`create`), a restart to recreate the client, and health from an HTTP URL or, without one, the process.
 
-    A subclass names its file, its parameters (ours -> librdkafka's) and how a client is created.
+    A subclass names its parameters (ours -> librdkafka's) and how a client is created.
     """
 
-    file: ClassVar[str]
     names: ClassVar[dict[str, str]]
     fractional: ClassVar[frozenset[str]] = frozenset()  # librdkafka properties that take fractions
     create: ClassVar[Callable[[Mapping[str, str]], None]]
@@ -84,18 +70,18 @@ class KafkaClientAdapter:
     def __init_subclass__(cls) -> None:
         cls.params = tuple(PIPELINE_SPACE[name] for name in cls.names)
 
-    def __init__(self, name: str, config_dir: Path, health_url: str | None = None,
+    def __init__(self, name: str, properties: Path, health_url: str | None = None,
                  runtime: Runtime | None = None) -> None:
         if health_url is None and runtime is None:
             raise ValueError(f"{name}: health needs a health_url or the runtime to ask whether the process runs")
         self.name = name  # the component's name in agent.yaml (what the client is to this node: "probe")
-        self.config_dir = config_dir
+        self.properties = properties
         self.health_url = health_url
         self.runtime = runtime
 
-    def render(self, config: Config) -> dict[str, str]:
-        lines = [f"{self.names[p.name]}={self._text(p, config[p.name])}" for p in self.params]
-        return {self.file: "# librdkafka settings, read when the client starts\n" + "\n".join(lines) + "\n"}
+    def patch(self, config: Config) -> dict[Path, str]:
+        values = {self.names[p.name]: self._text(p, config[p.name]) for p in self.params}
+        return {self.properties: properties_file.patch(read_text(self.properties), values)}
 
     def _text(self, param: Param, value: Value) -> str:
         if param.kind == "categorical":
@@ -105,9 +91,9 @@ class KafkaClientAdapter:
         # Other numbers are whole milliseconds and bytes to librdkafka: it would cut "2.5" to 2 without a word.
         return str(round(float(value)))
 
-    def validate(self, staged_dir: Path) -> None:
+    def validate(self, files: Mapping[Path, str]) -> None:
         """librdkafka checks every property when a client is created from them: create one."""
-        check_properties(self.create, read_properties(staged_dir / self.file))
+        check_properties(self.create, properties_file.read(files[self.properties]))
 
     def apply(self, config: Config, runtime: Runtime | None, cost: ChangeCost) -> Applied:
         """A client's settings are fixed once it is created: a change restarts the process."""
@@ -131,7 +117,6 @@ class KafkaClientAdapter:
 class KafkaConsumerAdapter(KafkaClientAdapter):
     """A consumer's `kafka.consumer.*` settings (the probe: its metrics endpoint is its health)."""
 
-    file = FILE
     # librdkafka's names (`fetch.max.wait.ms` is the Java client's).
     names = {"kafka.consumer.fetch.min.bytes": "fetch.min.bytes",
              "kafka.consumer.fetch.max.wait.ms": "fetch.wait.max.ms"}
@@ -141,7 +126,6 @@ class KafkaConsumerAdapter(KafkaClientAdapter):
 class KafkaProducerAdapter(KafkaClientAdapter):
     """A producer's `kafka.producer.*` settings (`pipetune replay --kafka ... --producer-properties FILE`)."""
 
-    file = PRODUCER_FILE
     names = {"kafka.producer.linger.ms": "linger.ms", "kafka.producer.batch.size": "batch.size",
              "kafka.producer.acks": "acks", "kafka.producer.compression.type": "compression.type"}
     fractional = frozenset({"linger.ms"})  # librdkafka's linger is a float (queue.buffering.max.ms)

@@ -33,6 +33,7 @@ class LogstashFiles:
     entry_index: int
     conf: Path  # the config file holding the output
     output_id: str
+    sources: tuple[Path, ...]  # every file of the pipeline's path.config, in the order Logstash reads them
 
 
 def _entry(text: str, source: Path, pipeline_id: str) -> tuple[int, MappingNode]:
@@ -54,7 +55,11 @@ def _entry(text: str, source: Path, pipeline_id: str) -> tuple[int, MappingNode]
 
 def discover(pipelines_yml: Path, pipeline_id: str, output_id: str) -> LogstashFiles:
     """The pipeline entry and the file of its kafka output `output_id`; errors name the file and line."""
-    index, entry = _entry(pipelines_yml.read_text(), pipelines_yml, pipeline_id)
+    try:
+        text = pipelines_yml.read_text()
+    except OSError as err:
+        raise LogstashConfigError(f"{pipelines_yml}: cannot read it ({err.strerror})") from None
+    index, entry = _entry(text, pipelines_yml, pipeline_id)
     path_config = lookup(entry, "path.config")
     if not isinstance(path_config, ScalarNode):
         raise LogstashConfigError(f"{pipelines_yml}:{line_of(entry)}: pipeline {pipeline_id!r} has no path.config "
@@ -62,15 +67,16 @@ def discover(pipelines_yml: Path, pipeline_id: str, output_id: str) -> LogstashF
     pattern = Path(path_config.value)
     pattern = pattern if pattern.is_absolute() else pipelines_yml.parent / pattern
     holders = []
-    for name in sorted(glob.glob(str(pattern))):
-        plugins = read_plugins(Path(name).read_text(), name)
+    sources = tuple(Path(name) for name in sorted(glob.glob(str(pattern))))
+    for name in sources:
+        plugins = read_plugins(name.read_text(), str(name))
         if any(p.section == "output" and p.name == "kafka" and p.id == output_id for p in plugins):
-            holders.append(Path(name))
+            holders.append(name)
     if len(holders) != 1:
         found = "none" if not holders else ", ".join(str(h) for h in holders)
         raise LogstashConfigError(f"{pattern}: expected one kafka output with id {output_id!r} in pipeline "
                                   f"{pipeline_id!r}, found {found}")
-    return LogstashFiles(pipelines_yml, pipeline_id, index, holders[0], output_id)
+    return LogstashFiles(pipelines_yml, pipeline_id, index, holders[0], output_id, sources)
 
 
 def patch(files: LogstashFiles, values: Mapping[str, Value]) -> dict[Path, str]:

@@ -23,11 +23,11 @@ from agents.adapter import Adapter, ConfigStore, Runtime
 from agents.component import ChangeRefused, ManagedComponent
 from agents.config import (AgentConfig, Component, DockerRuntimeSpec, FilebeatComponent, KafkaBrokerComponent,
                            KafkaConsumerComponent, KafkaProducerComponent, LogstashComponent)
-from agents.filebeat_render import FilebeatLayout
-from agents.filebeat_adapter import MAIN_FILE, FilebeatAdapter
+from agents.filebeat_adapter import FilebeatAdapter
+from agents.filebeat_patch import InputSelector
 from agents.kafka_broker import KafkaBrokerAdapter
 from agents.kafka_client import KafkaConsumerAdapter, KafkaProducerAdapter
-from agents.logstash import LogstashAdapter, LogstashLayout
+from agents.logstash import LogstashAdapter
 from agents.runtimes import DockerRuntime, ProcessRuntime
 from models.space import Value
 
@@ -44,16 +44,14 @@ class ChangeRequest(BaseModel):
 def build_adapter(spec: Component, state_dir: Path, runtime: Runtime | None = None) -> Adapter:
     """The adapter a component entry of agent.yaml describes (`runtime`: the one its health may ask)."""
     if isinstance(spec, FilebeatComponent):
-        layout = FilebeatLayout(tuple(spec.log_paths), spec.input_type, spec.multiline, tuple(spec.kafka_hosts),
-                                spec.topic, spec.http_port, spec.config_dir)
-        return FilebeatAdapter(layout, spec.binary)
+        selectors = [InputSelector(id=s.id, path_glob=s.path) for s in spec.inputs]
+        return FilebeatAdapter(spec.config, selectors, spec.binary, http_port=spec.http_port, runtime=runtime)
     if isinstance(spec, LogstashComponent):
-        return LogstashAdapter(LogstashLayout(spec.config_dir, spec.beats_port, tuple(spec.kafka_hosts), spec.topic,
-                                              spec.api_port), spec.binary)
+        return LogstashAdapter(spec.settings_dir, spec.pipeline_id, spec.output_id, spec.binary, api_port=spec.api_port)
     if isinstance(spec, KafkaConsumerComponent):
-        return KafkaConsumerAdapter(spec.name, spec.config_dir, spec.health_url)
+        return KafkaConsumerAdapter(spec.name, spec.properties, spec.health_url)
     if isinstance(spec, KafkaProducerComponent):
-        return KafkaProducerAdapter(spec.name, spec.config_dir, spec.health_url, runtime)
+        return KafkaProducerAdapter(spec.name, spec.properties, spec.health_url, runtime)
     assert isinstance(spec, KafkaBrokerComponent)
     return KafkaBrokerAdapter(spec.bootstrap, spec.broker_id, state_dir / spec.name / "rendered",
                               visible_timeout_s=spec.visible_timeout_s)
@@ -74,11 +72,12 @@ def build_runtime(spec: Component, state_dir: Path) -> Runtime | None:
 
 def _default_argv(spec: Component) -> list[str]:
     if isinstance(spec, FilebeatComponent):
-        return [str(spec.binary), "-c", str(spec.config_dir / MAIN_FILE), "--path.home", str(spec.config_dir)]
+        # -c's directory is path.config, as the adapter reads the input files `filebeat.config.inputs` names.
+        return [str(spec.binary), "-c", str(spec.config), "--path.config", str(spec.config.parent)]
     assert isinstance(spec, LogstashComponent)
     if spec.binary is None:
         raise ValueError(f"components {spec.name}: give runtime.argv or binary to start Logstash")
-    return [str(spec.binary), "--path.settings", str(spec.config_dir)]
+    return [str(spec.binary), "--path.settings", str(spec.settings_dir)]
 
 
 def build_components(config: AgentConfig) -> dict[str, ManagedComponent]:

@@ -1,14 +1,19 @@
-"""`pipetune agent --config agent.yaml`: run the node agent's HTTP service on loopback."""
+"""`pipetune agent run --config agent.yaml` runs the node agent's HTTP service on loopback (`pipetune agent
+--config ...` still works); `pipetune agent init` writes an agent.yaml for what the node runs."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
+import click
 import typer
 import uvicorn
+from typer.core import TyperGroup
 
 from agents.config import AgentConfigError, load_agent_config
+from agents.filebeat_patch import InputSelector
+from agents.init import InitError, init
 from agents.service import create_app
 
 TOKEN_ENV = "PIPETUNE_AGENT_TOKEN"
@@ -40,3 +45,41 @@ def agent_command(
     typer.echo(f"pipetune agent: {len(agent_config.components)} components, "
                f"listening on http://{agent_config.host}:{agent_config.port}", err=True)
     uvicorn.run(app, host=agent_config.host, port=agent_config.port, log_level="warning")
+
+
+def init_command(
+    filebeat_config: Path = typer.Option(..., "--filebeat-config", help="the filebeat.yml Filebeat runs with"),
+    filebeat_binary: Path | None = typer.Option(None, "--filebeat-binary", help="the filebeat binary (else: on PATH)"),
+    input_id: list[str] = typer.Option([], "--input-id", help="a filestream input to tune, by its id (repeatable)"),
+    input_path: list[str] = typer.Option([], "--input-path", help="a log input to tune, by a glob over its paths"),
+    logstash_settings: Path | None = typer.Option(None, "--logstash-settings", help="Logstash's path.settings"),
+    pipeline_id: str | None = typer.Option(None, "--pipeline-id", help="the pipelines.yml entry to tune"),
+    output_id: str | None = typer.Option(None, "--output-id", help="the id of the kafka output to tune"),
+    kafka_bootstrap: str | None = typer.Option(None, "--kafka-bootstrap", help="HOST:PORT of the broker on this node"),
+    out: Path = typer.Option(Path("pipetune-agent"), "--out", help="where agent.yaml, the token and the state go"),
+) -> None:
+    """Look at what this node runs; write agent.yaml and a 0600 token; print what the agent will manage."""
+    selectors = [InputSelector(id=i) for i in input_id] + [InputSelector(path_glob=g) for g in input_path]
+    try:
+        agent_yaml, token, summary = init(out, filebeat_config, filebeat_binary, selectors,
+                                          logstash_settings=logstash_settings, pipeline_id=pipeline_id,
+                                          output_id=output_id, kafka_bootstrap=kafka_bootstrap)
+    except InitError as err:
+        typer.echo(f"pipetune agent init: {err}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo("\n".join(summary))
+    typer.echo(f"wrote {agent_yaml} and {token} (0600): pipetune agent run --config {agent_yaml} --token-file {token}")
+
+
+class _RunByDefault(TyperGroup):
+    """`pipetune agent --config ...`, the form from before `init`, is `pipetune agent run --config ...`."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0].startswith("-") and args[0] != "--help":
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
+
+agent_app = typer.Typer(cls=_RunByDefault, no_args_is_help=True, help="The node agent: run it, or write its agent.yaml.")
+agent_app.command("run")(agent_command)
+agent_app.command("init")(init_command)

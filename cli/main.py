@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from cli.agent import agent_command
+from cli.agent import agent_app
 from cli.api import register_api_commands
 from cli.autotune import autotune_command
 from cli.calibrate import calibrate_command
@@ -35,4 +35,4 @@ app.add_typer(testbed_app, name="testbed")
 app.command("measure")(measure_command)
 app.command("calibrate")(calibrate_command)
 register_api_commands(app)
-app.command("agent")(agent_command)
+app.add_typer(agent_app, name="agent")

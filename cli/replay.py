@@ -18,8 +18,9 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from agents import properties_file
 from agents.adapter import ValidationFailed
-from agents.kafka_client import check_properties, create_producer, read_properties
+from agents.kafka_client import check_properties, create_producer
 from replay.arrivals import Schedule
 from replay.engine import ReplayResult, phase_results, run
 from replay.manifest import build_manifest, write_manifest
@@ -72,11 +73,9 @@ def producer_properties(path: Path) -> tuple[tuple[str, str], ...]:
     """Read `name=value` librdkafka producer properties once, and let librdkafka check them now."""
     hint = "--producer-properties"
     try:
-        properties = read_properties(path)
+        properties = properties_file.read(path.read_text())
     except OSError as exc:
         raise typer.BadParameter(f"cannot read {path}: {exc.strerror}", param_hint=hint) from None
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint=hint) from None
     try:
         check_properties(create_producer, {**PRODUCER_DEFAULTS, **properties})
     except ValidationFailed as exc:

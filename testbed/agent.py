@@ -17,9 +17,10 @@ from pathlib import Path
 import yaml
 
 from agents.client import AgentClient
-from agents.filebeat_adapter import FilebeatAdapter
+from agents import filebeat_adapter
+from agents.filebeat_render import input_selector, write_first_config
 from agents.kafka_broker import KafkaBrokerAdapter
-from agents.kafka_client import KafkaConsumerAdapter
+from agents.kafka_client import FILE as CONSUMER_PROPERTIES, KafkaConsumerAdapter
 from models.space import Config, Param, Value
 from testbed.filebeat_layout import filebeat_layout
 from testbed.pipeline import PipelineSpec
@@ -45,26 +46,30 @@ def _params(config: Config, params: tuple[Param, ...]) -> dict[str, Value]:
 
 
 def agent_service(spec: PipelineSpec, filebeat_binary: Path, config: Config) -> Service:
-    """Write agent.yaml and a fresh token; the agent starts Filebeat and the probe on `config` when it starts.
+    """Write Filebeat's first config and the probe's properties file, agent.yaml pointing at them, and a
+    fresh token; the agent patches them to `config` and starts Filebeat and the probe when it starts.
 
     Each `up` starts the agent on an empty state dir: a kept one would put back its last version, with
-    files rendered for the ports and paths of the pipeline file as it was then.
+    files written for the ports and paths of the pipeline file as it was then.
     """
     directory = agent_dir(spec)
     shutil.rmtree(directory / "state", ignore_errors=True)
     directory.mkdir(parents=True, exist_ok=True)
     layout = filebeat_layout(spec)
+    filebeat_yml = write_first_config(layout, config)
+    properties = probe_config_dir(spec) / CONSUMER_PROPERTIES
+    properties.parent.mkdir(parents=True, exist_ok=True)
+    properties.write_text("# librdkafka settings of the probe's consumer, read when it starts\n")
     document = {
         "state_dir": str(directory / "state"), "host": "127.0.0.1", "port": spec.agent.port,
         "health_timeout_s": spec.agent.health_timeout_s, "settle_s": spec.agent.settle_s,
         "components": [
-            {"name": "filebeat", "kind": "filebeat", "binary": str(filebeat_binary), "config_dir": str(layout.home_dir),
-             "log_paths": [str(p) for p in layout.log_paths], "input_type": layout.input_type,
-             "multiline": layout.multiline, "kafka_hosts": list(layout.kafka_hosts), "topic": layout.topic,
-             "http_port": layout.http_port, "params": _params(config, FilebeatAdapter.params)},
+            {"name": "filebeat", "kind": "filebeat", "binary": str(filebeat_binary), "config": str(filebeat_yml),
+             "inputs": [input_selector(layout)], "http_port": layout.http_port,
+             "params": _params(config, filebeat_adapter.PARAMS)},
             {"name": "kafka", "kind": "kafka", "bootstrap": spec.bootstrap, "broker_id": 1,
              "params": _params(config, KafkaBrokerAdapter.params)},
-            {"name": "probe", "kind": "kafka-consumer", "config_dir": str(probe_config_dir(spec)),
+            {"name": "probe", "kind": "kafka-consumer", "properties": str(properties),
              "health_url": f"http://127.0.0.1:{spec.probe.metrics_port}/metrics",
              "runtime": {"argv": list(probe_service(spec).argv)},
              "params": _params(config, KafkaConsumerAdapter.params)},

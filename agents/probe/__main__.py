@@ -11,7 +11,7 @@ from pathlib import Path
 from prometheus_client import ProcessCollector, start_http_server
 
 from agents.filebeat_exporter import FilebeatCollector
-from agents.kafka_client import read_properties
+from agents import properties_file
 from agents.log_stats import LogCollector
 from agents.process_stats import ProcessCpuCollector
 from agents.probe.consumer import Probe, consumer_settings
@@ -56,7 +56,7 @@ def main() -> None:
     tracker = RunTracker(ledger, metrics, args.manifests, args.reports)
     settings = consumer_settings(args.bootstrap, args.group_id)
     if args.consumer_properties:
-        settings |= read_properties(args.consumer_properties)
+        settings |= properties_file.read(args.consumer_properties.read_text())
     probe = Probe(settings, args.topic, metrics, ledger)
     start_http_server(args.metrics_port, addr="127.0.0.1", registry=metrics.registry)
     stop = threading.Event()

@@ -22,9 +22,11 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from agents.client import AgentClient
 from agents.component import ManagedComponent
 from agents.config import AgentConfig
+from agents.filebeat_render import FilebeatLayout, input_selector, write_first_config
 from agents.runtimes import ProcessRuntime
 from agents.service import build_components, create_app
 from tests.agents.docker_engine import DockerEngine, import_image, start_engine
+from models.space import PIPELINE_SPACE
 from tests.conftest import free_ports
 
 TOKEN = "test-token-0123456789"
@@ -98,17 +100,20 @@ def write_wrapper(directory: Path) -> Path:
 
 
 def filebeat_agent_config(tmp_path: Path, binary: Path, runtime: dict | None = None, **changes: object) -> AgentConfig:
-    """An agent managing one Filebeat (its output points at a closed port: health needs only its HTTP stats)."""
+    """An agent managing one Filebeat, on a first config written as the testbed writes its own (its output
+    points at a closed port: health needs only its HTTP stats)."""
     config_dir = tmp_path / "filebeat"
     wrapper = write_wrapper(config_dir)
     http_port, kafka_port, agent_port = free_ports(3)
-    argv = ["/bin/sh", str(wrapper), str(binary), "-c", str(config_dir / "filebeat.yml"), "--path.home", str(config_dir)]
+    layout = FilebeatLayout((tmp_path / "logs" / "access.log",), "filestream", False, (f"127.0.0.1:{kafka_port}",),
+                            "nginx-access", http_port, config_dir)
+    main = write_first_config(layout, PIPELINE_SPACE.defaults())
+    argv = ["/bin/sh", str(wrapper), str(binary), "-c", str(main), "--path.home", str(config_dir)]
     raw = {
         "state_dir": str(tmp_path / "state"), "port": agent_port, "health_timeout_s": 20, "settle_s": 1.0, "supervise_interval_s": 0.5,
         "components": [{
-            "name": "filebeat", "kind": "filebeat", "binary": str(binary), "config_dir": str(config_dir),
-            "log_paths": [str(tmp_path / "logs" / "access.log")], "kafka_hosts": [f"127.0.0.1:{kafka_port}"],
-            "topic": "nginx-access", "http_port": http_port,
+            "name": "filebeat", "kind": "filebeat", "binary": str(binary), "config": str(main),
+            "inputs": [input_selector(layout)], "http_port": http_port,
             "params": {"filebeat.backoff": 0.01, "filebeat.max_backoff": 0.05},
             "runtime": runtime or {"kind": "process", "argv": argv, "stop_timeout_s": 10},
         }],

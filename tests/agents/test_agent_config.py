@@ -13,9 +13,8 @@ from agents.config import AgentConfigError, load_agent_config
 
 
 def _write(tmp_path: Path, **component: object) -> Path:
-    entry = {"name": "fb", "kind": "filebeat", "binary": "/usr/bin/filebeat", "config_dir": str(tmp_path),
-             "log_paths": ["/var/log/access.log"], "kafka_hosts": ["127.0.0.1:9092"], "topic": "t",
-             "http_port": 5066} | component
+    entry = {"name": "fb", "kind": "filebeat", "binary": "/usr/bin/filebeat", "config": str(tmp_path / "filebeat.yml"),
+             "inputs": [{"id": "nginx-access"}], "http_port": 5066} | component
     path = tmp_path / "agent.yaml"
     path.write_text(yaml.safe_dump({"state_dir": str(tmp_path / "state"), "components": [entry]}))
     return path
@@ -33,6 +32,8 @@ def test_a_valid_file_loads_with_loopback_and_process_defaults(tmp_path):
     ({"params": {"logstash.pipeline.workers": 2}}, "params.logstash.pipeline.workers: not a filebeat parameter"),
     ({"runtime": {"kind": "docker"}}, "components.0.runtime.container"),
     ({"kind": "fluentd"}, "components.0"),
+    ({"inputs": [{"id": "a", "path": "/var/log/*.log"}]}, "components.0.inputs.0: give one of id or path"),
+    ({"inputs": []}, "components.0.inputs"),
 ])
 def test_a_bad_field_is_named(tmp_path, changes, field):
     with pytest.raises(AgentConfigError) as err:
@@ -54,7 +55,7 @@ def test_agent_refuses_to_start_without_a_token(tmp_path):
     ({"params": {"filebeat.backoff": 1}}, "params.filebeat.backoff: not a kafka.consumer parameter"),
 ])
 def test_a_kafka_consumer_needs_its_command_a_health_url_and_its_own_params(tmp_path, changes, field):
-    consumer = {"name": "probe", "kind": "kafka-consumer", "config_dir": str(tmp_path),
+    consumer = {"name": "probe", "kind": "kafka-consumer", "properties": str(tmp_path / "consumer.properties"),
                 "health_url": "http://127.0.0.1:9100/metrics", "runtime": {"argv": ["probe"]}}
     path = tmp_path / "agent.yaml"
     path.write_text(yaml.safe_dump({"state_dir": str(tmp_path / "state"), "components": [consumer | changes]}))
@@ -64,7 +65,7 @@ def test_a_kafka_consumer_needs_its_command_a_health_url_and_its_own_params(tmp_
 
 
 def _load_producer(tmp_path: Path, **changes: object):
-    producer = {"name": "replay", "kind": "kafka-producer", "config_dir": str(tmp_path),
+    producer = {"name": "replay", "kind": "kafka-producer", "properties": str(tmp_path / "producer.properties"),
                 "runtime": {"argv": ["pipetune", "replay"]}} | changes
     path = tmp_path / "agent.yaml"
     path.write_text(yaml.safe_dump({"state_dir": str(tmp_path / "state"), "components": [producer]}))

@@ -17,7 +17,7 @@ def test_filebeat_in_a_container_restarts_on_a_queue_change_and_is_rolled_back_w
     runtime = {"kind": "docker", "container": "pipetune-fb-test", "docker_host": docker_engine.base_url,
                "stop_timeout_s": 5}
     config = filebeat_agent_config(tmp_path, installed.filebeat, runtime=runtime)
-    config_dir = config.components[0].config_dir
+    config_dir = config.components[0].config.parent
     client = docker_engine.client()
     container = client.containers.create(
         filebeat_image, ["/bin/sh", str(config_dir / "run.sh"), "/usr/share/filebeat/filebeat",

@@ -28,7 +28,7 @@ class Agent(ServedAgent):
     def __init__(self, config: AgentConfig) -> None:
         super().__init__(config)
         self.fb: ManagedComponent = self.components["filebeat"]
-        self.config_dir = Path(config.components[0].config_dir)
+        self.config_dir = Path(config.components[0].config).parent
 
     def pid(self) -> int | None:
         return self.fb.runtime.pid()  # type: ignore[union-attr]

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_broker_config_change_is_visible_when_reported_and_a_refused_one_changes_nothing(testbed, tmp_path):
-    adapter = KafkaBrokerAdapter(testbed.bootstrap, 1, tmp_path / "rendered")
+    adapter = KafkaBrokerAdapter(testbed.bootstrap, 1, tmp_path / "record")
     original = adapter.described()
     start = {f"kafka.broker.{k}": PIPELINE_SPACE[f"kafka.broker.{k}"].validate(v) for k, v in original.items()}
     kafka = ManagedComponent(adapter, None, ConfigStore(tmp_path / "state", "kafka"), start, settle_s=0)

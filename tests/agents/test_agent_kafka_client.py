@@ -35,7 +35,7 @@ class ConsumerAgent(ServedAgent):
         self.bootstrap, self.topic = bootstrap, topic
         self.probe: ManagedComponent = self.components["probe"]
         self.spec = config.components[0]
-        self.properties_file = Path(self.spec.config_dir) / "consumer.properties"
+        self.properties_file = Path(self.spec.properties)
 
     def pid(self) -> int | None:
         return self.probe.runtime.pid()  # type: ignore[union-attr]
@@ -67,13 +67,15 @@ def agent(testbed, tmp_path) -> Iterator[ConsumerAgent]:
     metrics_port, agent_port = free_ports(2)
     config_dir = tmp_path / "probe"
     wrapper = write_wrapper(config_dir)
+    (config_dir / "consumer.properties").write_text("# the probe's consumer\n")
     argv = ["/bin/sh", str(wrapper), sys.executable, "-m", "agents.probe", "--bootstrap", testbed.bootstrap,
             "--topic", topic, "--group-id", topic, "--metrics-port", str(metrics_port),
             "--manifests", str(tmp_path / "manifests"), "--reports", str(tmp_path / "reports"),
             "--consumer-properties", str(config_dir / "consumer.properties")]
     config = AgentConfig.model_validate({
         "state_dir": str(tmp_path / "state"), "port": agent_port, "health_timeout_s": 30, "settle_s": 0.5,
-        "components": [{"name": "probe", "kind": "kafka-consumer", "config_dir": str(config_dir),
+        "components": [{"name": "probe", "kind": "kafka-consumer",
+                        "properties": str(config_dir / "consumer.properties"),
                         "health_url": f"http://127.0.0.1:{metrics_port}/metrics",
                         "params": {"kafka.consumer.fetch.max.wait.ms": 100},
                         "runtime": {"argv": argv, "stop_timeout_s": 10}}]})
@@ -85,7 +87,7 @@ def agent(testbed, tmp_path) -> Iterator[ConsumerAgent]:
         admin.delete_topics([topic])[topic].result(30)
 
 
-def test_the_probe_starts_at_version_0_on_the_rendered_properties(agent):
+def test_the_probe_starts_at_version_0_on_the_patched_properties(agent):
     [state] = agent.client.components()
     assert state["name"] == "probe" and state["version"] == 0 and state["health"]["ok"]
     assert state["runtime"]["pid"] == agent.pid() is not None
@@ -106,7 +108,7 @@ def test_invalid_value_is_422_naming_the_field_and_writes_nothing(agent):
 
 def test_a_value_librdkafka_refuses_is_rejected_and_the_running_probe_is_untouched(agent):
     # A parameter range wider than librdkafka's (1..100000000 bytes): only the client's own check stops it.
-    adapter = KafkaConsumerAdapter("probe", agent.spec.config_dir, agent.spec.health_url)
+    adapter = KafkaConsumerAdapter("probe", agent.spec.properties, agent.spec.health_url)
     adapter.params = tuple(dataclasses.replace(p, high=1e9) if p.name == "kafka.consumer.fetch.min.bytes" else p
                            for p in adapter.params)
     component = ManagedComponent(adapter, agent.probe.runtime, ConfigStore(agent.config.state_dir, "probe"), {},

@@ -73,13 +73,15 @@ def producing(testbed, kafka_topic, tmp_path) -> Iterator[Producing]:
     [agent_port] = free_ports(1)
     config_dir = tmp_path / "replay"
     wrapper = write_wrapper(config_dir)
+    (config_dir / "producer.properties").write_text("# the replay's producer (librdkafka names)\n")
     argv = ["/bin/sh", str(wrapper), sys.executable, "-m", "cli", "replay", "--profile", "steady",
             "--rate", "200", "--duration", "600", "--kafka", f"{testbed.bootstrap}/{kafka_topic}",
             "--producer-properties", str(config_dir / "producer.properties")]
     # No health URL: health is that the process runs, so it must stay up past its start-up (settle_s).
     config = AgentConfig.model_validate({
         "state_dir": str(tmp_path / "state"), "port": agent_port, "health_timeout_s": 30, "settle_s": 3.0,
-        "components": [{"name": "replay", "kind": "kafka-producer", "config_dir": str(config_dir),
+        "components": [{"name": "replay", "kind": "kafka-producer",
+                        "properties": str(config_dir / "producer.properties"),
                         "params": {"kafka.producer.linger.ms": 2}, "runtime": {"argv": argv, "stop_timeout_s": 10}}]})
     agent = ServedAgent(config)
     try:
@@ -88,7 +90,7 @@ def producing(testbed, kafka_topic, tmp_path) -> Iterator[Producing]:
         agent.close()
 
 
-def test_the_producer_starts_at_version_0_on_the_rendered_properties_and_produces(producing):
+def test_the_producer_starts_at_version_0_on_the_patched_properties_and_produces(producing):
     [state] = producing.agent.client.components()
     assert state["name"] == "replay" and state["version"] == 0 and state["health"]["ok"]
     assert "no health_url" in state["health"]["detail"] and state["runtime"]["pid"] == producing.pid() is not None

@@ -56,10 +56,10 @@ def test_agent_killed_mid_change_comes_back_on_the_version_in_force(installed, t
     try:
         _wait_answering(client, agent, log)
         assert client.put_config("filebeat", 1, {"filebeat.queue.mem.events": 8192}).status == "applied"
-        in_force = (spec.config_dir / "filebeat.yml").read_text()
+        in_force = spec.config.read_text()
 
         # The next start hangs, so the agent is still waiting for Filebeat's health when it is killed.
-        (spec.config_dir / "slow-next").touch()
+        (spec.config.parent / "slow-next").touch()
         threading.Thread(target=lambda: _ignore(lambda: client.put_config(
             "filebeat", 2, {"filebeat.queue.mem.events": 16384})), daemon=True).start()
         first_pid = runtime.pid()
@@ -73,7 +73,7 @@ def test_agent_killed_mid_change_comes_back_on_the_version_in_force(installed, t
         slow_start_pid = runtime.pid()
         agent.send_signal(signal.SIGKILL)
         agent.wait(10)
-        assert "16384" in (spec.config_dir / "filebeat.yml").read_text()  # the change was half done
+        assert "16384" in spec.config.read_text()  # the change was half done
 
         agent = _start_agent(config_file, log)
         _wait_answering(client, agent, log)
@@ -81,7 +81,7 @@ def test_agent_killed_mid_change_comes_back_on_the_version_in_force(installed, t
         assert state["version"] == 1 and state["change_in_progress"] is False
         assert not _alive(slow_start_pid)  # the half-started process was stopped, not leaked
         assert state["health"]["ok"] and state["params"]["filebeat.queue.mem.events"] == 8192
-        assert (spec.config_dir / "filebeat.yml").read_text() == in_force
+        assert spec.config.read_text() == in_force
         assert _audit(config.state_dir)[-1] | {"at": 0} == {"at": 0, "event": "recovered", "interrupted": 2,
                                                             "restored": 1}
         # The interrupted version was never decided, so the same request can be made again.

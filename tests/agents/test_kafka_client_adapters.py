@@ -1,4 +1,4 @@
-"""The Kafka client adapters without a broker: the producer parameters, the properties files they render,
+"""The Kafka client adapters without a broker: the producer parameters, the properties files they patch,
 librdkafka's own check naming the property it refuses, and health for a client that serves no HTTP."""
 
 from __future__ import annotations
@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from agents.adapter import ValidationFailed
-from agents.kafka_client import (KafkaConsumerAdapter, KafkaProducerAdapter, check_properties, create_producer,
-                                 read_properties)
+from agents.adapter import ConfigStore, ValidationFailed
+from agents.component import ManagedComponent
+from agents import properties_file
+from agents.kafka_client import KafkaConsumerAdapter, KafkaProducerAdapter, check_properties, create_producer
 from models.learning import TUNED_BY_TOPOLOGY
 from models.presets import PRESETS, preset
 from models.space import PIPELINE_SPACE, ChangeCost
@@ -28,8 +29,10 @@ class FakeRuntime:
         return self.up
 
 
-def producer(tmp_path: Path, health_url: str | None = None) -> KafkaProducerAdapter:
-    return KafkaProducerAdapter("replay", tmp_path, health_url, FakeRuntime())
+def producer(tmp_path: Path, health_url: str | None = None, text: str = "") -> KafkaProducerAdapter:
+    """A producer adapter over `tmp_path/producer.properties`, holding `text`."""
+    (tmp_path / "producer.properties").write_text(text)
+    return KafkaProducerAdapter("replay", tmp_path / "producer.properties", health_url, FakeRuntime())
 
 
 def test_producer_parameters_recreate_the_client_and_are_not_tuned():
@@ -45,27 +48,45 @@ def test_producer_parameters_recreate_the_client_and_are_not_tuned():
         assert {n: preset(name)[n] for n in names} == {n: PIPELINE_SPACE[n].default for n in names}
 
 
-def test_the_defaults_render_what_the_replay_sink_sends_with(tmp_path):
-    [(file, text)] = producer(tmp_path).render(PIPELINE_SPACE.defaults()).items()
-    assert file == "producer.properties"
-    (tmp_path / file).write_text(text)
-    assert read_properties(tmp_path / file) == PRODUCER_DEFAULTS
+def test_the_defaults_patched_into_an_empty_file_are_what_the_replay_sink_sends_with(tmp_path):
+    adapter = producer(tmp_path)
+    [(path, text)] = adapter.patch(PIPELINE_SPACE.defaults()).items()
+    assert path == tmp_path / "producer.properties"
+    assert properties_file.read(text) == PRODUCER_DEFAULTS
 
 
 def test_linger_keeps_its_fraction_while_whole_number_properties_are_rounded(tmp_path):
     config = PIPELINE_SPACE.config({"kafka.producer.linger.ms": 2.5, "kafka.producer.acks": "all",
                                     "kafka.consumer.fetch.max.wait.ms": 20.4})
-    produced = producer(tmp_path).render(config)["producer.properties"].splitlines()[1:]
+    produced = producer(tmp_path).patch(config)[tmp_path / "producer.properties"].splitlines()
     assert produced == ["linger.ms=2.5", "batch.size=16384", "acks=all", "compression.type=none"]
-    consumed = KafkaConsumerAdapter("probe", tmp_path, "http://127.0.0.1:1/").render(config)["consumer.properties"]
-    assert consumed.splitlines()[1:] == ["fetch.min.bytes=1", "fetch.wait.max.ms=20"]
+    (tmp_path / "consumer.properties").write_text("")
+    consumer = KafkaConsumerAdapter("probe", tmp_path / "consumer.properties", "http://127.0.0.1:1/")
+    consumed = consumer.patch(config)[tmp_path / "consumer.properties"]
+    assert consumed.splitlines() == ["fetch.min.bytes=1", "fetch.wait.max.ms=20"]
+
+
+def test_the_operators_file_keeps_every_other_byte(tmp_path):
+    operator = ("# producer of the web tier\nbootstrap.servers = k1:9093,k2:9093\nlinger.ms: 5\n"
+                "security.protocol=SASL_SSL\n\n! tuned by hand\nacks=all\n")
+    adapter = producer(tmp_path, text=operator)
+    config = PIPELINE_SPACE.config({"kafka.producer.linger.ms": 20, "kafka.producer.acks": "all"})
+    patched = adapter.patch(config)[tmp_path / "producer.properties"]
+    assert patched == ("# producer of the web tier\nbootstrap.servers = k1:9093,k2:9093\nlinger.ms: 20\n"
+                       "security.protocol=SASL_SSL\n\n! tuned by hand\nacks=all\n"
+                       "batch.size=16384\ncompression.type=none\n")
+
+
+def test_a_missing_properties_file_is_named(tmp_path):
+    adapter = KafkaProducerAdapter("replay", tmp_path / "nowhere.properties", None, FakeRuntime())
+    with pytest.raises(ValidationFailed, match="nowhere.properties: cannot read it"):
+        adapter.patch(PIPELINE_SPACE.defaults())
 
 
 def test_validate_accepts_what_librdkafka_accepts(tmp_path):
     adapter = producer(tmp_path)
     config = PIPELINE_SPACE.config({"kafka.producer.linger.ms": 0.5, "kafka.producer.compression.type": "zstd"})
-    (tmp_path / "producer.properties").write_text(adapter.render(config)["producer.properties"])
-    adapter.validate(tmp_path)
+    adapter.validate(adapter.patch(config))
 
 
 @pytest.mark.parametrize("line, named, reason", [
@@ -75,23 +96,14 @@ def test_validate_accepts_what_librdkafka_accepts(tmp_path):
     ("compresion.type=lz4", "compresion.type=lz4", 'No such configuration property: "compresion.type"'),
 ])
 def test_validate_names_the_property_librdkafka_refuses(tmp_path, line, named, reason):
-    (tmp_path / "producer.properties").write_text(f"acks=1\n{line}\n")
+    adapter = producer(tmp_path)
     with pytest.raises(ValidationFailed) as err:
-        producer(tmp_path).validate(tmp_path)
+        adapter.validate({tmp_path / "producer.properties": f"acks=1\n{line}\n"})
     assert f"librdkafka refused {named}: " in str(err.value) and reason in str(err.value)
 
 
 def test_check_properties_passes_a_good_set():
     check_properties(create_producer, {"linger.ms": "0", "acks": "all"})
-
-
-def test_properties_files_tolerate_spaces_and_comments_and_name_a_bad_line(tmp_path):
-    path = tmp_path / "p.properties"
-    path.write_text("# comment\n\n linger.ms = 20 \nacks=all\n")
-    assert read_properties(path) == {"linger.ms": "20", "acks": "all"}
-    path.write_text("acks=all\nlinger.ms 20\n")
-    with pytest.raises(ValueError, match=r"p.properties:2: expected name=value, got 'linger.ms 20'"):
-        read_properties(path)
 
 
 def test_without_a_health_url_health_is_whether_the_process_runs(tmp_path):
@@ -109,3 +121,13 @@ def test_a_health_url_is_asked_when_given(tmp_path):
 def test_an_adapter_with_no_way_to_tell_health_is_refused(tmp_path):
     with pytest.raises(ValueError, match="health_url or the runtime"):
         KafkaProducerAdapter("replay", tmp_path)
+
+
+def test_a_change_after_the_operator_removed_the_file_is_rejected_and_the_version_stays(tmp_path):
+    adapter = producer(tmp_path, text="acks=all\n")
+    component = ManagedComponent(adapter, adapter.runtime, ConfigStore(tmp_path / "state", "replay"), {}, settle_s=0)
+    component.start()
+    (tmp_path / "producer.properties").unlink()
+    result = component.change(1, {"kafka.producer.linger.ms": 20})
+    assert (result.status, result.version) == ("rejected", 0)
+    assert "producer.properties: cannot read it (No such file or directory)" in result.message

@@ -1,15 +1,15 @@
 """Splitting a change by the agent's components, and matching the daemon's decision log against the agent's
 audit (`controller.agent_changes`)."""
 
-from agents.filebeat_adapter import FilebeatAdapter
+from agents import filebeat_adapter
 from agents.kafka_broker import KafkaBrokerAdapter
 from agents.kafka_client import KafkaConsumerAdapter
 from controller.agent_changes import by_component, changes_for_agent, changes_not_in_audit, owned_params
 
 # What the testbed's agent reports of its components (`GET /components`, trimmed to what the rule reads).
-COMPONENTS = [{"name": name, "params_allowed": {p.name: {} for p in adapter.params}}
-              for name, adapter in (("filebeat", FilebeatAdapter), ("kafka", KafkaBrokerAdapter),
-                                    ("probe", KafkaConsumerAdapter))]
+COMPONENTS = [{"name": name, "params_allowed": {p.name: {} for p in params}}
+              for name, params in (("filebeat", filebeat_adapter.PARAMS), ("kafka", KafkaBrokerAdapter.params),
+                                   ("probe", KafkaConsumerAdapter.params))]
 OWNED = owned_params(COMPONENTS)
 
 

@@ -32,11 +32,13 @@ def producer_agent(tmp_path: Path) -> Iterator[ServedAgent]:
     """An agent whose one component, `replay`, is a producer process it runs (a stand-in that only sleeps)."""
     config_dir = tmp_path / "replay"
     wrapper = write_wrapper(config_dir)  # a `crash-next` marker beside it makes the next start fail
+    (config_dir / "producer.properties").write_text("")
     (port,) = free_ports(1)
     config = AgentConfig.model_validate({
         "state_dir": str(tmp_path / "state"), "port": port, "health_timeout_s": 5, "settle_s": 0.5,
         "supervise_interval_s": 600,  # a process a test stops stays stopped
-        "components": [{"name": "replay", "kind": "kafka-producer", "config_dir": str(config_dir),
+        "components": [{"name": "replay", "kind": "kafka-producer",
+                        "properties": str(config_dir / "producer.properties"),
                         "params": {"kafka.producer.linger.ms": 2},
                         "runtime": {"argv": ["/bin/sh", str(wrapper), "sleep", "600"]}}]})
     agent = ServedAgent(config)

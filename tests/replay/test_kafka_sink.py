@@ -66,7 +66,8 @@ def _replay(tmp_path, properties: str, *sink: str):
 @pytest.mark.parametrize("properties, message", [
     ("acks=1\nlinger.ms=1000000\n", "librdkafka refused linger.ms=1000000: "),
     ("acks=2\ncompression.type=brotli\n", "librdkafka refused compression.type=brotli: "),
-    ("acks=1\nlinger.ms\n", "producer.properties:2: expected name=value, got 'linger.ms'"),
+    # As Java reads a .properties file, a key alone has the empty value, which librdkafka refuses.
+    ("acks=1\nlinger.ms\n", "librdkafka refused linger.ms=: "),
 ])
 def test_replay_refuses_a_bad_producer_properties_file_naming_the_property(tmp_path, properties, message):
     code, output = _replay(tmp_path, properties, "--kafka", "127.0.0.1:9/t")

@@ -1,0 +1,220 @@
+"""`pipetune agent init`: look at what a node runs, write an agent.yaml that manages it and a 0600 token.
+
+Every file named is read and understood before anything is written; an error names the file and line.
+The starting values are read from the operator's own files, so the agent's first version rewrites none
+of the values they hold (a tuned key a file lacks is added, with pipetune's default: the component's).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+from ruamel.yaml.nodes import MappingNode, ScalarNode
+
+from agents.adapter import atomic_write
+from agents.filebeat_adapter import FilebeatAdapter
+from agents.filebeat_patch import (DURATIONS, INPUT_KEYS, OUTPUT_KEYS, QUEUE_KEYS, FilebeatConfigError, FilebeatFiles,
+                                   InputSelector)
+from agents.kafka_broker import KafkaBrokerAdapter, cluster_brokers
+from agents.logstash import LogstashAdapter
+from agents.logstash_conf import LogstashConfigError, read_plugins
+from agents.logstash_patch import OUTPUT_PREFIX, PIPELINE_KEYS
+from agents.yaml_patch import YamlPatchError, compose, lookup
+from models.space import PIPELINE_SPACE, ChangeCost, Param, ParamError, Value
+
+_GO_DURATION = re.compile(r"([0-9]*\.?[0-9]+)(ns|us|µs|ms|s|m|h)")
+_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+class InitError(ValueError):
+    """What `agent init` cannot use; the message names the file (and line) or the flag."""
+
+
+@dataclass
+class Managed:
+    """One component as init found it: its agent.yaml entry and what to tell the operator."""
+
+    entry: dict[str, object]
+    summary: list[str] = field(default_factory=list)
+
+
+def go_seconds(text: str) -> float | None:
+    """A Go duration (`10s`, `1m30s`, `250ms`) in seconds; None when `text` is not one."""
+    parts = _GO_DURATION.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        return None
+    return sum(float(number) * _SECONDS[unit] for number, unit in parts)
+
+
+def _starting(param: str, written: str, where: str, notes: list[str]) -> Value | None:
+    """The value a file holds for `param`, if pipetune can take it as its starting value."""
+    value: object = go_seconds(written) if param in DURATIONS else written
+    try:
+        if value is None:
+            raise ParamError(param, written, PIPELINE_SPACE[param].allowed())
+        return PIPELINE_SPACE[param].validate(value)
+    except ParamError as err:
+        notes.append(f"{where}: {param}={written} cannot be tuned from ({err.allowed}); the first version writes "
+                     f"{PIPELINE_SPACE[param].default}")
+        return None
+
+
+def _filebeat_values(files: FilebeatFiles, notes: list[str]) -> dict[str, Value]:
+    """Starting values from the first selected input, `queue.mem` and the output, where they are written."""
+    found: dict[str, Value] = {}
+    roots = {path: compose(path.read_text(), str(path)) for path in files.files()}
+    first = files.inputs[0]
+    inputs = roots[first.file] if first.file != files.config else lookup(roots[first.file], "filebeat.inputs")
+    item = inputs.value[first.index]
+    keys = {p: names[0 if first.type == "log" else 1] for p, names in INPUT_KEYS.items()}
+    written = {p: (lookup(item, key), f"{first.file}") for p, key in keys.items() if key is not None}
+    written |= {p: (lookup(roots[files.config], key), str(files.config)) for p, key in QUEUE_KEYS.items()}
+    written |= {p: (lookup(roots[files.config], f"output.{files.output}.{key}"), str(files.config))
+                for p, key in OUTPUT_KEYS.items()}
+    for param, (node, path) in written.items():
+        if isinstance(node, ScalarNode):
+            value = _starting(param, str(node.value), f"{path}:{node.start_mark.line + 1}", notes)
+            if value is not None:
+                found[param] = value
+    return found
+
+
+def _http_port(config: Path) -> int | None:
+    """Filebeat's HTTP stats port when its config enables the endpoint (5066 unless it says otherwise)."""
+    root = compose(config.read_text(), str(config))
+    enabled = lookup(root, "http.enabled") if isinstance(root, MappingNode) else None
+    if not (isinstance(enabled, ScalarNode) and enabled.value == "true"):
+        return None
+    port = lookup(root, "http.port")
+    return int(port.value) if isinstance(port, ScalarNode) else 5066
+
+
+def _costs(params: tuple[Param, ...]) -> list[str]:
+    """One line per cost of change (live, reload, restart), naming the keys it applies to."""
+    return [f"  {cost.value}: {', '.join(p.name for p in params if p.cost is cost)}"
+            for cost in ChangeCost if any(p.cost is cost for p in params)]
+
+
+def _binary(path: Path, flag: str) -> Path:
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        raise InitError(f"{flag} {path}: not an executable file")
+    return path.resolve()
+
+
+def filebeat(config: Path, binary: Path, selectors: list[InputSelector]) -> Managed:
+    """The Filebeat entry: the selected inputs, the output in use, and each key's cost on this node."""
+    config = config.resolve()
+    if not config.is_file():
+        raise InitError(f"--filebeat-config {config}: no such file")
+    if not selectors:
+        raise InitError("give the inputs to tune: --input-id ID (a filestream input) or --input-path GLOB (a log input)")
+    binary = _binary(binary, "--filebeat-binary")
+    http_port = _http_port(config)
+    adapter = FilebeatAdapter(config, selectors, binary, http_port=http_port)
+    files = adapter.files
+    notes: list[str] = []
+    params = _filebeat_values(files, notes)
+    argv = [str(binary), "-c", str(config), "--path.config", str(config.parent)]
+    entry = {"name": "filebeat", "kind": "filebeat", "binary": str(binary), "config": str(config),
+             "inputs": [{"id": s.id} if s.id is not None else {"path": s.path_glob} for s in selectors],
+             "http_port": http_port, "params": params, "runtime": {"kind": "process", "argv": argv}}
+    summary = [f"filebeat: {config}, output.{files.output}"]
+    summary += [f"  input {t.id or list(t.paths)} ({t.type}, {t.file}:{t.line}): "
+                f"{'reloaded live' if t.live else 'in filebeat.yml, changes restart Filebeat'}" for t in files.inputs]
+    summary += _costs(adapter.params) + [f"  note: {note}" for note in notes]
+    summary.append(f"  health: {f'GET http://127.0.0.1:{http_port}/stats' if http_port else 'the process runs (no http.enabled)'}")
+    summary.append(f"  the agent starts and restarts Filebeat itself: {' '.join(argv)}")
+    return Managed({k: v for k, v in entry.items() if v is not None}, summary)
+
+
+def logstash(settings_dir: Path, pipeline_id: str, output_id: str) -> Managed:
+    """The Logstash entry: one pipeline's `pipeline.*` keys and one kafka output's settings."""
+    settings_dir = settings_dir.resolve()
+    adapter = LogstashAdapter(settings_dir, pipeline_id, output_id)
+    files = adapter.files
+    notes: list[str] = []
+    params: dict[str, Value] = {}
+    entry = compose(files.pipelines_yml.read_text(), str(files.pipelines_yml)).value[files.entry_index]
+    for param, key in PIPELINE_KEYS.items():
+        node = lookup(entry, key)
+        if isinstance(node, ScalarNode):
+            value = _starting(param, node.value, f"{files.pipelines_yml}:{node.start_mark.line + 1}", notes)
+            params |= {} if value is None else {param: value}
+    [output] = [p for p in read_plugins(files.conf.read_text(), str(files.conf)) if p.id == output_id]
+    for param in (p.name for p in adapter.params if p.name.startswith(OUTPUT_PREFIX)):
+        setting = output.settings.get(param.removeprefix(OUTPUT_PREFIX))
+        if setting is not None:
+            value = _starting(param, setting.text.strip("\"'"), f"{files.conf}:{output.line}", notes)
+            params |= {} if value is None else {param: value}
+    summary = [f"logstash: pipeline {pipeline_id!r} ({files.pipelines_yml}), kafka output {output_id!r} ({files.conf})",
+               *_costs(adapter.params), *(f"  note: {note}" for note in notes)]
+    return Managed({"name": "logstash", "kind": "logstash", "settings_dir": str(settings_dir),
+                    "pipeline_id": pipeline_id, "output_id": output_id, "params": params}, summary)
+
+
+def kafka_broker(bootstrap: str) -> Managed:
+    """The broker that answers at `bootstrap`: its dynamic configs, starting from the values it reports."""
+    with tempfile.TemporaryDirectory() as scratch:
+        try:
+            brokers = cluster_brokers(bootstrap)
+        except Exception as err:  # any client error: the broker cannot be reached
+            raise InitError(f"--kafka-bootstrap {bootstrap}: {err}") from None
+        matching = [b for b in brokers if f"{b['host']}:{b['port']}" == bootstrap] or (brokers if len(brokers) == 1 else [])
+        if len(matching) != 1:
+            listed = ", ".join(f"{b['broker_id']} at {b['host']}:{b['port']}" for b in brokers)
+            raise InitError(f"--kafka-bootstrap {bootstrap}: which broker runs here? the cluster has {listed}")
+        broker_id = int(matching[0]["broker_id"])
+        described = KafkaBrokerAdapter(bootstrap, broker_id, Path(scratch)).described()
+    notes: list[str] = []
+    params = {}
+    for name, text in described.items():
+        value = _starting(f"kafka.broker.{name}", text, f"broker {broker_id}", notes)
+        params |= {} if value is None else {f"kafka.broker.{name}": value}
+    summary = [f"kafka: broker {broker_id} at {bootstrap}, dynamic configs through the admin API",
+               *_costs(KafkaBrokerAdapter.params), *(f"  note: {note}" for note in notes)]
+    return Managed({"name": "kafka", "kind": "kafka", "bootstrap": bootstrap, "broker_id": broker_id,
+                    "params": params}, summary)
+
+
+def write(out: Path, components: list[Managed]) -> tuple[Path, Path]:
+    """agent.yaml and the token (0600) in `out`; refuses to replace an agent.yaml that is there."""
+    agent_yaml, token = out / "agent.yaml", out / "token"
+    if agent_yaml.exists():
+        raise InitError(f"{agent_yaml} exists: remove it or give another --out")
+    document = {"state_dir": str((out / "state").resolve()), "host": "127.0.0.1", "port": 8765,
+                "components": [c.entry for c in components]}
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write(token, secrets.token_urlsafe(32) + "\n", mode=0o600)
+    atomic_write(agent_yaml, yaml.safe_dump(document, sort_keys=False), mode=0o600)
+    return agent_yaml, token
+
+
+def init(out: Path, filebeat_config: Path, filebeat_binary: Path | None, selectors: list[InputSelector], *,
+         logstash_settings: Path | None = None, pipeline_id: str | None = None, output_id: str | None = None,
+         kafka_bootstrap: str | None = None) -> tuple[Path, Path, list[str]]:
+    """Find what the node runs, write agent.yaml and the token; (agent.yaml, token, what it will manage).
+    Raises `InitError` (nothing written) for a file or flag it cannot use."""
+    try:
+        binary = filebeat_binary or shutil.which("filebeat")
+        if binary is None:
+            raise InitError("no filebeat on PATH: give --filebeat-binary")
+        components = [filebeat(filebeat_config, Path(binary), selectors)]
+        if logstash_settings is not None:
+            if pipeline_id is None or output_id is None:
+                raise InitError("--logstash-settings needs --pipeline-id and --output-id")
+            components.append(logstash(logstash_settings, pipeline_id, output_id))
+        if kafka_bootstrap is not None:
+            components.append(kafka_broker(kafka_bootstrap))
+        agent_yaml, token = write(out, components)
+    except (FilebeatConfigError, LogstashConfigError, YamlPatchError) as err:
+        raise InitError(str(err)) from None
+    except OSError as err:
+        raise InitError(f"{err.filename}: {err.strerror}") from None
+    return agent_yaml, token, [line for c in components for line in c.summary]
