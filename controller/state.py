@@ -235,7 +235,7 @@ class StateStore:
         """Rewrite observations.jsonl with only the windows the learner keeps (atomically, as every rewrite)."""
         docs = self._lines("observations.jsonl")
         kept = kept_history([d["observation"]["p95_s"] for d in docs],
-                            [d.get("verdict", {}).get("ok", False) for d in docs])
+                            ["verdict" in d and not d["verdict"]["breaches"] for d in docs])
         tmp = self.dir / ".observations.jsonl.tmp"
         tmp.write_text("".join(json.dumps(docs[i]) + "\n" for i in kept))
         os.replace(tmp, self.dir / "observations.jsonl")
