@@ -344,16 +344,18 @@ class Daemon:
             wall_s_per_window: float = 0.0) -> int:
         """Warm up, then step until `windows` steps (None: no limit) are done or `stop` is set; returns the steps.
 
-        Each step is paced to at least `wall_s_per_window` of wall time; `stop` cuts the pacing short.
+        Each window lasts at least `wall_s_per_window` of wall time, spent before it is measured, as a live
+        window's is; `stop` cuts that wait short and the window is then measured and recorded at once.
         """
         self.warm_up()
         done = 0
+        started = time.monotonic()
         while (windows is None or done < windows) and not self.stop.is_set():
+            self.stop.wait(max(0.0, wall_s_per_window - (time.monotonic() - started)))
             started = time.monotonic()
             decision = self.step()
             done += 1
             if on_decision:
                 on_decision(decision)
-            self.stop.wait(max(0.0, wall_s_per_window - (time.monotonic() - started)))
         return done
 
