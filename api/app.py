@@ -7,6 +7,7 @@ GET endpoints are readable without a token; every mutating call needs the bearer
 
 from __future__ import annotations
 
+import itertools
 import math
 import threading
 from typing import Annotated, Any
@@ -242,11 +243,11 @@ def create_app(store: StateStore, token: str, metrics_registry: CollectorRegistr
              summary="Decisions, newest first, each with its config diff, predicted vs observed and reason")
     def decisions(limit: int = Query(50, ge=1, le=1000, description="decisions per page"),
                   before: int | None = Query(None, ge=0, description="only decisions with seq < before")) -> dict:
-        log = store.decisions()
-        end = len(log) if before is None else min(before, len(log))
-        start = max(0, end - limit)
-        return {"items": [_decision_out(i, log[i]) for i in reversed(range(start, end))],
-                "next_before": start if start > 0 else None}
+        # newest first across the rotated files; one more than the page tells whether an older page exists
+        older = (d for d in store.decisions_newest_first() if before is None or d["seq"] < before)
+        page = list(itertools.islice(older, limit + 1))
+        items = [_decision_out(d) for d in page[:limit]]
+        return {"items": items, "next_before": items[-1].seq if len(page) > limit else None}
 
     @app.get("/recommendations", response_model=RecommendationsOut, tags=["history"], responses=_READ,
              summary="In advise mode: the learner's recommendations, newest first")
@@ -254,9 +255,8 @@ def create_app(store: StateStore, token: str, metrics_registry: CollectorRegistr
         mode = policy_now().mode
         if mode != "advise":
             return {"mode": mode, "items": []}
-        log = store.decisions()
-        advised = [i for i in range(len(log)) if log[i].get("action") == "advise" and log[i].get("recommendation")]
-        return {"mode": mode, "items": [_decision_out(i, log[i]) for i in reversed(advised[-limit:])]}
+        advised = (d for d in store.decisions_newest_first() if d.get("action") == "advise" and d.get("recommendation"))
+        return {"mode": mode, "items": [_decision_out(d) for d in itertools.islice(advised, limit)]}
 
     @app.get("/metrics", response_class=PlainTextResponse, tags=["status"], summary="Prometheus metrics",
              responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}})
@@ -296,5 +296,5 @@ def _override_out(override: Override, vetoed: bool) -> dict:
     return override.report(vetoed).model_dump()
 
 
-def _decision_out(seq: int, decision: dict) -> DecisionOut:
-    return DecisionOut.model_validate({**_finite(decision), "seq": seq})
+def _decision_out(decision: dict) -> DecisionOut:
+    return DecisionOut.model_validate(_finite(decision))

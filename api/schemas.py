@@ -104,7 +104,7 @@ class DecisionOut(Decision):
     model_config = ConfigDict(extra="allow", json_schema_extra={"examples": [
         {"seq": 12, "wall_time": 1767000000.0, **DECISION_EXAMPLE}]})
 
-    seq: int = Field(description="position in the decision log; pass it as `before` to page back")
+    seq: int = Field(description="position in the whole decision log, rotated files included; pass it as `before` to page back")
     wall_time: float | None = None
 
 

@@ -27,6 +27,7 @@ from rich.table import Table
 from controller.fresh_windows import measure_fresh
 from controller.pipelines import TwinPipeline
 from controller.ray_learner import start_ray
+from controller.state import Decision
 from controller.tuning_run import LearnerSetup, tuning_daemon, tuning_learner, twin_pipeline
 from models.learning import Context, Suggestion, TunedCube, tuned_names
 from models.observation import Observation
@@ -131,7 +132,8 @@ def run_one(strategy: str, calibration: Calibration, profile: str, rate_eps: flo
     learner = TimedLearner(tuning_learner(setup, remote=False))
     pipeline = twin_pipeline(start, calibration, WorkloadSpec(profile, rate_eps, seed=seed), windows, window_s)
     daemon = tuning_daemon(pipeline, learner, policy, window_s)
-    decisions = daemon.run(windows)
+    decisions: list[Decision] = []
+    daemon.run(windows, on_decision=decisions.append)
     final = daemon.incumbent.config if daemon.incumbent else pipeline.current()
     fresh = measure_fresh(final, calibration, rate_eps, window_s, seed=seed + 1000)
     restarts = int(daemon.metrics.restarts._value.get())

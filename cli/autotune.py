@@ -4,11 +4,14 @@ node agent, with a live table and a summary."""
 from __future__ import annotations
 
 import json
+import signal
+import threading
 import time
-from contextlib import nullcontext
+from collections import deque
+from contextlib import contextmanager, nullcontext
 from dataclasses import replace
 from pathlib import Path
-from typing import Optional
+from typing import Iterator, Optional
 
 import typer
 from rich.console import Console
@@ -18,7 +21,7 @@ from cli.autotune_view import WindowView, plot_run, print_summary
 from controller.fresh_windows import measure_fresh
 from controller.live import LivePipeline
 from controller.pipelines import Pipeline, PipelineUnavailable
-from controller.state import StateStore
+from controller.state import Decision, StateStore
 from controller.tuning_run import LearnerSetup, tuning_daemon, tuning_learner, twin_pipeline
 from models.policy import Policy
 from models.presets import preset
@@ -30,6 +33,26 @@ from testbed.harness import BackgroundLoad
 from testbed.pipeline import PipelineError, PipelineSpec, load_pipeline
 
 err = Console(stderr=True)
+TWIN_WINDOWS = 30  # the twin's run ends (its workload is built for a known length); so does the profile's span live
+KEPT_WINDOWS = 2000  # the plot and --json show the last ones: a run until stopped must not hold them all
+
+
+@contextmanager
+def stop_on_signals(stop: threading.Event) -> Iterator[None]:
+    """SIGTERM and SIGINT set `stop` (the run finishes its window and ends); a second one acts as usual."""
+    def handler(signum: int, _frame: object) -> None:
+        err.print(f"\n{signal.Signals(signum).name}: finishing the window in progress, then stopping "
+                  "(send it again to stop at once)")
+        stop.set()
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
 def _live_pipeline(pipeline: str) -> tuple[PipelineSpec, LivePipeline] | None:
@@ -53,7 +76,7 @@ def autotune_command(
     calibration: Optional[str] = typer.Option(None, help=f"Twin calibration: one of {', '.join(available())}, or a YAML path (default: paper-2vcpu on the twin, local-filebeat-kafka live)."),
     profile: str = typer.Option("burst", help=f"Workload: one of {', '.join(GENERATED_NAMES)}."),
     rate: float = typer.Option(300.0, help="Base offered load, events/s (the paper's ~300)."),
-    windows: int = typer.Option(30, help="Measurement windows to run."),
+    windows: Optional[int] = typer.Option(None, help=f"Measurement windows to run (default: {TWIN_WINDOWS} on the twin; on a pipeline FILE, until SIGTERM or SIGINT)."),
     window: float = typer.Option(30.0, help="Window length, seconds (simulated on the twin, wall-clock live)."),
     speed: float = typer.Option(15.0, help="Simulated seconds per wall second on the twin (0: as fast as possible)."),
     slo_p95: Optional[float] = typer.Option(None, help="P95 ceiling in seconds: a window above it rolls back."),
@@ -68,10 +91,12 @@ def autotune_command(
     api_port: Optional[int] = typer.Option(None, help="Serve the REST API and status page on this port while tuning."),
     api_host: str = typer.Option("127.0.0.1", help="Address the API binds (loopback unless told otherwise)."),
     token_file: Optional[Path] = typer.Option(None, help="File holding the API token (default: $PIPETUNE_API_TOKEN)."),
+    on_exit: str = typer.Option("keep", help="When the run ends: keep the config in force, or revert to the one it started from."),
 ) -> None:
     """Tune the pipeline on line: observe a window, check guardrails, decide, apply, settle, record."""
     checks = [(rate > 0, "--rate", f"must be > 0 events/s, got {rate:g}"),
-              (windows >= 1, "--windows", f"must be >= 1, got {windows}"),
+              (windows is None or windows >= 1, "--windows", f"must be >= 1, got {windows}"),
+              (on_exit in ("keep", "revert"), "--on-exit", f"must be keep or revert, got {on_exit!r}"),
               (window > 0, "--window", f"must be > 0 seconds, got {window:g}"),
               (speed >= 0, "--speed", f"must be >= 0, got {speed:g}"),
               (profile in GENERATED_NAMES, "--profile", f"must be one of {', '.join(GENERATED_NAMES)}, got {profile!r}"),
@@ -84,6 +109,8 @@ def autotune_command(
         if not ok:
             raise typer.BadParameter(message, param_hint=flag)
     spec, live = _live_pipeline(pipeline) or (None, None)
+    if windows is None and not live:
+        windows = TWIN_WINDOWS
     try:
         cal = load(calibration or ("local-filebeat-kafka" if live else "paper-2vcpu"))
     except (KeyError, FileNotFoundError, ValueError) as exc:
@@ -106,7 +133,8 @@ def autotune_command(
     start_ray(ray_address)
     learner = tuning_learner(LearnerSetup(strategy, policy, start, cal.topology, seed, screen=cal), remote=True)
     workload = WorkloadSpec(profile, rate, seed=seed)
-    tuned: Pipeline = live or twin_pipeline(start, cal, workload, windows, window)
+    tuned: Pipeline = live or twin_pipeline(start, cal, workload, windows or TWIN_WINDOWS, window)
+    started_from = tuned.current()
     daemon = tuning_daemon(tuned, learner, policy, window, store)
     resumed = daemon.resume()
     if api_port is not None:
@@ -120,10 +148,17 @@ def autotune_command(
 
     # Live, the replay engine offers the load in the background and each window is wall-clock time; the
     # profile spans the nominal run (its burst falls inside it) and steady load follows.
-    background = BackgroundLoad(spec, replace(workload, duration_s=windows * window)) if spec else None
-    with background or nullcontext(), WindowView(windows, err) as view:
-        decisions = daemon.run(windows, on_decision=view.add,
-                               wall_s_per_window=window / speed if speed > 0 and not live else 0.0)
+    background = BackgroundLoad(spec, replace(workload, duration_s=(windows or TWIN_WINDOWS) * window)) if spec else None
+    decisions: deque[Decision] = deque(maxlen=KEPT_WINDOWS)
+
+    def shown(decision: Decision) -> None:
+        view.add(decision)
+        decisions.append(decision)
+
+    with background or nullcontext(), WindowView(windows, err) as view, stop_on_signals(daemon.stop):
+        daemon.run(windows, on_decision=shown, wall_s_per_window=window / speed if speed > 0 and not live else 0.0)
+        if on_exit == "revert":
+            shown(daemon.revert(started_from))
     ledger = background.ledger() if background else None
 
     final = daemon.incumbent.config if daemon.incumbent else tuned.current()
@@ -142,6 +177,8 @@ def autotune_command(
     if ledger:
         err.print(f"events lost across every change: {ledger['lost']} of {ledger['expected']} "
                   f"({ledger['duplicates']} duplicated; the probe's ledger over {ledger['runs']} replay runs)")
+    if on_exit == "revert":
+        err.print(f"on exit: {decisions[-1].reason}")
     plot_path = plot or directory / "autotune.png"
     plot_run(decisions, plot_path, summary, f"the live pipeline {spec.name!r}" if spec else "the twin")
     err.print(f"plot: {plot_path}\ndecision log: {directory / 'decisions.jsonl'}")

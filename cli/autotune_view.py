@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections import deque
 from pathlib import Path
+from typing import Iterable
 
 from rich.console import Console
 from rich.live import Live
@@ -32,10 +34,10 @@ class WindowView:
     """The windows as they come: in a terminal, a live table of the last ones that fits its width; anywhere
     else, one plain line per window (a pipe or a log file cannot redraw)."""
 
-    def __init__(self, total: int, console: Console) -> None:
-        self.total = total
+    def __init__(self, total: int | None, console: Console) -> None:
+        self.total = total  # None: a run until stopped
         self.console = console
-        self.rows: list[tuple[str, ...]] = []
+        self.rows: deque[tuple[str, ...]] = deque(maxlen=SHOWN_ROWS)
         self.best = float("inf")
         self._live = Live(self._render(), console=console, refresh_per_second=4) if console.is_terminal else None
 
@@ -51,7 +53,7 @@ class WindowView:
     def add(self, d: Decision) -> None:
         if not d.guardrail:
             self.best = min(self.best, d.observed["p95_s"])
-        row = (f"{d.window + 1}/{self.total}", d.action, _short_change(d.change), f"{d.observed['p95_s']:.3f}",
+        row = (f"{d.window + 1}/{self.total}" if self.total else f"{d.window + 1}", d.action, _short_change(d.change), f"{d.observed['p95_s']:.3f}",
                f"{d.observed['throughput_ratio']:.1%}", f"{d.observed['offered_eps']:.0f}", f"{self.best:.3f}",
                d.reason)
         self.rows.append(row)
@@ -61,16 +63,17 @@ class WindowView:
             self.console.print(plain_line(WINDOW_COLUMNS, row), markup=False, highlight=False, soft_wrap=True)
 
     def _render(self) -> Table:
-        return render_table("pipetune autotune", WINDOW_COLUMNS, self.rows[-SHOWN_ROWS:], self.console.width)
+        return render_table("pipetune autotune", WINDOW_COLUMNS, list(self.rows), self.console.width)
 
 
-def plot_run(decisions: list[Decision], path: Path, summary: dict | None, where: str) -> None:
+def plot_run(decisions: Iterable[Decision], path: Path, summary: dict | None, where: str) -> None:
     """P95 (log scale) and output/input over the run, changes in green, rollbacks in red, the fresh windows dashed."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    decisions = [d for d in decisions if d.action != "revert"]  # a revert on exit measured no window
     t = [d.t_s for d in decisions]
     p95 = [d.observed["p95_s"] for d in decisions]
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(10, 6), sharex=True, gridspec_kw={"height_ratios": [3, 1]})

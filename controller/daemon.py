@@ -9,12 +9,18 @@ it (`Context.incumbent`). When the offered load changes clearly, the incumbent i
 before its old figure is trusted. Modes: `auto` applies, `advise` only recommends, `frozen` holds.
 While the pipeline cannot be observed or reached (`PipelineUnavailable`), the daemon holds as in
 `frozen` on its own, and picks up again with the first window it can read.
+
+It runs for a number of windows or until `stop` is set (the CLI's signal handler sets it): the window
+in progress is finished and recorded, no new candidate is applied, and the config in force stays
+unless the caller then calls `revert`. Nothing it holds grows with the number of windows.
 """
 
 from __future__ import annotations
 
 import math
+import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -30,6 +36,7 @@ from models.space import PIPELINE_SPACE, ChangeCost, Config
 from models.verdict import Verdict, judge
 
 LOAD_SHIFT = 0.25  # a change of offered load beyond this fraction re-measures the incumbent
+RESTART_BUDGET_S = 3600.0  # max_restarts_per_hour counts the restarts of the last hour of pipeline time
 
 
 class DaemonMetrics:
@@ -90,16 +97,17 @@ class Daemon:
         self.store = store
         self.metrics = metrics or DaemonMetrics()
         self.incumbent: Incumbent | None = store.load_incumbent() if store else None
-        self.window = len(store.decisions()) if store else 0
+        self.window = store.logged_decisions() if store else 0  # numbering continues across restarts
         self.previous: Observation | None = None
         self.t_s = 0.0
         self.rollbacks = 0
         self.violation_s = 0.0
         self.told = 0  # observations the learner holds, resumed ones included
         self._dwell = 0
-        self._restart_times: list[float] = []
+        self._restart_times: deque[float] = deque()  # within the last RESTART_BUDGET_S only
         self._vetoed: set[str] = store.vetoed_overrides() if store else set()  # rolled back: not re-applied
         self.paused = False
+        self.stop = threading.Event()  # set from anywhere (a signal handler): the run ends after this window
         if store:
             store.save_policy(policy)
 
@@ -242,6 +250,8 @@ class Daemon:
                 " before trusting it"))
         if self._dwell + 1 < self.policy.min_dwell_windows:
             return Choice(config, Action.HOLD, f"minimum dwell of {self.policy.min_dwell_windows} windows")
+        if self.stop.is_set():  # a candidate applied now would never be measured: leave a verified config
+            return Choice(config, Action.HOLD, "stopping: no new candidate, it could not be verified")
         suggestion = self.learner.suggest(context)
         candidate = self.policy.enforce(suggestion.config)
         if candidate != config and _restarts(config, candidate) and not self._restart_allowed():
@@ -259,8 +269,9 @@ class Daemon:
 
     def _restart_allowed(self) -> bool:
         limit = self.policy.max_restarts_per_hour
-        recent = [t for t in self._restart_times if self.t_s - t < 3600]
-        return limit is None or len(recent) < limit
+        while self._restart_times and self.t_s - self._restart_times[0] >= RESTART_BUDGET_S:
+            self._restart_times.popleft()
+        return limit is None or len(self._restart_times) < limit
 
     def _apply(self, config: Config, target: Config, decision: Decision) -> None:
         decision.change = {k: [a, b] for k, (a, b) in config.diff(target).items()}
@@ -277,11 +288,12 @@ class Daemon:
             self.metrics.rollbacks.inc()
         if _restarts(config, target):
             self._restart_times.append(self.t_s)
+            self._restart_allowed()  # drops the restarts older than the budget's hour
             self.metrics.restarts.inc()
         # Let it settle: a window spent restarting, refilling or draining a rollback's backlog is not
-        # a fair measurement of the new config.
+        # a fair measurement of the new config (and when stopping, no window follows to measure).
         settle_s = self.window_s if decision.action is Action.ROLLBACK or report.pause_s > 0 else 0.0
-        if settle_s > 0:
+        if settle_s > 0 and not self.stop.is_set():
             self.pipeline.observe(settle_s)
             self.t_s += settle_s
             decision.pause_s = settle_s
@@ -311,17 +323,39 @@ class Daemon:
             overrides=[o.report(o.id in self._vetoed) for o in (self.store.overrides() if self.store else [])],
             learner=LearnerReport(observations=self.told, last_reason=last.reason if last else ""))
 
-    def run(self, windows: int, on_decision: Callable[[Decision], None] | None = None,
-            wall_s_per_window: float = 0.0) -> list[Decision]:
-        """Warm up, then run `windows` steps, pacing each to at least `wall_s_per_window` of wall time."""
+    def revert(self, config: Config) -> Decision:
+        """Put `config` (the one the run started from) back through the pipeline, and record it."""
+        try:
+            current = self.pipeline.current()
+            decision = Decision(window=self.window, t_s=self.t_s, config=dict(current), observed=_unobserved(0.0),
+                                action=Action.REVERT, reason="on exit: back to the config the run started from",
+                                change={k: [a, b] for k, (a, b) in current.diff(config).items()})
+            report = self.pipeline.apply(config) if current != config else None
+        except PipelineUnavailable as err:
+            decision = Decision(window=self.window, t_s=self.t_s, config={}, observed=_unobserved(0.0),
+                                action=Action.REVERT, reason=f"on exit: pipeline unavailable ({err}), not reverted")
+        else:
+            if report is not None and not report.ok:
+                decision.reason = f"on exit: reverting failed ({report.message}); the config in force stays"
+                decision.change = {}
+        return self._finish(decision)
+
+    def run(self, windows: int | None, on_decision: Callable[[Decision], None] | None = None,
+            wall_s_per_window: float = 0.0) -> int:
+        """Warm up, then step until `windows` steps (None: no limit) are done or `stop` is set; returns the steps.
+
+        Each window lasts at least `wall_s_per_window` of wall time, spent before it is measured, as a live
+        window's is; `stop` cuts that wait short and the window is then measured and recorded at once.
+        """
         self.warm_up()
-        decisions = []
-        for _ in range(windows):
+        done = 0
+        started = time.monotonic()
+        while (windows is None or done < windows) and not self.stop.is_set():
+            self.stop.wait(max(0.0, wall_s_per_window - (time.monotonic() - started)))
             started = time.monotonic()
             decision = self.step()
-            decisions.append(decision)
+            done += 1
             if on_decision:
                 on_decision(decision)
-            time.sleep(max(0.0, wall_s_per_window - (time.monotonic() - started)))
-        return decisions
+        return done
 

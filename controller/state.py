@@ -10,6 +10,12 @@ Files (JSON, so a person can read them), each with one writer:
 - appended by both: `audit.jsonl` (every change people made, and every override the daemon applied).
 Appends are flushed line by line; whole-file writes go through a temp file and a rename, so a
 process killed at any moment leaves a readable directory that a restarted daemon resumes from.
+
+A daemon that runs until stopped keeps its directory bounded: `decisions.jsonl` rotates at
+`DECISION_LOG_BYTES` to `decisions.1.jsonl`, `decisions.2.jsonl`, ... (the oldest beyond
+`DECISION_LOG_FILES` files is dropped); each decision carries its `seq`, its position in the whole log,
+so paging stays stable across rotations. `observations.jsonl` is compacted to what the learner keeps
+(`models.learning.kept_history`), which is all a resume needs.
 """
 
 from __future__ import annotations
@@ -25,10 +31,17 @@ from typing import Iterator
 
 from pydantic import BaseModel, Field
 
+from models.learning import HISTORY_BEST, HISTORY_RECENT, kept_history
 from models.observation import Observation
 from models.policy import Mode, Policy
 from models.space import PIPELINE_SPACE, Config, Value
 from models.verdict import Verdict
+
+
+DECISION_LOG_BYTES = 8 * 2**20  # ~8,000 decisions a file: weeks of 30 s windows, and a file an editor still opens
+DECISION_LOG_FILES = 4  # the live file and three rotated ones: 32 MiB at most on disk
+# observations.jsonl is compacted when it holds twice what the learner keeps: a rewrite every ~220 windows
+OBSERVATIONS_KEPT = HISTORY_RECENT + HISTORY_BEST
 
 
 class Action(StrEnum):
@@ -42,6 +55,7 @@ class Action(StrEnum):
     ADVISE = "advise"  # mode advise: recommended, applied nothing
     FROZEN = "frozen"  # mode frozen, or the pipeline could not be read or reached
     PAUSED = "paused"  # a person paused the tuner
+    REVERT = "revert"  # stopping with --on-exit revert: the config the daemon started from is back
 
 
 class Decision(BaseModel):
@@ -150,9 +164,17 @@ def _observation_from(doc: dict) -> Observation:
 class StateStore:
     """Reads and writes one daemon's state directory."""
 
-    def __init__(self, directory: str | Path) -> None:
+    def __init__(self, directory: str | Path, *, decision_log_bytes: int = DECISION_LOG_BYTES,
+                 decision_log_files: int = DECISION_LOG_FILES) -> None:
+        if decision_log_bytes < 1 or decision_log_files < 1:
+            raise ValueError(f"decision_log_bytes and decision_log_files must be >= 1, "
+                             f"got {decision_log_bytes} and {decision_log_files}")
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
+        self.decision_log_bytes = decision_log_bytes
+        self.decision_log_files = decision_log_files
+        self._next_seq: int | None = None  # read from the log at the first append
+        self._observation_lines: int | None = None  # counted at the first append
 
     def _write(self, name: str, doc: object) -> None:
         tmp = self.dir / f".{name}.tmp"
@@ -166,16 +188,18 @@ class StateStore:
             handle.write((("\n" if torn else "") + json.dumps(doc) + "\n").encode())
             handle.flush()
 
-    def _lines(self, name: str) -> Iterator[dict]:
+    def _lines(self, name: str) -> list[dict]:
         path = self.dir / name
         if not path.exists():
-            return
+            return []
+        docs = []
         for line in path.read_text().splitlines():
             if line.strip():
                 try:
-                    yield json.loads(line)
+                    docs.append(json.loads(line))
                 except json.JSONDecodeError:
                     continue  # a line cut short by a kill mid-write: the rest is intact
+        return docs
 
     def save_policy(self, policy: Policy) -> None:
         self._write("policy.json", policy.model_dump())
@@ -200,6 +224,22 @@ class StateStore:
         doc.pop("series", None)
         self._append("observations.jsonl", {"config": dict(config), "offered_eps": offered_eps, "observation": doc,
                                             "verdict": verdict.model_dump(mode="json")})
+        if self._observation_lines is None:
+            self._observation_lines = len(self._lines("observations.jsonl"))
+        else:
+            self._observation_lines += 1
+        if self._observation_lines >= 2 * OBSERVATIONS_KEPT:
+            self._compact_observations()
+
+    def _compact_observations(self) -> None:
+        """Rewrite observations.jsonl with only the windows the learner keeps (atomically, as every rewrite)."""
+        docs = self._lines("observations.jsonl")
+        kept = kept_history([d["observation"]["p95_s"] for d in docs],
+                            ["verdict" in d and not d["verdict"]["breaches"] for d in docs])
+        tmp = self.dir / ".observations.jsonl.tmp"
+        tmp.write_text("".join(json.dumps(docs[i]) + "\n" for i in kept))
+        os.replace(tmp, self.dir / "observations.jsonl")
+        self._observation_lines = len(kept)
 
     def observations(self) -> list[tuple[Config, float, Observation, Verdict | None]]:
         """Every measured window with the verdict the daemon gave it (None: a line written before verdicts were)."""
@@ -207,11 +247,51 @@ class StateStore:
                  Verdict.model_validate(d["verdict"]) if "verdict" in d else None)
                 for d in self._lines("observations.jsonl")]
 
+    def _decision_files(self) -> list[str]:
+        """The decision log's files, newest first."""
+        return ["decisions.jsonl"] + [f"decisions.{i}.jsonl" for i in range(1, self.decision_log_files)]
+
     def append_decision(self, decision: Decision) -> None:
-        self._append("decisions.jsonl", decision.model_dump() | {"wall_time": time.time()})
+        """Append `decision` with its `seq`, rotating the log first when the live file is full."""
+        seq = self.logged_decisions()
+        live = self.dir / "decisions.jsonl"
+        if live.exists() and live.stat().st_size >= self.decision_log_bytes:
+            self._rotate_decisions()
+        self._append("decisions.jsonl", decision.model_dump() | {"seq": seq, "wall_time": time.time()})
+        self._next_seq = seq + 1
+
+    def _rotate_decisions(self) -> None:
+        files = self._decision_files()
+        (self.dir / files[-1]).unlink(missing_ok=True)
+        for newer, older in zip(reversed(files[:-1]), reversed(files[1:])):
+            if (self.dir / newer).exists():
+                os.replace(self.dir / newer, self.dir / older)
+
+    def logged_decisions(self) -> int:
+        """How many decisions were ever logged (rotated-away ones included): the next decision's `seq`."""
+        if self._next_seq is None:
+            last = next(self.decisions_newest_first(), None)
+            self._next_seq = 0 if last is None else last["seq"] + 1
+        return self._next_seq
+
+    def decisions_newest_first(self) -> Iterator[dict]:
+        """Every retained decision, newest first, each with its `seq` (a log written before rotation existed
+        numbers its lines from 0). Files are read one at a time, as far as the caller iterates."""
+        previous_seq: int | None = None
+        for name in self._decision_files():
+            docs = self._lines(name)
+            for position in reversed(range(len(docs))):
+                doc = docs[position]
+                seq = doc.setdefault("seq", position)
+                # the log rotated while we read it: this file's lines were seen under its newer name
+                if previous_seq is not None and seq >= previous_seq:
+                    continue
+                previous_seq = seq
+                yield doc
 
     def decisions(self) -> list[dict]:
-        return list(self._lines("decisions.jsonl"))
+        """Every retained decision, oldest first."""
+        return list(reversed(list(self.decisions_newest_first())))
 
     def _read(self, name: str, default: object) -> object:
         path = self.dir / name

@@ -35,7 +35,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
 
-from models.learning import Context, Suggestion, TunedCube
+from models.learning import HISTORY_BEST, HISTORY_RECENT, Context, Suggestion, TunedCube, kept_history
 from models.observation import Observation
 from models.policy import Policy
 from models.screen import TwinScreen
@@ -101,6 +101,16 @@ class _History:
     x: list[np.ndarray] = field(default_factory=list)  # unit-cube coordinates, then the context feature
     stage_log_p95: list[dict[str, float]] = field(default_factory=list)
     margin: list[float] = field(default_factory=list)
+    p95_s: list[float] = field(default_factory=list)
+    feasible: list[bool] = field(default_factory=list)
+
+    def keep(self, recent: int, best: int) -> None:
+        """Forget all but what `kept_history` keeps, so fits and memory stay bounded however long the run."""
+        kept = kept_history(self.p95_s, self.feasible, recent, best)
+        if len(kept) < len(self.p95_s):
+            for name in ("configs", "contexts", "x", "stage_log_p95", "margin", "p95_s", "feasible"):
+                values = getattr(self, name)
+                setattr(self, name, [values[i] for i in kept])
 
 
 class SafeBayesLearner:
@@ -110,7 +120,8 @@ class SafeBayesLearner:
                  seed: int = 0, beta: float = 2.0, kappa: float = 1.0, candidates: int = 1024,
                  length_init: float = 0.8, length_min: float = 0.1, length_max: float = 1.6,
                  restart_discount: float = 0.8, margin_prior_std: float = 0.08, screen: TwinScreen | None = None,
-                 screen_top: int = 6, parallel_map: MapFn = map) -> None:
+                 screen_top: int = 6, parallel_map: MapFn = map, history_recent: int = HISTORY_RECENT,
+                 history_best: int = HISTORY_BEST) -> None:
         self.cube = cube
         self.start = cube.policy.enforce(start)
         self.rng = np.random.default_rng(seed)
@@ -123,6 +134,7 @@ class SafeBayesLearner:
         self.parallel_map = parallel_map
         self.screen, self.screen_top = screen, screen_top
         self.history = _History()
+        self.history_recent, self.history_best = history_recent, history_best
         self.stage_params = dict(stage_params) if stage_params else None
         self.margin_prior_std = margin_prior_std
         self._new_models()
@@ -171,6 +183,9 @@ class SafeBayesLearner:
         h.x.append(self._features(config, context))
         h.stage_log_p95.append(self._stage_values(observation))
         h.margin.append(margin)
+        h.p95_s.append(observation.p95_s)
+        h.feasible.append(verdict.ok)
+        h.keep(self.history_recent, self.history_best)
         self._current = config
         self._update_trust_region(verdict.ok, observation.p95_s)
         self._fit()

@@ -62,6 +62,12 @@ STAGE_PARAMS: dict[str, dict[str, tuple[str, ...]]] = {
     },
 }
 _RESOLUTION = {"s": 1e-3, "ms": 1.0, "events": 1.0, "bytes": 1.0}  # smallest step worth telling apart
+# A daemon that runs for months must not remember every window: a GP fit costs O(n³) and its memory O(n²).
+# The most recent windows describe the pipeline as it is now (its load, its software); 200 of them fit in
+# tens of milliseconds. The best feasible ones are kept beyond that, so the learner never forgets where
+# the good region was while recent windows explore elsewhere.
+HISTORY_RECENT = 200
+HISTORY_BEST = 20
 
 
 @dataclass(frozen=True)
@@ -93,6 +99,18 @@ class Learner(Protocol):
     def tell(self, config: Config, context: Context, observation: Observation, verdict: Verdict) -> None: ...
 
     def update_policy(self, policy: Policy) -> None: ...
+
+
+def kept_history(p95_s: list[float], feasible: list[bool], recent: int = HISTORY_RECENT,
+                 best: int = HISTORY_BEST) -> list[int]:
+    """Indices (in order) of the windows a bounded history keeps: the last `recent`, and the `best` feasible
+    ones with the lowest P95 among the older ones."""
+    older = len(p95_s) - recent
+    if older <= 0:
+        return list(range(len(p95_s)))
+    candidates = [i for i in range(older) if feasible[i] and math.isfinite(p95_s[i])]
+    kept = sorted(candidates, key=lambda i: p95_s[i])[:best]
+    return sorted(kept) + list(range(older, len(p95_s)))
 
 
 def _warp_shift(param: Param) -> float | None:

@@ -215,6 +215,22 @@ def test_decisions_are_paged_newest_first(client: TestClient, store: StateStore)
     assert client.get("/decisions", params={"before": -1}).status_code == 422
 
 
+def test_paging_reaches_every_decision_across_the_rotated_files(tmp_path) -> None:
+    store = StateStore(tmp_path / "rotating", decision_log_bytes=1500, decision_log_files=50)
+    client = TestClient(create_app(store, TOKEN))
+    for window in range(60):
+        store.append_decision(_decision(window))
+    assert len(list(store.dir.glob("decisions.*.jsonl"))) > 5  # rotated many times, nothing dropped yet
+    seen, before = [], None
+    while True:
+        page = client.get("/decisions", params={"limit": 7} | ({"before": before} if before is not None else {})).json()
+        seen += [(d["seq"], d["window"]) for d in page["items"]]
+        before = page["next_before"]
+        if before is None:
+            break
+    assert seen == [(w, w) for w in reversed(range(60))]
+
+
 def test_recommendations_only_in_advise_mode(client: TestClient, store: StateStore) -> None:
     store.append_decision(_decision(0, action="explore"))
     store.append_decision(_decision(1, action="advise", change={}, recommendation={"filebeat.backoff": [1.0, 0.2]}))

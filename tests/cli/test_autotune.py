@@ -101,3 +101,45 @@ def test_windows_read_well_in_an_80_column_terminal_and_in_a_pipe(tmp_path):
             assert re.search(pattern, text, re.MULTILINE), (name, pattern, text[-3000:])
         assert re.search(r"final.*\d\.\d{3}", text)  # the summary's P95 of the final config
     assert "│" not in piped.stderr  # piped: plain lines, no table drawn
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.endswith("}")] if path.exists() else []
+
+
+@pytest.mark.slow
+def test_sigterm_finishes_the_window_exits_0_and_a_restart_numbers_on_and_reverts(tmp_path):
+    state = tmp_path / "state"
+    # a paced twin: a 30 s window takes 3 wall seconds, so the signal lands inside one
+    process = subprocess.Popen([PIPETUNE, "autotune", "--windows", "1000", "--window", "30", "--speed", "10",
+                                "--state-dir", str(state)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    decisions = state / "decisions.jsonl"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and len(_lines(decisions)) < 3:
+        time.sleep(0.2)
+    before = len(_lines(decisions))
+    assert before >= 3
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=300)
+    assert process.returncode == 0, stderr[-2000:]
+    assert "SIGTERM: finishing the window in progress" in stderr and "fresh windows" in stderr  # the summary
+    logged = _lines(decisions)
+    assert before <= len(logged) <= before + 1  # the window in progress, and no other
+    assert [d["window"] for d in logged] == list(range(len(logged)))
+    observed = _lines(state / "observations.jsonl")
+    assert [o["config"] for o in observed] == [d["config"] for d in logged]  # each window measured and recorded
+    status = json.loads((state / "status.json").read_text())
+    assert status["last_decision"]["window"] == len(logged) - 1
+    assert logged[-1]["action"] != "explore"  # stopping applies no new candidate
+    # the twin lives in the process: a restarted one starts on the stored incumbent
+    restarted_on = json.loads((state / "incumbent.json").read_text())["config"]
+
+    result = _run("--windows", "2", "--speed", "0", "--on-exit", "revert", "--state-dir", str(state))
+    assert result.returncode == 0, result.stderr[-2000:]
+    again = _lines(decisions)
+    assert [d["window"] for d in again] == list(range(len(logged) + 3))  # numbering carries on
+    revert = again[-1]
+    assert revert["action"] == "revert"
+    in_force = again[-2]["config"] | {k: b for k, (_, b) in again[-2]["change"].items()}
+    assert revert["config"] == in_force
+    assert in_force | {k: b for k, (_, b) in revert["change"].items()} == restarted_on  # the config it started from

@@ -19,6 +19,7 @@ def test_a_short_run_on_the_twin_goes_to_the_end_with_load_in_every_window() -> 
     setup = LearnerSetup("random", policy, preset("defaults"), calibration.topology, seed=1)
     pipeline = twin_pipeline(preset("defaults"), calibration, WorkloadSpec(Profile.steady, 300.0, seed=1), 3, 10.0)
     daemon = tuning_daemon(pipeline, tuning_learner(setup, remote=False), policy, 10.0)
-    decisions = daemon.run(3)
+    decisions = []
+    assert daemon.run(3, on_decision=decisions.append) == 3
     assert len(decisions) == 3
     assert all(d.observed["offered_eps"] == pytest.approx(300, rel=0.05) for d in decisions)

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from models.bayes import SafeBayesLearner
-from models.learning import TunedCube, Context
+from models.learning import TunedCube, Context, kept_history
 from models.observation import Observation
 from models.policy import Policy
 from models.space import PIPELINE_SPACE
@@ -116,3 +116,26 @@ def test_the_trust_region_is_centred_on_the_daemons_incumbent(seed):
     suggestion = learner.suggest(Context(CTX.offered_eps, incumbent))
     reach = np.abs(cube.encode(suggestion.config) - cube.encode(incumbent))
     assert np.all(reach <= learner.length / 2 + 1e-3), (reach, learner.length, suggestion.reason)
+
+
+def test_kept_history_is_the_recent_windows_and_the_best_feasible_older_ones():
+    p95 = [5.0, 1.0, 0.5, 3.0, 2.0, 4.0, 6.0]
+    feasible = [True, True, False, True, True, True, True]
+    assert kept_history(p95, feasible, recent=3, best=2) == [1, 3, 4, 5, 6]  # 0.5 was infeasible
+    assert kept_history(p95[:3], feasible[:3], recent=3, best=2) == [0, 1, 2]
+
+
+def test_the_learners_history_stays_bounded_and_keeps_the_best():
+    cube = TunedCube(NAMES, Policy())
+    start = PIPELINE_SPACE.config({})
+    learner = SafeBayesLearner(cube, start, seed=0, history_recent=10, history_best=3)
+    problem = Synthetic(cube)
+    told = []
+    for i in range(30):  # window 4 is near the bowl's feasible bottom; the others far up its side
+        config = cube.decode(np.full(3, 0.5 if i == 4 else 0.9), start)
+        observation = problem(config)
+        told.append(observation.p95_s)
+        learner.tell(config, CTX, observation, judge(observation, Policy()))
+    assert len(learner.history.configs) == len(learner.history.x) == 13
+    assert told[4] in learner.history.p95_s and learner.history.p95_s[-10:] == told[-10:]
+    learner.suggest(CTX)  # fits and suggests on the bounded history
