@@ -36,7 +36,8 @@ class AgentClient:
         self.node = node or base_url
         verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=str(ca_file)) if ca_file else True
         # A change waits for the component's health: the timeout must outlast the agent's health_timeout_s.
-        self._http = httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {token}"},
+        headers = {"Authorization": f"Bearer {token}"} if token else {}  # none at all: the agent answers 401
+        self._http = httpx.Client(base_url=base_url, headers=headers,
                                   timeout=timeout_s, transport=transport, verify=verify)
 
     def close(self) -> None:

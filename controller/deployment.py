@@ -115,6 +115,15 @@ def load_deployment(path: Path | str) -> Deployment:
     return deployment
 
 
+def is_deployment_file(path: Path) -> bool:
+    """Whether `path` is a deployment file (it lists `nodes`) rather than a testbed pipeline file."""
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return False  # let the loader of the other format say what is wrong
+    return isinstance(raw, dict) and "nodes" in raw
+
+
 def write_deployment(deployment: Deployment, path: Path) -> Path:
     """Write `deployment` as YAML (the same schema `load_deployment` reads)."""
     path.write_text(yaml.safe_dump(deployment.model_dump(mode="json", exclude_none=True), sort_keys=False))

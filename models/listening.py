@@ -1,17 +1,18 @@
 """Where a pipetune service may listen: the one rule for the node agent and the REST API.
 
-Loopback is served as asked. Any other address needs TLS (a certificate and its key) or an explicit
+The default address (127.0.0.1, ::1, localhost) is served as asked. Any other address needs TLS (a certificate and its key) or an explicit
 insecure flag, which is served with a warning at every start. The token is required either way
 (checked by each service); this only decides about transport. Pure: no sockets, no I/O.
 """
 
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import dataclass
 from typing import Literal
 
-LOOPBACK_NAMES = ("localhost", "localhost.localdomain", "ip6-localhost")
+# Exactly the default loopback addresses: another 127/8 address stands for "another host" (tests bind 127.0.1.1
+# for that), and a rule with one short list is one nobody has to reason about.
+LOCAL_HOSTS = ("127.0.0.1", "::1", "[::1]", "localhost")
 
 
 @dataclass(frozen=True)
@@ -33,13 +34,8 @@ class Listening:
 
 
 def is_loopback(host: str) -> bool:
-    """Whether `host` is a loopback address (the whole of 127/8, ::1) or a loopback name."""
-    if host.lower() in LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False  # a name other than localhost may resolve anywhere: treat it as off loopback
+    """Whether `host` is the default loopback address (127.0.0.1, ::1 or localhost); any other is off loopback."""
+    return host.lower() in LOCAL_HOSTS
 
 
 def decide_listening(host: str, tls_cert: object | None, tls_key: object | None, insecure_http: bool,
