@@ -56,8 +56,9 @@ def _live_pipeline(pipeline: str) -> tuple[PipelineSpec | None, LivePipeline] | 
     except (PipelineError, DeploymentError) as exc:
         raise typer.BadParameter(str(exc), param_hint="--pipeline") from None
     except (OSError, PipelineUnavailable) as exc:
-        hint = f"; start the testbed with `pipetune testbed up --pipeline {pipeline}`" if spec else ""
-        raise typer.BadParameter(f"the pipeline's agents do not all answer ({exc}){hint}", param_hint="--pipeline") from None
+        said = (f"the testbed's agent does not answer ({exc}); start the testbed with "
+                f"`pipetune testbed up --pipeline {pipeline}`") if spec else f"an agent does not answer ({exc})"
+        raise typer.BadParameter(said, param_hint="--pipeline") from None
     return spec, live
 
 

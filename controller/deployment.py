@@ -126,6 +126,7 @@ def is_deployment_file(path: Path) -> bool:
 
 def write_deployment(deployment: Deployment, path: Path) -> Path:
     """Write `deployment` as YAML (the same schema `load_deployment` reads)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(deployment.model_dump(mode="json", exclude_none=True), sort_keys=False))
     return path
 
