@@ -7,6 +7,8 @@ raises `AgentError` carrying the status and the agent's detail.
 
 from __future__ import annotations
 
+import ssl
+from pathlib import Path
 from typing import Mapping
 
 import httpx
@@ -26,14 +28,17 @@ class AgentError(RuntimeError):
 
 
 class AgentClient:
-    """One agent, by base URL and bearer token."""
+    """One agent, by base URL and bearer token; https is verified against `ca_file` (else the system CAs)."""
 
-    def __init__(self, base_url: str, token: str, *, timeout_s: float = 120.0,
-                 transport: httpx.BaseTransport | None = None) -> None:
+    def __init__(self, base_url: str, token: str, ca_file: Path | str | None = None, *, timeout_s: float = 120.0,
+                 transport: httpx.BaseTransport | None = None, node: str | None = None) -> None:
         self.url = base_url
+        self.node = node or base_url
+        verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=str(ca_file)) if ca_file else True
         # A change waits for the component's health: the timeout must outlast the agent's health_timeout_s.
-        self._http = httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {token}"},
-                                  timeout=timeout_s, transport=transport)
+        headers = {"Authorization": f"Bearer {token}"} if token else {}  # none at all: the agent answers 401
+        self._http = httpx.Client(base_url=base_url, headers=headers,
+                                  timeout=timeout_s, transport=transport, verify=verify)
 
     def close(self) -> None:
         self._http.close()
@@ -49,6 +54,10 @@ class AgentClient:
             body = response.json()
         except ValueError:
             body = response.text
+        if response.status_code in (401, 403) and response.status_code not in ok:
+            # Not a fault of the request: the controller holds a missing or wrong token for this node.
+            raise AgentError(response.status_code, f"the agent of {self.node} ({self.url}) refused the token "
+                                                   f"(missing or wrong; check the node's token file): {body}")
         if response.status_code not in ok:
             raise AgentError(response.status_code, body)
         return body
@@ -63,7 +72,7 @@ class AgentClient:
     def put_config(self, name: str, version: int, params: Mapping[str, Value]) -> ChangeResult:
         """Ask for `params` as `version`; a retried call with the same version and values is answered the same."""
         response = self._http.put(f"/components/{name}/config", json={"version": version, "params": dict(params)})
-        body = self._json(response, ok=(200, 422, 502))
+        body = self._json(response, ok=(200, 422, 502))  # 401/403 stay AgentErrors naming the node
         if isinstance(body, dict) and "status" in body:  # a change outcome, even when it failed
             return ChangeResult(**body)
         raise AgentError(response.status_code, body)

@@ -13,9 +13,12 @@ from api.app import create_app
 from controller.state import StateStore
 
 
-def serve_in_thread(app: FastAPI, host: str, port: int, *, startup_timeout_s: float = 10.0) -> uvicorn.Server:
-    """Start uvicorn on `host:port` in a daemon thread; returns once it listens (set `should_exit` to stop it)."""
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False))
+def serve_in_thread(app: FastAPI, host: str, port: int, *, startup_timeout_s: float = 10.0,
+                    ssl_certfile: str | None = None, ssl_keyfile: str | None = None) -> uvicorn.Server:
+    """Start uvicorn on `host:port` (TLS with the files given) in a daemon thread; returns once it listens
+    (set `should_exit` to stop it)."""
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
+                                           ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile))
     thread = threading.Thread(target=server.run, name="pipetune-api", daemon=True)
     thread.start()
     deadline = time.monotonic() + startup_timeout_s
@@ -27,6 +30,6 @@ def serve_in_thread(app: FastAPI, host: str, port: int, *, startup_timeout_s: fl
 
 
 def serve_state_in_thread(store: StateStore, token: str, registry: CollectorRegistry, host: str,
-                          port: int) -> uvicorn.Server:
+                          port: int, **ssl: str) -> uvicorn.Server:
     """Serve the API over `store` from a thread of this process, `/metrics` from `registry` (the daemon's)."""
-    return serve_in_thread(create_app(store, token, registry), host, port)
+    return serve_in_thread(create_app(store, token, registry), host, port, **ssl)

@@ -1,5 +1,5 @@
-"""`pipetune agent run --config agent.yaml` runs the node agent's HTTP service on loopback (`pipetune agent
---config ...` still works); `pipetune agent init` writes an agent.yaml for what the node runs."""
+"""`pipetune agent run --config agent.yaml` runs the node agent's HTTP service (loopback, or off it over TLS;
+`pipetune agent --config ...` still works); `pipetune agent init` writes an agent.yaml for what the node runs."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from agents.config import AgentConfigError, load_agent_config
 from agents.filebeat_patch import InputSelector
 from agents.init import InitError, init
 from agents.service import create_app
+from cli.listening import INSECURE_HTTP, TLS_CERT, TLS_KEY, tls_options
 
 TOKEN_ENV = "PIPETUNE_AGENT_TOKEN"
 
@@ -34,6 +35,9 @@ def _token(token_file: Path | None) -> str:
 def agent_command(
     config: Path = typer.Option(..., "--config", help="agent.yaml: state dir, listen port, managed components"),
     token_file: Path | None = typer.Option(None, "--token-file", help=f"file holding the bearer token (else ${TOKEN_ENV})"),
+    tls_cert: Path | None = TLS_CERT,
+    tls_key: Path | None = TLS_KEY,
+    insecure_http: bool = INSECURE_HTTP,
 ) -> None:
     """Run the node agent: change Filebeat, Logstash and Kafka safely (validate, apply, health, roll back)."""
     token = _token(token_file)
@@ -41,10 +45,11 @@ def agent_command(
         agent_config = load_agent_config(config)
     except AgentConfigError as err:
         raise typer.BadParameter(str(err), param_hint="--config") from None
+    scheme, ssl = tls_options(agent_config.host, tls_cert, tls_key, insecure_http, "pipetune agent")
     app = create_app(agent_config, token)
     typer.echo(f"pipetune agent: {len(agent_config.components)} components, "
-               f"listening on http://{agent_config.host}:{agent_config.port}", err=True)
-    uvicorn.run(app, host=agent_config.host, port=agent_config.port, log_level="warning")
+               f"listening on {scheme}://{agent_config.host}:{agent_config.port}", err=True)
+    uvicorn.run(app, host=agent_config.host, port=agent_config.port, log_level="warning", **ssl)
 
 
 def init_command(

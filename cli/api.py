@@ -13,6 +13,7 @@ from rich.table import Table
 
 from api.auth import TOKEN_ENV, load_token
 from api.client import DEFAULT_URL, URL_ENV, ApiClient, ApiError
+from cli.listening import INSECURE_HTTP, TLS_CERT, TLS_KEY, tls_options
 from controller.state import StateStore
 from models.units import parse_duration_s
 
@@ -63,8 +64,11 @@ def api_command(
     host: str = typer.Option("127.0.0.1", help="Address to bind (loopback unless told otherwise)."),
     port: int = typer.Option(8470, help="Port to listen on."),
     token_file: Optional[Path] = _TOKEN_FILE,
+    tls_cert: Optional[Path] = TLS_CERT,
+    tls_key: Optional[Path] = TLS_KEY,
+    insecure_http: bool = INSECURE_HTTP,
 ) -> None:
-    """Serve the REST API and status page over a daemon's state directory."""
+    """Serve the REST API and status page over a daemon's state directory (off loopback: TLS or --insecure-http)."""
     import uvicorn
 
     from api.app import create_app
@@ -72,8 +76,9 @@ def api_command(
     token = require_token(token_file)
     if not state_dir.is_dir():
         raise typer.BadParameter(f"{state_dir} is not a directory", param_hint="--state-dir")
-    err.print(f"pipetune API on http://{host}:{port} over {state_dir}")
-    uvicorn.run(create_app(StateStore(state_dir), token), host=host, port=port, log_level="info")
+    scheme, ssl = tls_options(host, tls_cert, tls_key, insecure_http, "pipetune api")
+    err.print(f"pipetune API on {scheme}://{host}:{port} over {state_dir}")
+    uvicorn.run(create_app(StateStore(state_dir), token), host=host, port=port, log_level="info", **ssl)
 
 
 def status_command(url: str = _URL, token_file: Optional[Path] = _TOKEN_FILE,

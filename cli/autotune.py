@@ -17,18 +17,22 @@ import typer
 from rich.console import Console
 
 from cli.api import require_token
+from cli.listening import tls_options
 from cli.autotune_view import WindowView, plot_run, print_summary
 from controller.fresh_windows import measure_fresh
 from controller.live import LivePipeline
 from controller.pipelines import Pipeline, PipelineUnavailable
 from controller.state import Decision, StateStore
 from controller.tuning_run import LearnerSetup, tuning_daemon, tuning_learner, twin_pipeline
+from models.listening import ListenFlags
 from models.policy import Policy
 from models.presets import preset
 from models.strategies import STRATEGIES
 from models.twin import available, load
 from replay.profiles import GENERATED_NAMES, WorkloadSpec
-from testbed.endpoints import live_pipeline
+from controller.deployment import DeploymentError, is_deployment_file, load_deployment
+from controller.deployment import live_pipeline as deployment_pipeline
+from testbed.endpoints import deployment as testbed_deployment
 from testbed.harness import BackgroundLoad
 from testbed.pipeline import PipelineError, PipelineSpec, load_pipeline
 
@@ -55,24 +59,35 @@ def stop_on_signals(stop: threading.Event) -> Iterator[None]:
             signal.signal(sig, old)
 
 
-def _live_pipeline(pipeline: str) -> tuple[PipelineSpec, LivePipeline] | None:
-    """None for the twin; else the pipeline file's running testbed, reachable through its agent."""
+def _live_pipeline(pipeline: str) -> tuple[PipelineSpec | None, LivePipeline] | None:
+    """None for the twin; else the file's pipeline through its agents: a deployment file (an operator's, or
+    the one `testbed up` wrote) or a testbed pipeline file. The testbed spec comes along when there is one:
+    autotune drives its replay; an operator's pipeline carries its own traffic."""
     if pipeline == "twin":
         return None
+    path = Path(pipeline)
+    spec: PipelineSpec | None = None
     try:
-        spec = load_pipeline(Path(pipeline))
-        live = live_pipeline(spec)
-        live.current()  # asks the agent: fails now, not after Ray has started, when the testbed is down
-    except PipelineError as exc:
+        if is_deployment_file(path):
+            described = load_deployment(path)
+            spec = load_pipeline(described.testbed) if described.testbed else None
+        else:
+            spec = load_pipeline(path)
+            described = testbed_deployment(spec)
+        live = deployment_pipeline(described)
+        live.current()  # asks every agent: fails now, not after Ray has started, when a node is down
+    except (PipelineError, DeploymentError) as exc:
         raise typer.BadParameter(str(exc), param_hint="--pipeline") from None
     except (OSError, PipelineUnavailable) as exc:
-        raise typer.BadParameter(f"the testbed's agent does not answer ({exc}); start the testbed with "
-                                 f"`pipetune testbed up --pipeline {pipeline}`", param_hint="--pipeline") from None
+        said = (f"the testbed's agent does not answer ({exc}); start the testbed with "
+                f"`pipetune testbed up --pipeline {pipeline}`") if spec else f"an agent does not answer ({exc})"
+        raise typer.BadParameter(said, param_hint="--pipeline") from None
     return spec, live
 
 
 def autotune_command(
-    pipeline: str = typer.Option("twin", help="'twin' (the embedded simulated pipeline) or a pipeline FILE."),
+    pipeline: str = typer.Option("twin", help="'twin' (the embedded simulated pipeline), a deployment FILE "
+                                              "(docs/deploy.md) or a testbed pipeline FILE."),
     calibration: Optional[str] = typer.Option(None, help=f"Twin calibration: one of {', '.join(available())}, or a YAML path (default: paper-2vcpu on the twin, local-filebeat-kafka live)."),
     profile: str = typer.Option("burst", help=f"Workload: one of {', '.join(GENERATED_NAMES)}."),
     rate: float = typer.Option(300.0, help="Base offered load, events/s (the paper's ~300)."),
@@ -89,7 +104,10 @@ def autotune_command(
     plot: Optional[Path] = typer.Option(None, help="PNG of P95 over time with changes marked (default: in the state dir)."),
     json_path: Optional[Path] = typer.Option(None, "--json", help="Write the run's figures as JSON here."),
     api_port: Optional[int] = typer.Option(None, help="Serve the REST API and status page on this port while tuning."),
-    api_host: str = typer.Option("127.0.0.1", help="Address the API binds (loopback unless told otherwise)."),
+    api_host: str = typer.Option("127.0.0.1", help="Address the API binds (off loopback: --api-tls-cert/--api-tls-key or --api-insecure-http)."),
+    api_tls_cert: Optional[Path] = typer.Option(None, help="PEM certificate the API serves HTTPS with."),
+    api_tls_key: Optional[Path] = typer.Option(None, help="PEM private key of --api-tls-cert (mode 0600)."),
+    api_insecure_http: bool = typer.Option(False, help="Serve the API as plain HTTP off loopback anyway (warned)."),
     token_file: Optional[Path] = typer.Option(None, help="File holding the API token (default: $PIPETUNE_API_TOKEN)."),
     on_exit: str = typer.Option("keep", help="When the run ends: keep the config in force, or revert to the one it started from."),
 ) -> None:
@@ -108,9 +126,15 @@ def autotune_command(
     for ok, flag, message in checks:
         if not ok:
             raise typer.BadParameter(message, param_hint=flag)
+    scheme, api_ssl = tls_options(api_host, api_tls_cert, api_tls_key, api_insecure_http, "pipetune autotune API",
+                                  ListenFlags("--api-tls-cert", "--api-tls-key", "--api-insecure-http")) \
+        if api_port is not None else ("http", {})
     spec, live = _live_pipeline(pipeline) or (None, None)
     if windows is None and not live:
         windows = TWIN_WINDOWS
+    if live and not spec:
+        err.print("an operator's pipeline: no replay of its own, windows measure the traffic it carries "
+                  "(measuring operator traffic properly is the next issue)")
     try:
         cal = load(calibration or ("local-filebeat-kafka" if live else "paper-2vcpu"))
     except (KeyError, FileNotFoundError, ValueError) as exc:
@@ -140,8 +164,8 @@ def autotune_command(
     if api_port is not None:
         from api.server import serve_state_in_thread  # FastAPI loads only when the API is asked for
 
-        serve_state_in_thread(store, token, daemon.metrics.registry, api_host, api_port)
-        err.print(f"API and status page on http://{api_host}:{api_port}/")
+        serve_state_in_thread(store, token, daemon.metrics.registry, api_host, api_port, **api_ssl)
+        err.print(f"API and status page on {scheme}://{api_host}:{api_port}/")
     if resumed:
         err.print(f"resumed {resumed} observations from {directory}; incumbent P95 {resumed_incumbent.p95_s:.3f}s"
                   if resumed_incumbent else f"resumed {resumed} observations from {directory}")
@@ -180,7 +204,7 @@ def autotune_command(
     if on_exit == "revert":
         err.print(f"on exit: {decisions[-1].reason}")
     plot_path = plot or directory / "autotune.png"
-    plot_run(decisions, plot_path, summary, f"the live pipeline {spec.name!r}" if spec else "the twin")
+    plot_run(decisions, plot_path, summary, f"the live pipeline {spec.name!r}" if spec else "the live pipeline" if live else "the twin")
     err.print(f"plot: {plot_path}\ndecision log: {directory / 'decisions.jsonl'}")
     if json_path:
         doc = {"windows": [vars(d) for d in decisions], **(summary or {"final": {"config": dict(final)}}),

@@ -11,7 +11,7 @@ import typer
 from controller.pipelines import PipelineUnavailable
 from models.space import PIPELINE_SPACE
 from testbed import agent, lifecycle
-from testbed.endpoints import live_pipeline
+from testbed.endpoints import live_pipeline, write_deployment
 from testbed.install import PrerequisiteError
 from testbed.pipeline import DEFAULT_PIPELINE, PipelineError, PipelineSpec, load_pipeline
 from testbed.processes import TestbedError
@@ -65,6 +65,8 @@ def up(pipeline: Path = PipelineOption) -> None:
     except (TestbedError, PrerequisiteError) as err:
         _fail(str(err))
     _print_status(spec)
+    written = write_deployment(spec, pipeline)
+    typer.echo(f"  deployment file: {written} (`pipetune autotune --pipeline {written}` tunes it, with replay)")
 
 
 @testbed_app.command()

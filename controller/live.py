@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import ssl
 import time
 from dataclasses import replace
 from functools import partial
@@ -99,15 +100,31 @@ class LivePipeline:
 
 
 def _ask(agent: AgentClient, request: Callable[[], T]) -> T:
-    """`request`'s answer; an agent that does not answer is `PipelineUnavailable` naming it."""
+    """`request`'s answer; an agent that does not answer, whose certificate is not trusted or that refuses
+    the token is `PipelineUnavailable` naming its node and URL (the daemon holds until it answers)."""
     try:
         return request()
     except httpx.TransportError as err:
-        raise PipelineUnavailable(f"agent at {agent.url}: {err}") from err
+        raise PipelineUnavailable(f"node {agent.node}: agent at {agent.url}: {transport_failure(err)}") from err
+    except AgentError as err:
+        if err.status in (401, 403):
+            raise PipelineUnavailable(f"node {agent.node}: {err}") from err
+        raise
+
+
+def transport_failure(err: BaseException) -> str:
+    """What went wrong reaching an agent, in words: an untrusted or expired certificate says so and what to check."""
+    cause: BaseException | None = err
+    while cause is not None:
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            return (f"TLS certificate not accepted ({cause.verify_message}): check the node's ca_file and "
+                    f"the certificate's validity dates")
+        cause = cause.__cause__ or cause.__context__
+    return str(err) or type(err).__name__
 
 
 def _check_healthy(agent: AgentClient, components: Iterable[dict]) -> None:
     """`PipelineUnavailable` naming the agent and each of its components that is not healthy."""
     sick = [f"{c['name']} not healthy ({c['health']['detail']})" for c in components if not c["health"]["ok"]]
     if sick:
-        raise PipelineUnavailable(f"agent at {agent.url}: {'; '.join(sick)}")
+        raise PipelineUnavailable(f"node {agent.node}: agent at {agent.url}: {'; '.join(sick)}")

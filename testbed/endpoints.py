@@ -1,15 +1,37 @@
-"""What a running testbed is to the controller: its node agent and its Prometheus, as a `LivePipeline`."""
+"""What a running testbed is to the controller: a deployment (its node agent, its Kafka and consumer group,
+its Prometheus), written to `<run_dir>/deployment.yaml` by `up` and read as an operator's would be."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from controller import deployment as deployment_file
+from controller.deployment import Deployment, KafkaSpec, NodeSpec, PrometheusSpec
 from controller.live import LivePipeline
-from controller.telemetry import PrometheusTelemetry
 from testbed import agent
 from testbed.pipeline import PipelineSpec
 from testbed.prometheus import prometheus_url
 
 
+def deployment_path(spec: PipelineSpec) -> Path:
+    return spec.resolved_run_dir() / "deployment.yaml"
+
+
+def deployment(spec: PipelineSpec, pipeline_file: Path | None = None) -> Deployment:
+    """The testbed as a deployment: one node (its agent on loopback, plain HTTP), the probe's group, its Prometheus."""
+    node = NodeSpec(name=spec.name, agent_url=agent.agent_url(spec), token_file=agent.token_file(spec))
+    return Deployment(name=spec.name, nodes=[node],
+                      kafka=KafkaSpec(bootstrap=spec.bootstrap, consumer_group=spec.probe.group_id),
+                      prometheus=PrometheusSpec(url=prometheus_url(spec)), config=spec.config,
+                      testbed=pipeline_file.resolve() if pipeline_file else None)
+
+
+def write_deployment(spec: PipelineSpec, pipeline_file: Path | None = None) -> Path:
+    """Write the testbed's deployment file; `pipetune autotune --pipeline` takes it as it takes an operator's."""
+    return deployment_file.write_deployment(deployment(spec, pipeline_file), deployment_path(spec))
+
+
 def live_pipeline(spec: PipelineSpec) -> LivePipeline:
-    """The testbed's agent (with the token `up` wrote), its Prometheus, and the pipeline file's starting config
-    for the parameters no component here takes. `OSError` when `up` never wrote the token."""
-    return LivePipeline([agent.client(spec)], PrometheusTelemetry(prometheus_url(spec)), spec.start_config())
+    """The testbed's `LivePipeline`, built from its deployment exactly as an operator's is. `OSError` when
+    `up` never wrote the token."""
+    return deployment_file.live_pipeline(deployment(spec))

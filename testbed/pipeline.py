@@ -1,5 +1,6 @@
 """The pipeline file: which components run, on which loopback ports, with which topics, log paths and
-starting config. `load_pipeline` turns a YAML file into a validated `PipelineSpec`, or raises
+starting config. What the controller needs of it is a deployment (`controller.deployment`), which
+`testbed.endpoints.deployment` derives from it and `up` writes to `<run_dir>/deployment.yaml`. `load_pipeline` turns a YAML file into a validated `PipelineSpec`, or raises
 `PipelineError` naming the file, the field and what is allowed.
 """
 
@@ -11,8 +12,8 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from models.presets import preset
-from models.space import PIPELINE_SPACE, Config, ParamError, Value
+from controller.deployment import DeploymentError, StartConfig
+from models.space import Config
 from testbed.install import cache_dir
 
 DEFAULT_PIPELINE = Path(__file__).resolve().parent / "pipeline.yaml"
@@ -71,11 +72,6 @@ class AgentSpec(_Spec):
     settle_s: float = Field(default=1.0, ge=0, description="how long it must stay healthy before a change counts")
 
 
-class StartConfig(_Spec):
-    preset: str = "defaults"
-    set: dict[str, Value] = {}
-
-
 class PipelineSpec(_Spec):
     name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
     run_dir: Path | None = None
@@ -118,11 +114,11 @@ class PipelineSpec(_Spec):
         return f"127.0.0.1:{self.kafka.port}"
 
     def start_config(self) -> Config:
-        """The pipeline's starting `Config`: the named preset with `config.set` applied."""
+        """The pipeline's starting `Config`: the named preset with `config.set` applied (the deployment's schema)."""
         try:
-            return PIPELINE_SPACE.config(self.config.set, base=preset(self.config.preset))
-        except (KeyError, ParamError) as err:
-            raise PipelineError(f"config: {err.args[0] if isinstance(err, KeyError) else err}") from None
+            return self.config.config()
+        except DeploymentError as err:
+            raise PipelineError(str(err)) from None
 
 
 def load_pipeline(path: Path | str = DEFAULT_PIPELINE) -> PipelineSpec:

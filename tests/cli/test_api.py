@@ -200,3 +200,20 @@ def test_autotune_serves_the_api_from_the_daemons_process(tmp_path: Path) -> Non
     assert proc.returncode == 0, log[-3000:]
     actions = [d["action"] for d in StateStore(tmp_path / "state").decisions()]
     assert "paused" in actions and TOKEN not in log
+
+
+def test_api_off_loopback_needs_tls_or_insecure_http(tmp_path: Path) -> None:
+    env = {"PIPETUNE_API_TOKEN": "t0ken"}
+    result = runner.invoke(app, ["api", "--state-dir", str(tmp_path), "--host", "127.0.1.1"], env=env)
+    assert result.exit_code == 2
+    assert "needs TLS: give --tls-cert and --tls-key, or accept plain HTTP with --insecure-http" in result.output
+    result = runner.invoke(app, ["api", "--state-dir", str(tmp_path), "--host", "127.0.1.1", "--tls-cert",
+                                 str(tmp_path / "none.pem"), "--tls-key", str(tmp_path / "none.key")], env=env)
+    assert result.exit_code == 2 and "--tls-cert" in result.output and "no such file" in result.output
+
+
+def test_autotune_api_off_loopback_names_its_own_flags(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["autotune", "--api-port", "8470", "--api-host", "10.0.0.1"],
+                           env={"PIPETUNE_API_TOKEN": "t0ken"})
+    assert result.exit_code == 2 and "--api-tls-cert and --api-tls-key" in result.output
+    assert "--api-insecure-http" in result.output

@@ -60,7 +60,7 @@ def test_the_daemon_holds_while_the_agent_or_prometheus_is_down_and_resumes_afte
             processes.stop(recorded["agent"])
             held = daemon.step()
             assert held.action == "frozen" and not held.change, held.reason
-            assert f"pipeline unavailable (agent at {agent.agent_url(testbed)}: " in held.reason
+            assert f"pipeline unavailable (node {testbed.name}: agent at {agent.agent_url(testbed)}: " in held.reason
             _agent_back(testbed)
             assert pipeline.current() == in_force  # the agent put back what was in force, nothing more
             resumed = daemon.step()

@@ -1,0 +1,150 @@
+"""The deployment file: a pipeline as its operator runs it, and the `LivePipeline` built from it.
+
+Nodes (name, agent URL, token file, CA file), the Kafka bootstrap and the consumer group whose lag
+matters, Prometheus, where latency comes from, and the config to assume for parameters no agent takes.
+`load_deployment` returns a validated `Deployment` or raises `DeploymentError` naming the file and the
+field (`nodes.0.token_file`) and what is allowed. Relative paths are relative to the file's directory.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from agents.client import AgentClient
+from controller.live import LivePipeline
+from controller.telemetry import PrometheusTelemetry
+from models.presets import preset
+from models.space import PIPELINE_SPACE, Config, ParamError, Value
+
+
+class DeploymentError(ValueError):
+    """A deployment file that cannot be read or is not valid; the message names the file and the field."""
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class NodeSpec(_Spec):
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    agent_url: AnyHttpUrl = Field(description="the node agent's base URL: https off loopback")
+    token_file: Path = Field(description="file holding the agent's bearer token (mode 0600)")
+    ca_file: Path | None = Field(default=None, description="PEM CA bundle that signed the agent's certificate")
+
+
+class KafkaSpec(_Spec):
+    bootstrap: str = Field(min_length=1, description="host:port[,host:port...] of the brokers")
+    consumer_group: str = Field(min_length=1, description="the consumer group whose lag says whether output keeps up")
+
+
+class PrometheusSpec(_Spec):
+    url: AnyHttpUrl
+
+
+class LatencySpec(_Spec):
+    # One source for now: the probe's histograms in Prometheus. Others (e.g. the operator's own) come later.
+    source: Literal["probe"] = "probe"
+
+
+class StartConfig(_Spec):
+    """The config to assume at start: a named preset with single parameters overridden."""
+
+    preset: str = "defaults"
+    set: dict[str, Value] = {}
+
+    def config(self) -> Config:
+        try:
+            return PIPELINE_SPACE.config(self.set, base=preset(self.preset))
+        except (KeyError, ParamError) as err:
+            raise DeploymentError(f"config: {err.args[0] if isinstance(err, KeyError) else err}") from None
+
+
+class Deployment(_Spec):
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    nodes: list[NodeSpec] = Field(min_length=1)
+    kafka: KafkaSpec
+    prometheus: PrometheusSpec
+    latency: LatencySpec = LatencySpec()
+    config: StartConfig = StartConfig()
+    testbed: Path | None = Field(default=None, description="set by `pipetune testbed up`: the testbed's pipeline "
+                                                           "file, whose replay autotune drives; none for an operator's")
+
+    @model_validator(mode="after")
+    def _unique_nodes(self) -> "Deployment":
+        names = [n.name for n in self.nodes]
+        for i, name in enumerate(names):
+            if name in names[:i]:
+                raise ValueError(f"nodes.{i}.name: {name!r} is used by another node; each node needs its own name")
+        return self
+
+    def resolved(self, base: Path) -> "Deployment":
+        """The same deployment with relative file paths made relative to `base` (the file's directory)."""
+        def at(path: Path | None) -> Path | None:
+            return None if path is None else path if path.is_absolute() else (base / path).resolve()
+        nodes = [n.model_copy(update={"token_file": at(n.token_file), "ca_file": at(n.ca_file)}) for n in self.nodes]
+        return self.model_copy(update={"nodes": nodes, "testbed": at(self.testbed)})
+
+
+def load_deployment(path: Path | str) -> Deployment:
+    """Read and validate a deployment file (its nodes' token and CA files must be readable)."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except OSError as err:
+        raise DeploymentError(f"cannot read deployment file {path}: {err.strerror}") from None
+    except yaml.YAMLError as err:
+        raise DeploymentError(f"{path} is not valid YAML: {err}") from None
+    if not isinstance(raw, dict):
+        raise DeploymentError(f"{path}: expected a mapping of deployment fields at the top level")
+    try:
+        deployment = Deployment.model_validate(raw).resolved(path.resolve().parent)
+    except ValidationError as err:
+        raise DeploymentError(f"{path}: {'; '.join(_describe(e) for e in err.errors())}") from None
+    try:
+        deployment.config.config()
+    except DeploymentError as err:
+        raise DeploymentError(f"{path}: {err}") from None
+    for i, node in enumerate(deployment.nodes):
+        for field, file in (("token_file", node.token_file), ("ca_file", node.ca_file)):
+            if file is not None and not file.is_file():
+                raise DeploymentError(f"{path}: nodes.{i}.{field}: {file} is not a readable file (node {node.name})")
+    return deployment
+
+
+def is_deployment_file(path: Path) -> bool:
+    """Whether `path` is a deployment file (it lists `nodes`) rather than a testbed pipeline file."""
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return False  # let the loader of the other format say what is wrong
+    return isinstance(raw, dict) and "nodes" in raw
+
+
+def write_deployment(deployment: Deployment, path: Path) -> Path:
+    """Write `deployment` as YAML (the same schema `load_deployment` reads)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(deployment.model_dump(mode="json", exclude_none=True), sort_keys=False))
+    return path
+
+
+def agent_client(node: NodeSpec, *, timeout_s: float = 120.0) -> AgentClient:
+    """A client of `node`'s agent with its token and CA. `OSError` when the token file cannot be read."""
+    token = node.token_file.read_text().strip()
+    return AgentClient(str(node.agent_url).rstrip("/"), token, node.ca_file, timeout_s=timeout_s, node=node.name)
+
+
+def live_pipeline(deployment: Deployment) -> LivePipeline:
+    """One agent client per node and the probe's telemetry in Prometheus, from the deployment alone."""
+    agents = [agent_client(node) for node in deployment.nodes]
+    return LivePipeline(agents, PrometheusTelemetry(str(deployment.prometheus.url).rstrip("/")),
+                        deployment.config.config())
+
+
+def _describe(error: dict) -> str:
+    where = ".".join(str(part) for part in error["loc"])
+    message = error["msg"].removeprefix("Value error, ")
+    return f"{where}: {message}" if where else message

@@ -1,0 +1,40 @@
+"""`pipetune autotune --pipeline` with an operator's deployment file: a node that does not answer is exit 2
+naming it, before Ray starts; a bad file is exit 2 naming the file and field."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+from typer.testing import CliRunner
+
+from cli.main import app
+from tests.conftest import free_ports
+
+runner = CliRunner()
+
+
+def _deployment(tmp_path: Path, **changes: object) -> Path:
+    (closed,) = free_ports(1)
+    (tmp_path / "edge-1.token").write_text("secret\n")
+    doc = {"name": "shop", "nodes": [{"name": "edge-1", "agent_url": f"http://127.0.0.1:{closed}",
+                                      "token_file": "edge-1.token"}],
+           "kafka": {"bootstrap": "127.0.0.1:9", "consumer_group": "shop"},
+           "prometheus": {"url": "http://127.0.0.1:9"}} | changes
+    path = tmp_path / "deployment.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def test_a_node_that_does_not_answer_is_exit_2_naming_it(tmp_path):
+    result = runner.invoke(app, ["autotune", "--pipeline", str(_deployment(tmp_path)), "--windows", "1"])
+    assert result.exit_code == 2
+    said = " ".join(re.sub(r"[│╭╮╰╯─]", " ", result.output).split())  # the message as one line, without rich's box
+    assert "an agent does not answer (node edge-1: agent at http://127.0.0.1:" in said
+
+
+def test_a_bad_deployment_file_is_exit_2_naming_the_field(tmp_path):
+    path = _deployment(tmp_path, latency={"source": "logs"})
+    result = runner.invoke(app, ["autotune", "--pipeline", str(path), "--windows", "1"])
+    assert result.exit_code == 2 and "latency.source" in result.output
