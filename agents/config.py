@@ -13,6 +13,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from models.space import PIPELINE_SPACE, ParamError, Value
+from models.yaml_doc import yaml_mapping
 
 Port = Annotated[int, Field(ge=1, le=65535)]
 
@@ -154,13 +155,11 @@ def load_agent_config(path: Path | str) -> AgentConfig:
     """Read and validate agent.yaml."""
     path = Path(path)
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = yaml_mapping(path.read_text(), str(path), "agent")
     except OSError as err:
         raise AgentConfigError(f"cannot read agent config {path}: {err.strerror}") from None
-    except yaml.YAMLError as err:
-        raise AgentConfigError(f"{path} is not valid YAML: {err}") from None
-    if not isinstance(raw, dict):
-        raise AgentConfigError(f"{path}: expected a mapping of agent fields at the top level")
+    except ValueError as err:
+        raise AgentConfigError(str(err)) from None
     try:
         return AgentConfig.model_validate(raw)
     except ValidationError as err:

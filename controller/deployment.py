@@ -19,6 +19,7 @@ from controller.live import LivePipeline
 from controller.telemetry import PrometheusTelemetry
 from models.presets import preset
 from models.space import PIPELINE_SPACE, Config, ParamError, Value
+from models.yaml_doc import yaml_mapping
 
 
 class DeploymentError(ValueError):
@@ -93,13 +94,11 @@ def load_deployment(path: Path | str) -> Deployment:
     """Read and validate a deployment file (its nodes' token and CA files must be readable)."""
     path = Path(path)
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = yaml_mapping(path.read_text(), str(path), "deployment")
     except OSError as err:
         raise DeploymentError(f"cannot read deployment file {path}: {err.strerror}") from None
-    except yaml.YAMLError as err:
-        raise DeploymentError(f"{path} is not valid YAML: {err}") from None
-    if not isinstance(raw, dict):
-        raise DeploymentError(f"{path}: expected a mapping of deployment fields at the top level")
+    except ValueError as err:
+        raise DeploymentError(str(err)) from None
     try:
         deployment = Deployment.model_validate(raw).resolved(path.resolve().parent)
     except ValidationError as err:

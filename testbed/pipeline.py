@@ -9,11 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from controller.deployment import DeploymentError, StartConfig
 from models.space import Config
+from models.yaml_doc import yaml_mapping
 from testbed.install import cache_dir
 
 DEFAULT_PIPELINE = Path(__file__).resolve().parent / "pipeline.yaml"
@@ -125,13 +125,11 @@ def load_pipeline(path: Path | str = DEFAULT_PIPELINE) -> PipelineSpec:
     """Read and validate a pipeline file."""
     path = Path(path)
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = yaml_mapping(path.read_text(), str(path), "pipeline")
     except OSError as err:
         raise PipelineError(f"cannot read pipeline file {path}: {err.strerror}") from None
-    except yaml.YAMLError as err:
-        raise PipelineError(f"{path} is not valid YAML: {err}") from None
-    if not isinstance(raw, dict):
-        raise PipelineError(f"{path}: expected a mapping of pipeline fields at the top level")
+    except ValueError as err:
+        raise PipelineError(str(err)) from None
     try:
         spec = PipelineSpec.model_validate(raw)
     except ValidationError as err:
