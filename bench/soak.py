@@ -18,8 +18,9 @@ from pathlib import Path
 from rich.console import Console
 from threadpoolctl import threadpool_limits
 
+from controller.daemon import Daemon
 from controller.state import StateStore
-from controller.tuning_run import LearnerSetup, tuning_daemon, tuning_learner, twin_pipeline
+from controller.tuning_run import LearnerSetup, tuning_learner, twin_pipeline
 from models.policy import Policy
 from models.presets import preset
 from models.twin import load
@@ -61,7 +62,7 @@ def main() -> None:
     learner = tuning_learner(LearnerSetup("pipetune", policy, start, cal.topology, args.seed, screen=cal),
                              remote=False)
     pipeline = twin_pipeline(start, cal, WorkloadSpec("steady", args.rate, seed=args.seed), args.windows, args.window)
-    daemon = tuning_daemon(pipeline, learner, policy, args.window, StateStore(directory))
+    daemon = Daemon(pipeline, learner, policy, window_s=args.window, store=StateStore(directory))
     checkpoints = {args.windows // 20, args.windows // 2, args.windows}
     rss: dict[int, float] = {}
     started = last = time.monotonic()

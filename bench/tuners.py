@@ -24,11 +24,12 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
+from controller.daemon import Daemon
 from controller.fresh_windows import measure_fresh
 from controller.pipelines import TwinPipeline
 from controller.ray_learner import start_ray
 from controller.state import Decision
-from controller.tuning_run import LearnerSetup, tuning_daemon, tuning_learner, twin_pipeline
+from controller.tuning_run import LearnerSetup, tuning_learner, twin_pipeline
 from models.learning import Context, Suggestion, TunedCube, tuned_names
 from models.observation import Observation
 from models.policy import Policy
@@ -131,7 +132,7 @@ def run_one(strategy: str, calibration: Calibration, profile: str, rate_eps: flo
     setup = LearnerSetup(strategy, policy, start, calibration.topology, seed, screen=screen_cal)
     learner = TimedLearner(tuning_learner(setup, remote=False))
     pipeline = twin_pipeline(start, calibration, WorkloadSpec(profile, rate_eps, seed=seed), windows, window_s)
-    daemon = tuning_daemon(pipeline, learner, policy, window_s)
+    daemon = Daemon(pipeline, learner, policy, window_s=window_s)
     decisions: list[Decision] = []
     daemon.run(windows, on_decision=decisions.append)
     final = daemon.incumbent.config if daemon.incumbent else pipeline.current()

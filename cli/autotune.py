@@ -19,11 +19,12 @@ from rich.console import Console
 from cli.api import require_token
 from cli.listening import tls_options
 from cli.autotune_view import WindowView, plot_run, print_summary
+from controller.daemon import Daemon
 from controller.fresh_windows import measure_fresh
 from controller.live import LivePipeline
 from controller.pipelines import Pipeline, PipelineUnavailable
 from controller.state import Decision, StateStore
-from controller.tuning_run import LearnerSetup, tuning_daemon, tuning_learner, twin_pipeline
+from controller.tuning_run import LearnerSetup, tuning_learner, twin_pipeline
 from models.listening import ListenFlags
 from models.policy import Policy
 from models.presets import preset
@@ -159,7 +160,7 @@ def autotune_command(
     workload = WorkloadSpec(profile, rate, seed=seed)
     tuned: Pipeline = live or twin_pipeline(start, cal, workload, windows or TWIN_WINDOWS, window)
     started_from = tuned.current()
-    daemon = tuning_daemon(tuned, learner, policy, window, store)
+    daemon = Daemon(tuned, learner, policy, window_s=window, store=store)
     resumed = daemon.resume()
     if api_port is not None:
         from api.server import serve_state_in_thread  # FastAPI loads only when the API is asked for

@@ -1,5 +1,5 @@
-"""Assembling a tuning run: the learner (with its twin screen), the twin pipeline fed a workload, and the
-daemon over them. `pipetune autotune` and `bench.tuners` both build their runs here, so the benchmark
+"""Assembling a tuning run: the learner (with its twin screen) and the twin pipeline fed a workload, which
+the daemon then drives. `pipetune autotune` and `bench.tuners` both build their runs here, so the benchmark
 measures the daemon users run.
 """
 
@@ -7,9 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from controller.daemon import Daemon
-from controller.pipelines import Pipeline, TwinPipeline
-from controller.state import StateStore
+from controller.pipelines import TwinPipeline
 from models.learning import Learner, TunedCube, tuned_names
 from models.policy import Policy
 from models.screen import TwinScreen
@@ -60,8 +58,3 @@ def twin_pipeline(start: Config, calibration: Calibration, workload: WorkloadSpe
     spec = replace(workload, duration_s=twin_load_s(windows, window_s))
     return TwinPipeline(start, build_schedule(spec).schedule.times_s, calibration, seed=workload.seed)
 
-
-def tuning_daemon(pipeline: Pipeline, learner: Learner, policy: Policy, window_s: float,
-                  store: StateStore | None = None) -> Daemon:
-    """The daemon tuning `pipeline` with `learner`, each decision explained by the learner's own suggestion."""
-    return Daemon(pipeline, learner, policy, window_s=window_s, store=store)

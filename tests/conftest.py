@@ -53,6 +53,17 @@ def _write_pipeline(directory: Path, name: str, **changes: object) -> Path:
     return path
 
 
+def write_deployment(directory: Path, agent_url: str, **changes: object) -> Path:
+    """A deployment file with one node, `edge-1`, at `agent_url` (its token beside it), and `changes`."""
+    (directory / "edge-1.token").write_text("secret\n")
+    doc = {"name": "shop", "nodes": [{"name": "edge-1", "agent_url": agent_url, "token_file": "edge-1.token"}],
+           "kafka": {"bootstrap": "kafka-1:9092", "consumer_group": "shop-indexer"},
+           "prometheus": {"url": "http://127.0.0.1:9"}} | changes
+    path = directory / "deployment.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
 @pytest.fixture(scope="session")
 def make_pipeline():
     """Writes a pipeline file like the default one, with free ports and its run dir in a given directory."""

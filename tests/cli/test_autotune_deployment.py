@@ -6,25 +6,17 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import yaml
 from typer.testing import CliRunner
 
 from cli.main import app
-from tests.conftest import free_ports
+from tests.conftest import free_ports, write_deployment
 
 runner = CliRunner()
 
 
 def _deployment(tmp_path: Path, **changes: object) -> Path:
     (closed,) = free_ports(1)
-    (tmp_path / "edge-1.token").write_text("secret\n")
-    doc = {"name": "shop", "nodes": [{"name": "edge-1", "agent_url": f"http://127.0.0.1:{closed}",
-                                      "token_file": "edge-1.token"}],
-           "kafka": {"bootstrap": "127.0.0.1:9", "consumer_group": "shop"},
-           "prometheus": {"url": "http://127.0.0.1:9"}} | changes
-    path = tmp_path / "deployment.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    return path
+    return write_deployment(tmp_path, f"http://127.0.0.1:{closed}", **changes)
 
 
 def test_a_node_that_does_not_answer_is_exit_2_naming_it(tmp_path):

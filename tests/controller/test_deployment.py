@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 
 from controller.daemon import Daemon
 from controller.deployment import DeploymentError, is_deployment_file, live_pipeline, load_deployment
@@ -14,18 +13,11 @@ from models.observation import Observation
 from models.policy import Policy
 from models.space import PIPELINE_SPACE
 from tests.controller.test_daemon import Scripted
-from tests.conftest import free_ports
+from tests.conftest import free_ports, write_deployment
 
 
 def _write(tmp_path: Path, **changes: object) -> Path:
-    (tmp_path / "edge-1.token").write_text("secret\n")
-    doc = {"name": "shop", "nodes": [{"name": "edge-1", "agent_url": "https://127.0.1.1:8765",
-                                      "token_file": "edge-1.token"}],
-           "kafka": {"bootstrap": "kafka-1:9092", "consumer_group": "shop-indexer"},
-           "prometheus": {"url": "http://127.0.0.1:9090"}} | changes
-    path = tmp_path / "deployment.yaml"
-    path.write_text(yaml.safe_dump(doc))
-    return path
+    return write_deployment(tmp_path, "https://127.0.1.1:8765", **changes)
 
 
 def test_a_deployment_file_loads_with_paths_relative_to_it(tmp_path):

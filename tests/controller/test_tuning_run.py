@@ -2,7 +2,8 @@
 
 import pytest
 
-from controller.tuning_run import LearnerSetup, tuning_daemon, tuning_learner, twin_load_s, twin_pipeline
+from controller.daemon import Daemon
+from controller.tuning_run import LearnerSetup, tuning_learner, twin_load_s, twin_pipeline
 from models.policy import Policy
 from models.presets import preset
 from models.twin import load
@@ -18,7 +19,7 @@ def test_a_short_run_on_the_twin_goes_to_the_end_with_load_in_every_window() -> 
     policy = Policy()
     setup = LearnerSetup("random", policy, preset("defaults"), calibration.topology, seed=1)
     pipeline = twin_pipeline(preset("defaults"), calibration, WorkloadSpec(Profile.steady, 300.0, seed=1), 3, 10.0)
-    daemon = tuning_daemon(pipeline, tuning_learner(setup, remote=False), policy, 10.0)
+    daemon = Daemon(pipeline, tuning_learner(setup, remote=False), policy, window_s=10.0)
     decisions = []
     assert daemon.run(3, on_decision=decisions.append) == 3
     assert len(decisions) == 3
