@@ -16,7 +16,7 @@ import yaml
 from agents import filebeat_patch
 from agents.adapter import Applied, Health, Runtime, ValidationFailed, read_text, restart_if_needed, run_check
 from agents.filebeat_patch import FilebeatFiles, InputSelector
-from agents.yaml_patch import YamlPatchError
+from agents.yaml_patch import YamlPatchError, key_splits
 from models.space import PIPELINE_PARAMS, ChangeCost, Config, Param
 
 PARAMS = tuple(p for p in PIPELINE_PARAMS if p.component == "filebeat")  # costs as where inputs reload live
@@ -92,14 +92,12 @@ class FilebeatAdapter:
 def _located(mapping: dict, dotted: str) -> tuple[dict, str] | None:
     """The mapping and key where `dotted` is written, however it is split between nesting and dots
     (as Beats reads it); None when it is not written."""
-    parts = dotted.split(".")
-    for i in range(len(parts), 0, -1):
-        key = ".".join(parts[:i])
+    for key, rest in key_splits(dotted):
         if key in mapping:
-            if i == len(parts):
+            if not rest:
                 return mapping, key
             if isinstance(mapping[key], dict):
-                found = _located(mapping[key], ".".join(parts[i:]))
+                found = _located(mapping[key], rest)
                 if found is not None:
                     return found
     return None

@@ -52,18 +52,23 @@ def line_of(node: Node) -> int:
     return node.start_mark.line + 1
 
 
+def key_splits(dotted: str) -> list[tuple[str, str]]:
+    """The ways Beats reads `dotted` as a key written here and the rest of it nested below, longest key
+    first: `a.b.c` is ("a.b.c", ""), ("a.b", "c"), ("a", "b.c")."""
+    parts = dotted.split(".")
+    return [(".".join(parts[:i]), ".".join(parts[i:])) for i in range(len(parts), 0, -1)]
+
+
 def lookup(mapping: MappingNode, dotted: str) -> Node | None:
     """The value node of `dotted` in `mapping`, however the key is split between nesting and dots."""
-    parts = dotted.split(".")
-    for i in range(len(parts), 0, -1):
-        key = ".".join(parts[:i])
+    for key, rest in key_splits(dotted):
         for key_node, value_node in mapping.value:
             if key_node.value != key:
                 continue
-            if i == len(parts):
+            if not rest:
                 return value_node
             if isinstance(value_node, MappingNode):
-                found = lookup(value_node, ".".join(parts[i:]))
+                found = lookup(value_node, rest)
                 if found is not None:
                     return found
     return None
