@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import httpx
 import pytest
@@ -162,11 +163,7 @@ def test_pipetune_api_serves_a_state_dir_on_loopback(tmp_path: Path) -> None:
     try:
         url = f"http://127.0.0.1:{port}"
         # Until it answers, however long its imports take on a busy machine (seconds already on an idle one).
-        deadline = time.monotonic() + 120
-        while not _answers(url + "/healthz"):
-            assert proc.poll() is None, "pipetune api exited before answering"
-            assert time.monotonic() < deadline, "pipetune api did not answer within 120 s"
-            time.sleep(0.05)
+        _wait(lambda: _answers(url + "/healthz"), proc)
         result = runner.invoke(app, ["pause", "--url", url, "--token-file", str(token_file)])
         assert result.exit_code == 0, result.output
         assert StateStore(tmp_path).paused()
@@ -180,26 +177,33 @@ def test_pipetune_api_serves_a_state_dir_on_loopback(tmp_path: Path) -> None:
 def test_autotune_serves_the_api_from_the_daemons_process(tmp_path: Path) -> None:
     port = free_ports(1)[0]
     url = f"http://127.0.0.1:{port}"
+    state = StateStore(tmp_path / "state")
+    # far more windows than the test needs: it ends the run itself, so no window count can race the pause
     proc = subprocess.Popen([sys.executable, "-c", "from cli.main import app; app()", "autotune",
-                             "--windows", "4", "--window", "10", "--speed", "2", "--profile", "steady",
-                             "--state-dir", str(tmp_path / "state"), "--api-port", str(port)],
+                             "--windows", "1000", "--window", "10", "--speed", "2", "--profile", "steady",
+                             "--state-dir", str(state.dir), "--api-port", str(port)],
                             env={**os.environ, "PIPETUNE_API_TOKEN": TOKEN},
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        for _ in range(1200):  # Ray starts first
-            try:
-                if httpx.get(url + "/healthz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.1)
+        _wait(lambda: _answers(url + "/healthz"), proc)  # Ray starts first
         assert "pipetune_component_restarts_total" in httpx.get(url + "/metrics").text  # the daemon's own registry
         assert cli(url, "pause").exit_code == 0
+        _wait(lambda: any(d["action"] == "paused" for d in state.decisions()), proc)
+        proc.send_signal(signal.SIGTERM)
         log = proc.communicate(timeout=300)[0]
     finally:
         proc.kill()
     assert proc.returncode == 0, log[-3000:]
-    actions = [d["action"] for d in StateStore(tmp_path / "state").decisions()]
-    assert "paused" in actions and TOKEN not in log
+    assert TOKEN not in log
+
+
+def _wait(condition: Callable[[], bool], proc: subprocess.Popen, timeout_s: float = 180.0) -> None:
+    """Poll `condition` until it holds; fail at once if `proc` exits, or after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert proc.poll() is None, f"autotune exited early ({proc.returncode}): {proc.communicate()[0][-3000:]}"
+        assert time.monotonic() < deadline, f"not within {timeout_s:.0f} s"
+        time.sleep(0.2)
 
 
 def test_api_off_loopback_needs_tls_or_insecure_http(tmp_path: Path) -> None:
