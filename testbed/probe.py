@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from agents.kafka_client import FILE as CONSUMER_PROPERTIES
+from models.event_time import COMBINED_TIME_REGEX
 from testbed.filebeat_layout import filebeat_layout, filebeat_pid_file
 from testbed.pipeline import PipelineSpec
 from testbed.processes import Service, pid_file
@@ -21,6 +22,21 @@ def probe_config_dir(spec: PipelineSpec) -> Path:
 def probe_pid_file(spec: PipelineSpec) -> Path:
     """Where the agent's process runtime records the probe it started."""
     return spec.resolved_run_dir() / "agent" / "state" / "probe" / "run" / "probe.pid.json"
+
+
+def clock_offsets_file(spec: PipelineSpec) -> Path:
+    """The per-node clock offsets the probe applies (written by whoever estimates them)."""
+    return spec.resolved_run_dir() / "probe" / "clock-offsets.json"
+
+
+def event_time_arguments(log_format: str) -> tuple[str, ...]:
+    """Where the probe reads the write time of the testbed's log lines, by the replay's format."""
+    if log_format == "combined":
+        return ("--event-time-regex", COMBINED_TIME_REGEX, "--event-time-format", "time_local")
+    if log_format == "nginx-json":
+        return ("--event-time-field", "msec", "--event-time-format", "epoch_s")
+    # pipetune's own events: the ledger accounts for every request_id, so every event is read.
+    return ("--event-time-field", "ts_nginx", "--event-time-format", "epoch_s", "--sample-above-eps", "0")
 
 
 def probe_service(spec: PipelineSpec) -> Service:
@@ -37,7 +53,7 @@ def probe_service(spec: PipelineSpec) -> Service:
             "--consumer-properties", str(probe_config_dir(spec) / CONSUMER_PROPERTIES),
             "--filebeat-stats-url", f"http://127.0.0.1:{spec.filebeat.http_port}/stats",
             "--filebeat-data", str(filebeat_layout(spec).home_dir / "data"), "--log-path", str(spec.log_path()),
-            *cpu_of)
+            *event_time_arguments(spec.log.format), "--clock-offsets", str(clock_offsets_file(spec)), *cpu_of)
     return Service("probe", argv, run, pid_path=probe_pid_file(spec))
 
 
