@@ -8,7 +8,9 @@ import sys
 from pathlib import Path
 
 from agents.kafka_client import FILE as CONSUMER_PROPERTIES
-from models.event_time import COMBINED_TIME_REGEX
+from agents.probe.consumer import REPLAY_EVENT_TIME
+from models.event_time import COMBINED_TIME_REGEX, EventTimeSpec
+from replay.events import STAMPED_FORMATS
 from testbed.filebeat_layout import filebeat_layout, filebeat_pid_file
 from testbed.pipeline import PipelineSpec
 from testbed.processes import Service, pid_file
@@ -29,14 +31,22 @@ def clock_offsets_file(spec: PipelineSpec) -> Path:
     return spec.resolved_run_dir() / "probe" / "clock-offsets.json"
 
 
-def event_time_arguments(log_format: str) -> tuple[str, ...]:
-    """Where the probe reads the write time of the testbed's log lines, by the replay's format."""
+def event_time_spec(log_format: str) -> EventTimeSpec:
+    """Where the write time of the testbed's log lines is, by the replay's format."""
     if log_format == "combined":
-        return ("--event-time-regex", COMBINED_TIME_REGEX, "--event-time-format", "time_local")
+        return EventTimeSpec("time_local", regex=COMBINED_TIME_REGEX)
     if log_format == "nginx-json":
-        return ("--event-time-field", "msec", "--event-time-format", "epoch_s")
+        return EventTimeSpec("epoch_s", field="msec")
+    return REPLAY_EVENT_TIME
+
+
+def event_time_arguments(log_format: str) -> tuple[str, ...]:
+    """The probe's flags for `event_time_spec`."""
+    spec = event_time_spec(log_format)
+    where = ("--event-time-field", spec.field) if spec.field else ("--event-time-regex", str(spec.regex))
     # pipetune's own events: the ledger accounts for every request_id, so every event is read.
-    return ("--event-time-field", "ts_nginx", "--event-time-format", "epoch_s", "--sample-above-eps", "0")
+    every = ("--sample-above-eps", "0") if log_format in STAMPED_FORMATS else ()
+    return (*where, "--event-time-format", spec.format, *every)
 
 
 def probe_service(spec: PipelineSpec) -> Service:

@@ -95,23 +95,35 @@ def test_a_finished_run_is_not_carried_over_and_a_missing_checkpoint_is_a_fresh_
     assert Ledger.load(tmp_path / "absent", 5.0).arrivals("run-a") == 0
 
 
-def test_lag_unknown_for_a_pass_keeps_the_last_value_instead_of_stopping_the_probe():
-    from confluent_kafka import KafkaError, KafkaException, TopicPartition
+def test_lag_comes_from_the_last_fetch_without_asking_the_broker():
+    """The end of the partition as the last fetch told it: asking the broker would block the consume loop
+    behind a long fetch.wait.max.ms, and delay (so mis-measure) every record waiting meanwhile."""
+    from confluent_kafka import TopicPartition
 
-    from agents.probe.consumer import Probe
+    from agents.probe.consumer import Probe, RecordReader
 
-    class BlockedBehindAFetch:  # librdkafka's answer while a long fetch.wait.max.ms holds the connection
+    class Consumer:
+        def __init__(self, high):
+            self.high = high
+
         def assignment(self):
             return [TopicPartition("t", 0)]
 
-        def get_watermark_offsets(self, *args, **kwargs):
-            raise KafkaException(KafkaError(KafkaError._TIMED_OUT))
+        def get_watermark_offsets(self, part, cached=False):
+            assert cached, "a broker request would block the consume loop"
+            return 0, self.high
+
+        def position(self, parts):
+            return [TopicPartition("t", 0, 60)]
 
     probe = Probe.__new__(Probe)
-    probe.consumer, probe.metrics = BlockedBehindAFetch(), ProbeMetrics()
-    probe.metrics.lag.set(42)
+    probe.reader = RecordReader(ProbeMetrics(), Ledger(late_after_s=1.0))
+    probe.consumer = Consumer(high=-1001)  # librdkafka's "not known yet", before the first fetch
+    probe.reader.metrics.lag.set(42)
     assert probe.update_lag() is None
-    assert probe.metrics.registry.get_sample_value("pipetune_kafka_consumer_lag_events") == 42
+    assert probe.reader.metrics.registry.get_sample_value("pipetune_kafka_consumer_lag_events") == 42
+    probe.consumer = Consumer(high=100)
+    assert probe.update_lag() == 40
 
 
 def test_runs_whose_lines_carry_no_request_id_are_not_accounted(tmp_path):
