@@ -27,7 +27,9 @@ import math
 import multiprocessing as mp
 import re
 import secrets
+import signal
 import socket
+import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -303,6 +305,7 @@ def main() -> None:
                              "is the agent's count of lines appended to the harvested files")
     parser.add_argument("--out", type=Path, default=ROOT / "docs/evidence/bench")
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a stop still brings its testbed down
     configs = {name: contenders()[name] for name in args.configs.split(",")}
     rates = [float(r) for r in args.rates.split(",")]
     rows: list[Row] = []

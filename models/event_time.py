@@ -13,6 +13,7 @@ optimised (`resolution_floor_s`).
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -136,6 +137,7 @@ def _iso8601(text: str, zone: timezone | ZoneInfo) -> EventTime:
     return EventTime(stamp.timestamp(), resolution)
 
 
+@functools.lru_cache(maxsize=256)  # a busy log repeats each second's stamp thousands of times
 def _time_local(text: str) -> EventTime:
     m = _TIME_LOCAL.match(text.strip())
     if m is None:
