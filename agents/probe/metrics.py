@@ -2,7 +2,7 @@
 
 The contract telemetry reads (names as exported; counters carry Prometheus' `_total`):
 
-- `pipetune_e2e_latency_seconds{stage, source, node}` histogram (`LATENCY_BUCKETS_S`). `source` is
+- `pipetune_e2e_latency_seconds{stage, source, node}` histogram (`LATENCY_BUCKETS_S`, 62 buckets, 1 ms-120 s). `source` is
   `event_time` (the line's own write time, read by the probe's `EventTimeSpec`: on the testbed the
   replay's `ts_nginx`, epoch seconds) or `canary` (an agent's heartbeat line). `stage` is `e2e` (write →
   consumed) or a hop: `filebeat_read` (write → Filebeat's `@timestamp`), `filebeat_publish` (→ Kafka's
@@ -37,9 +37,11 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.core import HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-# Fine enough between 5 ms and 2 s for histogram_quantile's interpolation to resolve what tuning moves.
-LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15,
-                     0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 60.0, 120.0)
+# The E12 series (ratio ~1.2) from 1 ms to 120 s: histogram_quantile interpolates linearly inside a
+# bucket, and the 30 coarser buckets before (1-1.5-2-3 s) put a P95 up to 20-30 % off on the testbed
+# (docs/evidence/bench/measurement-run1-30-buckets.txt).
+_E12 = (1.0, 1.2, 1.5, 1.8, 2.2, 2.7, 3.3, 3.9, 4.7, 5.6, 6.8, 8.2)
+LATENCY_BUCKETS_S = (*(round(m * 10.0 ** d, 4) for d in range(-3, 2) for m in _E12), 100.0, 120.0)
 EVENT_TIME, CANARY = "event_time", "canary"
 
 
