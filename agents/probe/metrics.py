@@ -2,14 +2,15 @@
 
 The contract telemetry reads (names as exported; counters carry Prometheus' `_total`):
 
-- `pipetune_e2e_latency_seconds{stage, source, node}` histogram (`LATENCY_BUCKETS_S`, 62 buckets, 1 ms-120 s). `source` is
-  `event_time` (the line's own write time, read by the probe's `EventTimeSpec`: on the testbed the
-  replay's `ts_nginx`, epoch seconds) or `canary` (an agent's heartbeat line). `stage` is `e2e` (write →
-  consumed) or a hop: `filebeat_read` (write → Filebeat's `@timestamp`), `filebeat_publish` (→ Kafka's
-  record timestamp), `kafka_consume` (→ consumed). `node` is Filebeat's `host.name`, else `agent.name`,
-  else "" (a canary: the node its agent names). A query that sums by `le` must filter on `source`.
-  Write times are corrected by the node's clock offset; with sampling on, one event in
-  `pipetune_sampling_stride` is observed.
+- `pipetune_e2e_latency_seconds{stage, source, node}` histogram (`LATENCY_BUCKETS_S`: 62, 1 ms-120 s).
+  `source` is `event_time` (the line's own write time, read by the probe's `EventTimeSpec`: on the
+  testbed the replay's `ts_nginx`, epoch seconds) or `canary` (an agent's heartbeat line). `stage` is
+  `e2e` (write → consumed) or a hop: `filebeat_read` (write → Filebeat's `@timestamp`),
+  `filebeat_publish` (→ Kafka's record timestamp), `kafka_consume` (→ consumed). `node` is Filebeat's
+  `host.name`, else `agent.name`, else "" (a canary: the node its agent names). A query that sums by
+  `le` must filter on `source`. Write times are corrected by the node's clock offset; with sampling
+  on, one event in `pipetune_sampling_stride` is observed. A probe that falls behind (CPU-starved)
+  adds its own delay: it shows in the `kafka_consume` stage and `pipetune_kafka_consumer_lag_events`.
 - `pipetune_records_total`: every record consumed, parsed or not, canaries included.
 - `pipetune_events_total`: events with a usable event time inside the window's range (neither untimed
   nor backfill; canaries not included). With sampling, each observed event adds the stride.
@@ -20,7 +21,8 @@ The contract telemetry reads (names as exported; counters carry Prometheus' `_to
   (1 for `time_local`, 0.001 for `$msec`); P95s below twice it cannot be judged
   (`models.event_time.below_resolution`).
 - `pipetune_canary_received_total{node}`, `pipetune_canary_lost_total{node}` (a gap still open after
-  `--canary-grace-s`), `pipetune_canary_duplicate_total{node}`.
+  `--canary-grace-s`), `pipetune_canary_duplicate_total{node}`. Loss needs all of a node's canaries in
+  one probe: with several probe members, key the topic's partitioning by host.
 - `pipetune_clock_offset_seconds{node}`: the offset (node clock − probe clock) the probe applies.
 - Also: `pipetune_unparsed_events_total` (records that are not JSON events), the replay ledger's
   `pipetune_duplicate_events_total`, `pipetune_late_events_total`, `pipetune_lost_events_total`, and
