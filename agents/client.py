@@ -62,6 +62,10 @@ class AgentClient:
             raise AgentError(response.status_code, body)
         return body
 
+    def clock(self) -> float:
+        """The node's clock (epoch seconds) as its agent read it."""
+        return float(self._json(self._http.get("/clock"))["time_s"])  # type: ignore[index]
+
     def components(self) -> list[dict]:
         """Every component's version, params, health and runtime."""
         return self._json(self._http.get("/components"))  # type: ignore[return-value]

@@ -7,7 +7,9 @@ compared in constant time and never logged.
 from __future__ import annotations
 
 import hmac
+import socket
 import threading
+import time
 from contextlib import asynccontextmanager
 from dataclasses import asdict
 from pathlib import Path
@@ -20,6 +22,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, Field
 
 from agents.adapter import Adapter, ConfigStore, Runtime
+from agents.canary import CanaryWriter
 from agents.component import ChangeRefused, ManagedComponent
 from agents.config import (AgentConfig, Component, DockerRuntimeSpec, FilebeatComponent, KafkaBrokerComponent,
                            KafkaConsumerComponent, KafkaProducerComponent, LogstashComponent)
@@ -90,6 +93,15 @@ def build_components(config: AgentConfig) -> dict[str, ManagedComponent]:
     return components
 
 
+def canary_writer(agent_config: AgentConfig) -> CanaryWriter | None:
+    """The canary writer agent.yaml asks for (its sequence kept in the state directory), or None."""
+    spec = agent_config.canary
+    if spec is None:
+        return None
+    return CanaryWriter(spec.path, spec.node or socket.gethostname(), spec.canary_eps,
+                        agent_config.state_dir / "canary")
+
+
 def create_app(agent_config: AgentConfig, token: str, components: dict[str, ManagedComponent] | None = None
                ) -> FastAPI:
     """The agent's FastAPI app; components are started (brought to their current version) on startup."""
@@ -112,7 +124,12 @@ def create_app(agent_config: AgentConfig, token: str, components: dict[str, Mana
 
         thread = threading.Thread(target=supervise, name="pipetune-agent-supervisor", daemon=True)
         thread.start()
+        canary = canary_writer(agent_config)
+        if canary is not None:
+            canary.start()
         yield
+        if canary is not None:
+            canary.stop()
         stop.set()
         thread.join()
 
@@ -128,6 +145,11 @@ def create_app(agent_config: AgentConfig, token: str, components: dict[str, Mana
         if name not in managed:
             raise HTTPException(404, f"no component {name!r}; this agent manages {', '.join(managed)}")
         return managed[name]
+
+    @app.get("/clock")
+    def clock() -> dict:
+        """This node's clock, for the controller's offset estimate (NTP-style: it times the round trip)."""
+        return {"time_s": time.time()}
 
     @app.get("/components")
     def list_components() -> list[dict]:

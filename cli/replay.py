@@ -38,6 +38,8 @@ class ArrivalMode(str, Enum):
 class LogFormat(str, Enum):
     json = "json"
     multiline_json = "multiline-json"
+    combined = "combined"
+    nginx_json = "nginx-json"
 
 
 # The `WorkloadSpec` field each flag sets, so a library error names the flag the user typed.
@@ -208,7 +210,7 @@ def replay_command(
                                                          "NORMAL_S:BURST_S (default 20:5)."),
     arrivals_mode: ArrivalMode = typer.Option(ArrivalMode.uniform, "--arrivals",
                                               help="Even spacing (the paper's generator) or Poisson arrivals."),
-    out: Optional[Path] = typer.Option(None, help="Sink: append nginx-style JSON lines to this file."),
+    out: Optional[Path] = typer.Option(None, help="Sink: append the events (--format) to this file."),
     rotate_bytes: int = typer.Option(0, help="--out: rotate like logrotate past this size (0: never)."),
     rotate_keep: int = typer.Option(0, help="--out: rotated files kept (0: all)."),
     http: Optional[str] = typer.Option(None, help="Sink: send each event as its HTTP request to this base URL."),
@@ -216,7 +218,8 @@ def replay_command(
     producer_properties_file: Optional[Path] = typer.Option(
         None, "--producer-properties", help="--kafka: librdkafka producer properties (name=value lines), read at start."),
     stdout: bool = typer.Option(False, "--stdout", help="Sink: write the events to standard output."),
-    log_format: LogFormat = typer.Option(LogFormat.json, "--format", help="Single-line or the paper's multi-line JSON."),
+    log_format: LogFormat = typer.Option(LogFormat.json, "--format", help="pipetune's JSON event (single-line or the paper's multi-line), or lines with no "
+                                     "pipetune field: Apache/nginx combined (time_local, 1 s) or nginx JSON ($msec)."),
     seed: int = typer.Option(0, help="Seed of the arrival process and the shop users."),
     processes: int = typer.Option(1, help="Spread the schedule over this many processes."),
     run_id: Optional[str] = typer.Option(None, help="Prefix of every request_id (default: random)."),

@@ -110,6 +110,15 @@ class LearnerReport(BaseModel):
     last_reason: str
 
 
+class ClockOffsetReport(BaseModel):
+    """A node's clock minus the controller's, as last estimated (controller/clocks.py)."""
+
+    offset_s: float
+    error_s: float = Field(description="half the round trip it was measured over: the true offset is within")
+    measured_at: float
+    warning: str | None = Field(None, description="set above 50 ms: latencies from this node are corrected by it")
+
+
 class Status(BaseModel):
     """The daemon's report of itself (status.json); null fields until it has run a window."""
 
@@ -125,6 +134,7 @@ class Status(BaseModel):
     guardrail: GuardrailReport | None = None
     learner: LearnerReport | None = None
     overrides: list[OverrideReport] = Field(default_factory=list)
+    clock_offsets: dict[str, ClockOffsetReport] = Field(default_factory=dict, description="node -> its clock offset")
 
 
 @dataclass

@@ -1,22 +1,33 @@
 """Event bodies: what each replayed request says, rendered ahead of time, stamped at write time.
 
-An event is one nginx-style JSON object: `request_id`, `ts_scheduled`, the request fields, and
-`ts_nginx` last. Everything but `ts_nginx` is rendered before the event is due, so the write path
-only appends the stamp: `ts_nginx` is the actual write time (epoch seconds, ms resolution), as nginx
-writes `$msec`.
+Everything but the write stamp is rendered before the event is due, so the write path only inserts
+it. The stamp is the actual write time, truncated as nginx truncates it. Formats:
+- `json` / `multiline-json`: pipetune's own event, an nginx-style JSON object with `request_id`,
+  `ts_scheduled`, the request fields, and `ts_nginx` last (epoch seconds, ms: nginx's `$msec`); the
+  probe's ledger accounts for every `request_id`.
+- `combined`: the Apache/nginx default access-log line, `time_local` at 1 s resolution.
+- `nginx-json`: what an operator's nginx JSON `log_format` writes: `msec` first, then `remote_addr`,
+  `request`, `status`, `body_bytes_sent`, `request_time`, `http_user_agent`.
+The last two carry no pipetune field. Their URIs end in a unique `req=` query parameter (as real
+access logs have unique-ish URIs) so a bench can match what arrived to when it was written; the probe
+reads only the line's time.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 from dataclasses import dataclass
 from typing import Iterator, Protocol
 
+from models.event_time import format_time_local
 from replay.trace import TraceRecord
 
 REQUEST_ID_FORMAT = "{run_id}-{seq:08d}"
-FORMATS = ("json", "multiline-json")
+FORMATS = ("json", "multiline-json", "combined", "nginx-json")
+STAMPED_FORMATS = ("json", "multiline-json")  # lines that carry request_id and ts_nginx
+TRUTH_PARAM = "req"  # the query parameter of a stamp-free line that names its request_id
 
 
 class RequestSource(Protocol):
@@ -37,6 +48,18 @@ class TraceRequests:
                 "bytes": r.bytes, "rt": r.rt, "remote_addr": r.remote_addr, "user_agent": r.user_agent}
 
 
+@functools.lru_cache(maxsize=8)
+def msec(ts_s: float) -> str:
+    """nginx's `$msec`: epoch seconds with the milliseconds truncated, not rounded."""
+    ms = int(ts_s * 1000)
+    return f"{ms // 1000}.{ms % 1000:03d}"
+
+
+@functools.lru_cache(maxsize=8)
+def _time_local(ts_s: float) -> str:
+    return format_time_local(ts_s)
+
+
 @dataclass(frozen=True)
 class PreparedEvent:
     """An event rendered up to its write stamp."""
@@ -44,18 +67,39 @@ class PreparedEvent:
     seq: int
     request_id: str
     fields: dict
-    head: str  # the JSON text up to the `ts_nginx` member
-    tail: str  # what closes the object after the stamp
+    head: str  # the text up to the stamp
+    tail: str  # what follows the stamp
+    fmt: str = "json"
 
     def text(self, ts_nginx: float) -> str:
         """The event as written to a log: one line, or the multi-line JSON object."""
-        return f'{self.head}"ts_nginx": {ts_nginx:.3f}{self.tail}'
+        if self.fmt == "combined":
+            return f"{self.head}{_time_local(ts_nginx)}{self.tail}"
+        if self.fmt == "nginx-json":
+            return f"{self.head}{msec(ts_nginx)}{self.tail}"
+        return f'{self.head}"ts_nginx": {msec(ts_nginx)}{self.tail}'
+
+
+def traced_uri(uri: str, request_id: str) -> str:
+    """The URI with the request's unique query parameter appended."""
+    return f"{uri}{'&' if '?' in uri else '?'}{TRUTH_PARAM}={request_id}"
 
 
 def prepare(seq: int, run_id: str, ts_scheduled: float, fields: dict, fmt: str) -> PreparedEvent:
     """Render everything of an event but its write stamp."""
     request_id = REQUEST_ID_FORMAT.format(run_id=run_id, seq=seq)
+    if fmt in ("combined", "nginx-json"):
+        method, uri = fields.get("method", "GET"), traced_uri(fields.get("uri", "/"), request_id)
+        addr, agent = fields.get("remote_addr") or "127.0.0.1", fields.get("user_agent") or "-"
+        status, size = fields.get("status", 200), fields.get("bytes", 0)
+        if fmt == "combined":
+            agent = agent.replace('"', "'")
+            return PreparedEvent(seq, request_id, fields, f"{addr} - - [",
+                                 f'] "{method} {uri} HTTP/1.1" {status} {size} "-" "{agent}"\n', fmt)
+        rest = {"remote_addr": addr, "request": f"{method} {uri} HTTP/1.1", "status": status,
+                "body_bytes_sent": size, "request_time": fields.get("rt", 0.0), "http_user_agent": agent}
+        return PreparedEvent(seq, request_id, fields, '{"msec": "', '", ' + json.dumps(rest)[1:] + "\n", fmt)
     doc = {"request_id": request_id, "ts_scheduled": round(ts_scheduled, 3), **fields}
     if fmt == "multiline-json":
-        return PreparedEvent(seq, request_id, doc, json.dumps(doc, indent=2)[:-2] + ",\n  ", "\n}\n")
-    return PreparedEvent(seq, request_id, doc, json.dumps(doc)[:-1] + ", ", "}\n")
+        return PreparedEvent(seq, request_id, doc, json.dumps(doc, indent=2)[:-2] + ",\n  ", "\n}\n", fmt)
+    return PreparedEvent(seq, request_id, doc, json.dumps(doc)[:-1] + ", ", "}\n", fmt)

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from replay.engine import ReplayResult
-from replay.events import REQUEST_ID_FORMAT
+from replay.events import REQUEST_ID_FORMAT, STAMPED_FORMATS
 
 
 def build_manifest(result: ReplayResult, fmt: str, sink: str) -> dict:
@@ -16,6 +16,8 @@ def build_manifest(result: ReplayResult, fmt: str, sink: str) -> dict:
 
     Request ids are `REQUEST_ID_FORMAT` over the contiguous range `first_seq..last_seq`;
     `failed_request_ids` lists those the sink could not deliver (HTTP errors, Kafka send failures).
+    `request_ids_in_lines` is false for the formats whose lines carry no request_id (combined,
+    nginx-json): the probe then has nothing to account for.
     """
     seconds = int(np.ceil(result.duration_s))
     per_second = np.bincount(np.floor(result.sent_at_s).astype(int), minlength=seconds)
@@ -25,6 +27,7 @@ def build_manifest(result: ReplayResult, fmt: str, sink: str) -> dict:
         "seed": result.schedule.seed,
         "events": result.events,
         "request_id_format": REQUEST_ID_FORMAT,
+        "request_ids_in_lines": fmt in STAMPED_FORMATS,
         "first_seq": 0,
         "last_seq": result.events - 1,
         "per_second": per_second.tolist(),

@@ -45,7 +45,7 @@ class KafkaSpec(_Spec):
 
 class LogSpec(_Spec):
     path: Path = Field(description="the replayed access log; relative paths are under the run dir")
-    format: Literal["json", "multiline-json"] = "json"
+    format: Literal["json", "multiline-json", "combined", "nginx-json"] = "json"
 
 
 class FilebeatSpec(_Spec):

@@ -8,6 +8,9 @@ import sys
 from pathlib import Path
 
 from agents.kafka_client import FILE as CONSUMER_PROPERTIES
+from agents.probe.consumer import REPLAY_EVENT_TIME
+from models.event_time import COMBINED_TIME_REGEX, EventTimeSpec
+from replay.events import STAMPED_FORMATS
 from testbed.filebeat_layout import filebeat_layout, filebeat_pid_file
 from testbed.pipeline import PipelineSpec
 from testbed.processes import Service, pid_file
@@ -21,6 +24,29 @@ def probe_config_dir(spec: PipelineSpec) -> Path:
 def probe_pid_file(spec: PipelineSpec) -> Path:
     """Where the agent's process runtime records the probe it started."""
     return spec.resolved_run_dir() / "agent" / "state" / "probe" / "run" / "probe.pid.json"
+
+
+def clock_offsets_file(spec: PipelineSpec) -> Path:
+    """The per-node clock offsets the probe applies (written by whoever estimates them)."""
+    return spec.resolved_run_dir() / "probe" / "clock-offsets.json"
+
+
+def event_time_spec(log_format: str) -> EventTimeSpec:
+    """Where the write time of the testbed's log lines is, by the replay's format."""
+    if log_format == "combined":
+        return EventTimeSpec("time_local", regex=COMBINED_TIME_REGEX)
+    if log_format == "nginx-json":
+        return EventTimeSpec("epoch_s", field="msec")
+    return REPLAY_EVENT_TIME
+
+
+def event_time_arguments(log_format: str) -> tuple[str, ...]:
+    """The probe's flags for `event_time_spec`."""
+    spec = event_time_spec(log_format)
+    where = ("--event-time-field", spec.field) if spec.field else ("--event-time-regex", str(spec.regex))
+    # pipetune's own events: the ledger accounts for every request_id, so every event is read.
+    every = ("--sample-above-eps", "0") if log_format in STAMPED_FORMATS else ()
+    return (*where, "--event-time-format", spec.format, *every)
 
 
 def probe_service(spec: PipelineSpec) -> Service:
@@ -37,7 +63,7 @@ def probe_service(spec: PipelineSpec) -> Service:
             "--consumer-properties", str(probe_config_dir(spec) / CONSUMER_PROPERTIES),
             "--filebeat-stats-url", f"http://127.0.0.1:{spec.filebeat.http_port}/stats",
             "--filebeat-data", str(filebeat_layout(spec).home_dir / "data"), "--log-path", str(spec.log_path()),
-            *cpu_of)
+            *event_time_arguments(spec.log.format), "--clock-offsets", str(clock_offsets_file(spec)), *cpu_of)
     return Service("probe", argv, run, pid_path=probe_pid_file(spec))
 
 

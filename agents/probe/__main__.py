@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import signal
 import threading
 import time
@@ -14,10 +15,11 @@ from agents.filebeat_exporter import FilebeatCollector
 from agents import properties_file
 from agents.log_stats import LogCollector
 from agents.process_stats import ProcessCpuCollector
-from agents.probe.consumer import Probe, consumer_settings
+from agents.probe.consumer import Probe, ProbeOptions, consumer_settings
 from agents.probe.ledger import Ledger
 from agents.probe.metrics import ProbeMetrics
 from agents.probe.runs import RunTracker
+from models.event_time import FORMATS, EventTimeSpec
 
 
 def _arguments() -> argparse.Namespace:
@@ -36,11 +38,42 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--log-path", type=Path, help="the replayed log (for the log backlog)")
     parser.add_argument("--cpu-of", action="append", default=[], metavar="NAME=PID_FILE",
                         help="export the CPU time of the process in PID_FILE as component NAME (repeatable)")
+    when = parser.add_argument_group("event time", "where each line's own write time is and how it is written")
+    when.add_argument("--event-time-field", metavar="FIELD",
+                      help="JSON field (dotted path) of the write time (default: ts_nginx, unless --event-time-regex)")
+    when.add_argument("--event-time-regex", metavar="REGEX",
+                      help="for plain lines: a regex whose group `time` (else the first group) is the write time")
+    when.add_argument("--event-time-format", choices=FORMATS, default="epoch_s")
+    when.add_argument("--event-time-timezone", default="UTC", help="IANA zone of times written without one")
+    when.add_argument("--backfill-after-s", type=float, default=ProbeOptions.backfill_after_s,
+                      help="events older than this are counted as backfill, out of the histograms")
+    when.add_argument("--future-tolerance-s", type=float, default=ProbeOptions.future_tolerance_s,
+                      help="events further ahead than this are counted as future, out of the histograms")
+    when.add_argument("--sample-above-eps", type=float, default=ProbeOptions.sample_above_eps,
+                      help="above this rate observe one event in N (0: every event; the ledger needs every one)")
+    when.add_argument("--canary-grace-s", type=float, default=ProbeOptions.canary_grace_s,
+                      help="a canary sequence gap is lost once it stays open this long")
+    when.add_argument("--clock-offsets", type=Path, metavar="FILE",
+                      help="per-node clock offsets (JSON the controller writes), re-read when it changes")
     return parser.parse_args()
+
+
+def probe_options(args: argparse.Namespace) -> ProbeOptions:
+    """The options the flags give; exits naming the flag when one is out of range."""
+    field = args.event_time_field if args.event_time_field or args.event_time_regex else "ts_nginx"
+    try:
+        spec = EventTimeSpec(args.event_time_format, field=field, regex=args.event_time_regex,
+                             timezone=args.event_time_timezone)
+        return ProbeOptions(spec, args.backfill_after_s, args.future_tolerance_s, args.sample_above_eps,
+                            args.canary_grace_s, args.clock_offsets)
+    except ValueError as err:
+        raise SystemExit(f"python -m agents.probe: {err}") from None
 
 
 def main() -> None:
     args = _arguments()
+    options = probe_options(args)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     metrics = ProbeMetrics()
     ProcessCollector(registry=metrics.registry)
     pid_files = dict(item.split("=", 1) for item in args.cpu_of)
@@ -57,7 +90,7 @@ def main() -> None:
     settings = consumer_settings(args.bootstrap, args.group_id)
     if args.consumer_properties:
         settings |= properties_file.read(args.consumer_properties.read_text())
-    probe = Probe(settings, args.topic, metrics, ledger)
+    probe = Probe(settings, args.topic, metrics, ledger, options)
     start_http_server(args.metrics_port, addr="127.0.0.1", registry=metrics.registry)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -68,6 +101,7 @@ def main() -> None:
             probe.poll()
             if time.monotonic() >= next_pass:  # bookkeeping once a second, between polls
                 next_pass = time.monotonic() + 1.0
+                probe.reader.end_pass()
                 tracker.scan()
                 with probe.lock:
                     tracker.write_reports(time.time())

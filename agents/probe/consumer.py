@@ -1,16 +1,49 @@
-"""The probe's consume loop: Kafka records in, latencies and ledger entries out."""
+"""The probe's consume loop: Kafka records in; latencies by source and node, canary and ledger counts out."""
 
 from __future__ import annotations
 
+import json
+import logging
+import math
 import threading
 import time
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from agents.probe.events import parse_record
+from agents.probe.canaries import CanaryTracker
+from agents.probe.events import CANARY_MARK, Record, canary_of, decode_record, latencies
 from agents.probe.ledger import Ledger
-from agents.probe.metrics import ProbeMetrics
+from agents.probe.metrics import CANARY, EVENT_TIME, ProbeMetrics
+from models.clock_offset import ClockOffset, offsets_from_document
+from models.event_time import EventTimeSpec
+
+log = logging.getLogger("pipetune.probe")
+
+# The testbed's replayed events: nginx `$msec` written as `ts_nginx`.
+REPLAY_EVENT_TIME = EventTimeSpec(format="epoch_s", field="ts_nginx")
+_UNTIMED_LOG_EVERY_S = 10.0  # one example line per this long, with the count since the last
+
+
+@dataclass(frozen=True)
+class ProbeOptions:
+    """What the probe reads and what it leaves out of the window's figures."""
+
+    event_time: EventTimeSpec = REPLAY_EVENT_TIME
+    backfill_after_s: float = 3600.0  # older than this: written before an outage, counted apart
+    future_tolerance_s: float = 2.0  # further ahead than this: a clock the offsets do not explain
+    sample_above_eps: float = 50_000.0  # observe every event up to this rate (0: always every event)
+    canary_grace_s: float = 30.0
+    clock_offsets: Path | None = None  # JSON written by the controller (models.clock_offset), re-read
+
+    def __post_init__(self) -> None:
+        for name in ("backfill_after_s", "future_tolerance_s", "canary_grace_s"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        if self.sample_above_eps < 0:
+            raise ValueError(f"sample_above_eps must be >= 0, got {self.sample_above_eps}")
 
 
 def consumer_settings(bootstrap: str, group_id: str) -> dict:
@@ -20,18 +53,25 @@ def consumer_settings(bootstrap: str, group_id: str) -> dict:
             "enable.auto.commit": True, "client.id": "pipetune-probe"}
 
 
+@dataclass
+class _Pass:
+    """What the current bookkeeping pass has seen."""
+
+    started_at: float
+    records: int = 0
+    resolution_s: float = 0.0
+
+
 class Probe:
-    """Consumes one topic; every record updates the metrics and the ledger."""
+    """Consumes one topic; every record updates the metrics, the canary tracker and the ledger."""
 
     def __init__(self, settings: dict, topic: str, metrics: ProbeMetrics, ledger: Ledger,
-                 clock: Callable[[], float] = time.time) -> None:
+                 options: ProbeOptions = ProbeOptions(), clock: Callable[[], float] = time.time) -> None:
         self.consumer = Consumer(settings)
         self.consumer.subscribe([topic])
         self.topic = topic
-        self.metrics = metrics
-        self.ledger = ledger
-        self.clock = clock
-        self.lock = threading.Lock()  # the ledger is read by the report writer's thread
+        self.reader = RecordReader(metrics, ledger, options, clock)
+        self.lock = self.reader.lock
 
     def poll(self, max_records: int = 2000, timeout_s: float = 0.2) -> int:
         """Consume what is available (up to `max_records`); returns how many records were read."""
@@ -41,48 +81,153 @@ class Probe:
         if not records:
             first = self.consumer.poll(timeout_s)
             records = [first, *self.consumer.consume(max_records - 1, 0)] if first is not None else []
-        parsed = 0
-        with self.lock:
-            for record in records:
-                if record.error() is not None:
-                    if record.error().code() != KafkaError._PARTITION_EOF:
-                        self.metrics.unparsed.inc()
-                    continue
-                received_at = self.clock()
-                try:
-                    stamps = parse_record(record.value(), record.timestamp()[1])
-                except ValueError:
-                    self.metrics.unparsed.inc()
-                    continue
-                self.metrics.observe(stamps.latencies(received_at))
-                parsed += 1
-                duplicate, late = self.ledger.record(stamps.request_id, received_at)
-                if duplicate:
-                    self.metrics.duplicates.inc()
-                if late:
-                    self.metrics.late.inc()
-            self.metrics.events.inc(parsed)
+        batch = []
+        for record in records:
+            if record.error() is not None:
+                if record.error().code() != KafkaError._PARTITION_EOF:
+                    self.reader.metrics.unparsed.inc()
+                continue
+            batch.append((record.value(), record.timestamp()[1]))
+        self.reader.read(batch)
         return len(records)
 
     def update_lag(self) -> int | None:
         """Records between the consumer's position and the end of each assigned partition; None (the gauge
-        keeps its last value) when the broker did not answer in time."""
+        keeps its last value) before the first fetch has told the end."""
         lag = 0
         for part in self.consumer.assignment():
-            try:
-                low, high = self.consumer.get_watermark_offsets(part, timeout=1.0, cached=False)
-            except KafkaException:
-                # librdkafka queues the offsets request behind a fetch that may block for the whole
-                # fetch.wait.max.ms: the lag is unknown this pass, and the probe must go on consuming.
+            # The end as of the last fetch response: asking the broker would queue behind a fetch that may
+            # block for the whole fetch.wait.max.ms, and every record waiting meanwhile would be measured
+            # that much later (seen on the testbed: the probe's own consume stage at ~1 s P95).
+            low, high = self.consumer.get_watermark_offsets(part, cached=True)
+            if high < 0:
                 return None
             position = self.consumer.position([TopicPartition(part.topic, part.partition)])[0].offset
-            lag += high - (position if position >= 0 else low)
-        self.metrics.lag.set(lag)
+            lag += high - (position if position >= 0 else max(low, 0))
+        self.reader.metrics.lag.set(lag)
         return lag
-
-    def run(self, stop: threading.Event) -> None:
-        while not stop.is_set():
-            self.poll()
 
     def close(self) -> None:
         self.consumer.close()
+
+
+class RecordReader:
+    """Everything the probe does with a record's bytes, apart from Kafka: testable on its own."""
+
+    def __init__(self, metrics: ProbeMetrics, ledger: Ledger, options: ProbeOptions = ProbeOptions(),
+                 clock: Callable[[], float] = time.time) -> None:
+        self.metrics = metrics
+        self.ledger = ledger
+        self.options = options
+        self.clock = clock
+        self.canaries = CanaryTracker(options.canary_grace_s)
+        self.stride = 1
+        self._count = 0
+        self._pass = _Pass(clock())
+        self._untimed = 0  # since the last example was logged
+        self._untimed_example = ""
+        self._untimed_logged_at = clock()
+        self._offsets: dict[str, ClockOffset] = {}
+        self._offsets_mtime: float | None = None
+        self.lock = threading.Lock()  # the ledger is read by the report writer's thread
+        self._json_lines = options.event_time.field is not None
+        self.end_pass()  # the offsets file, if any, before the first record
+
+    def read(self, batch: list[tuple[bytes, int | None]]) -> None:
+        """Account for records given as (value, Kafka timestamp in ms)."""
+        with self.lock:
+            self.metrics.records.inc(len(batch))
+            self._pass.records += len(batch)
+            for value, kafka_ms in batch:
+                self._count += 1
+                is_canary = CANARY_MARK in value
+                if self.stride > 1 and not is_canary and self._count % self.stride:
+                    continue  # sampled out: at this rate every event would cost more than the probe has
+                try:
+                    record = decode_record(value, kafka_ms, self._json_lines or is_canary)
+                    canary = canary_of(record.line) if is_canary else None
+                except ValueError:
+                    self.metrics.unparsed.inc()
+                    continue
+                received_at = self.clock()
+                if canary is not None:
+                    self._canary(canary.node, canary.seq, canary.ts_s, record, received_at)
+                else:
+                    self._event(record, received_at)
+
+    def _offset(self, node: str) -> float:
+        offset = self._offsets.get(node)
+        return offset.offset_s if offset else 0.0
+
+    def _canary(self, node: str, seq: int, ts_s: float, record: Record, received_at: float) -> None:
+        self.metrics.canary_received.labels(node=node).inc()
+        if self.canaries.record(node, seq, received_at):
+            self.metrics.canary_duplicate.labels(node=node).inc()
+            return
+        offset = self._offset(node)
+        self.metrics.observe(latencies(ts_s - offset, record, received_at, offset), CANARY, node)
+
+    def _event(self, record: Record, received_at: float) -> None:
+        line = record.line
+        if isinstance(line, dict) and "request_id" in line:
+            duplicate, late = self.ledger.record(str(line["request_id"]), received_at)
+            self.metrics.duplicates.inc(duplicate)
+            self.metrics.late.inc(late)
+        try:
+            when = self.options.event_time.read(line)
+        except ValueError as err:
+            self.metrics.untimed.inc()
+            self._untimed += 1
+            self._untimed_example = self._untimed_example or f"{err}: {str(line)[:200]}"
+            return
+        offset = self._offset(record.node)
+        # A stamp is the start of its clock step: the write happened somewhere in the step, on average mid-way.
+        ts_event = when.ts_s + when.resolution_s / 2 - offset
+        age_s = received_at - ts_event
+        if age_s > self.options.backfill_after_s:
+            self.metrics.backfill["past"].inc()
+            return
+        if age_s < -self.options.future_tolerance_s:
+            self.metrics.backfill["future"].inc()
+            return
+        self._pass.resolution_s = max(self._pass.resolution_s, when.resolution_s)
+        self.metrics.observe(latencies(ts_event, record, received_at, offset), EVENT_TIME, record.node)
+        self.metrics.events.inc(self.stride)
+
+    def end_pass(self) -> None:
+        """Once a second: sampling stride, resolution, canary losses, the offsets file, untimed examples."""
+        with self.lock:
+            now = self.clock()
+            done = self._pass
+            elapsed = max(now - done.started_at, 1e-3)
+            limit = self.options.sample_above_eps
+            self.stride = max(1, math.ceil(done.records / elapsed / limit)) if limit else 1
+            self.metrics.stride.set(self.stride)
+            if done.resolution_s:
+                self.metrics.resolution.set(done.resolution_s)
+            for node, lost in self.canaries.expire(now).items():
+                self.metrics.canary_lost.labels(node=node).inc(lost)
+            self._pass = _Pass(now)
+            if self._untimed and now - self._untimed_logged_at >= _UNTIMED_LOG_EVERY_S:
+                log.warning("%d events without a readable event time, e.g. %s", self._untimed, self._untimed_example)
+                self._untimed, self._untimed_example, self._untimed_logged_at = 0, "", now
+            self._read_offsets()
+
+    def _read_offsets(self) -> None:
+        path = self.options.clock_offsets
+        if path is None:
+            return
+        try:
+            mtime = path.stat().st_mtime
+            if mtime == self._offsets_mtime:
+                return
+            offsets = offsets_from_document(json.loads(path.read_text()))
+        except FileNotFoundError:
+            return
+        except (OSError, ValueError) as err:
+            log.warning("clock offsets %s not applied: %s", path, err)
+            return
+        self._offsets, self._offsets_mtime = offsets, mtime
+        self.metrics.clock_offset.clear()
+        for node, offset in offsets.items():
+            self.metrics.clock_offset.labels(node=node).set(offset.offset_s)

@@ -1,51 +1,104 @@
-"""Reading the stamps out of one record as Filebeat's Kafka output writes it."""
+"""Reading one Kafka record as Filebeat's Kafka output writes it: the line, the hop stamps, the node.
+
+The pipeline gives two stamps for free: Filebeat's `@timestamp` (when it read the line) and the Kafka
+record timestamp (when the broker appended it, with `LogAppendTime`). The line's own write time is
+read by an `EventTimeSpec` (models/event_time.py); a canary line carries its own (`canary_of`).
+"""
 
 from __future__ import annotations
 
-import orjson
 from dataclasses import dataclass
 from datetime import datetime
+
+import orjson
 
 # Stage names, in pipeline order; each is the time between two consecutive stamps.
 STAGES = ("filebeat_read", "filebeat_publish", "kafka_consume")
 E2E = "e2e"
+CANARY_KEY = "pipetune_canary"
+CANARY_MARK = CANARY_KEY.encode()  # found in a record's bytes before decoding anything
 
 
 @dataclass(frozen=True)
-class Stamps:
-    """When one event passed each point of the pipeline, in epoch seconds."""
+class Record:
+    """One consumed record: the log line (a decoded JSON object, or the plain text), when Filebeat
+    read it and Kafka appended it (epoch seconds, None when absent), and the node it came from."""
 
-    request_id: str
-    ts_nginx: float  # the replay wrote the line
-    ts_filebeat: float | None  # Filebeat read it (the event's @timestamp)
-    ts_kafka: float | None  # Kafka appended it (the record timestamp)
-
-    def latencies(self, received_at: float) -> dict[str, float]:
-        """Seconds spent end to end and in each stage whose two stamps are known."""
-        out = {E2E: received_at - self.ts_nginx}
-        points = (self.ts_nginx, self.ts_filebeat, self.ts_kafka, received_at)
-        for stage, start, end in zip(STAGES, points, points[1:]):
-            if start is not None and end is not None:
-                out[stage] = end - start
-        return out
+    line: dict | str
+    ts_filebeat: float | None
+    ts_kafka: float | None
+    node: str
 
 
-def parse_record(value: bytes, kafka_timestamp_ms: int | None) -> Stamps:
-    """The stamps of one Kafka record; raises `ValueError` when it is not a replayed event.
+@dataclass(frozen=True)
+class Canary:
+    """A heartbeat line an agent wrote: its node, sequence number and write time."""
+
+    node: str
+    seq: int
+    ts_s: float
+
+
+def decode_record(value: bytes, kafka_timestamp_ms: int | None, json_lines: bool = True) -> Record:
+    """The parts of one record; raises `ValueError` when it is not a JSON event.
 
     Filebeat ships the raw line in `message`; a pipeline that decodes the JSON on the way puts the
-    fields at the top level instead, so both shapes are read.
+    fields at the top level instead, so both shapes are read. With `json_lines` the message is decoded
+    as a JSON object (a message that is not one stays text, and its time is then unreadable).
     """
-    event = orjson.loads(value)
+    try:
+        event = orjson.loads(value)
+    except orjson.JSONDecodeError:
+        raise ValueError("record is not JSON") from None
     if not isinstance(event, dict):
         raise ValueError("record is not a JSON object")
-    line = event if "request_id" in event else orjson.loads(event["message"]) if "message" in event else event
-    try:
-        request_id = line["request_id"]
-        ts_nginx = float(line["ts_nginx"])
-    except (KeyError, TypeError) as err:
-        raise ValueError(f"record has no {err}") from None
+    message = event.get("message")
+    line: dict | str = event
+    if isinstance(message, str):
+        line = message
+        if json_lines or message.startswith("{\"" + CANARY_KEY):
+            try:
+                decoded = orjson.loads(message)
+            except orjson.JSONDecodeError:
+                decoded = None
+            line = decoded if isinstance(decoded, dict) else message
     stamp = event.get("@timestamp")
-    ts_filebeat = datetime.fromisoformat(stamp).timestamp() if isinstance(stamp, str) else None
+    try:
+        ts_filebeat = datetime.fromisoformat(stamp).timestamp() if isinstance(stamp, str) else None
+    except ValueError:
+        ts_filebeat = None
     ts_kafka = kafka_timestamp_ms / 1000.0 if kafka_timestamp_ms and kafka_timestamp_ms > 0 else None
-    return Stamps(str(request_id), ts_nginx, ts_filebeat, ts_kafka)
+    return Record(line, ts_filebeat, ts_kafka, _node(event))
+
+
+def _node(event: dict) -> str:
+    """Filebeat's `host.name`, else `agent.name`; "" when the pipeline dropped both."""
+    for key in ("host", "agent"):
+        part = event.get(key)
+        if isinstance(part, dict) and isinstance(part.get("name"), str):
+            return part["name"]
+    return ""
+
+
+def canary_of(line: dict | str) -> Canary | None:
+    """The canary a line carries, or None for any other line; raises `ValueError` for a broken one."""
+    if not isinstance(line, dict) or CANARY_KEY not in line:
+        return None
+    body = line[CANARY_KEY]
+    try:
+        return Canary(str(body["node"]), int(body["seq"]), float(body["ts_ms"]) / 1000.0)
+    except (KeyError, TypeError, ValueError) as err:
+        raise ValueError(f"canary line without a valid {err}") from None
+
+
+def latencies(ts_event: float, record: Record, received_at: float, clock_offset_s: float = 0.0
+              ) -> dict[str, float]:
+    """Seconds end to end and in each stage whose two stamps are known. The event's write time and
+    Filebeat's read time are on the node's clock: `clock_offset_s` (node − here) is taken off both."""
+    ts_filebeat = None if record.ts_filebeat is None else record.ts_filebeat - clock_offset_s
+    out = {E2E: received_at - ts_event}
+    points = (ts_event, ts_filebeat, record.ts_kafka, received_at)
+    for stage, start, end in zip(STAGES, points, points[1:]):
+        if start is not None and end is not None:
+            out[stage] = end - start
+    return out

@@ -21,6 +21,7 @@ class Manifest:
     started_at: float
     duration_s: float
     request_id_format: str = "{run_id}-{seq:08d}"
+    request_ids_in_lines: bool = True  # False: the lines carry no request_id (combined, nginx-json): no ledger
 
     @classmethod
     def from_file(cls, path: Path) -> "Manifest":
@@ -28,7 +29,8 @@ class Manifest:
         try:
             return cls(str(raw["run_id"]), int(raw["events"]), int(raw["first_seq"]), int(raw["last_seq"]),
                        float(raw["started_at"]), float(raw["duration_s"]),
-                       str(raw.get("request_id_format", cls.request_id_format)))
+                       str(raw.get("request_id_format", cls.request_id_format)),
+                       bool(raw.get("request_ids_in_lines", True)))
         except KeyError as err:
             raise ValueError(f"manifest {path} has no field {err}") from None
 

@@ -1,27 +1,115 @@
-"""The probe's Prometheus metrics, on a registry of their own so several probes can share a process."""
+"""The probe's Prometheus metrics, on a registry of their own so several probes can share a process.
+
+The contract telemetry reads (names as exported; counters carry Prometheus' `_total`):
+
+- `pipetune_e2e_latency_seconds{stage, source, node}` histogram (`LATENCY_BUCKETS_S`: 62, 1 ms-120 s).
+  `source` is `event_time` (the line's own write time, read by the probe's `EventTimeSpec`: on the
+  testbed the replay's `ts_nginx`, epoch seconds) or `canary` (an agent's heartbeat line). `stage` is
+  `e2e` (write → consumed) or a hop: `filebeat_read` (write → Filebeat's `@timestamp`),
+  `filebeat_publish` (→ Kafka's record timestamp), `kafka_consume` (→ consumed). `node` is Filebeat's
+  `host.name`, else `agent.name`, else "" (a canary: the node its agent names). A query that sums by
+  `le` must filter on `source`. Write times are corrected by the node's clock offset; with sampling
+  on, one event in `pipetune_sampling_stride` is observed. A probe that falls behind (CPU-starved)
+  adds its own delay: it shows in the `kafka_consume` stage and `pipetune_kafka_consumer_lag_events`.
+- `pipetune_records_total`: every record consumed, parsed or not, canaries included.
+- `pipetune_events_total`: events with a usable event time inside the window's range (neither untimed
+  nor backfill; canaries not included). With sampling, each observed event adds the stride.
+- `pipetune_untimed_events_total`: events whose time is missing or unreadable (examples in the log).
+- `pipetune_backfill_events_total{kind="past"|"future"}`: events written more than `--backfill-after-s`
+  ago, or more than `--future-tolerance-s` ahead; never in the histograms.
+- `pipetune_event_time_resolution_seconds`: the coarsest clock step among the last pass's events
+  (1 for `time_local`, 0.001 for `$msec`); P95s below twice it cannot be judged
+  (`models.event_time.below_resolution`).
+- `pipetune_canary_received_total{node}`, `pipetune_canary_lost_total{node}` (a gap still open after
+  `--canary-grace-s`), `pipetune_canary_duplicate_total{node}`. Loss needs all of a node's canaries in
+  one probe: with several probe members, key the topic's partitioning by host.
+- `pipetune_clock_offset_seconds{node}`: the offset (node clock − probe clock) the probe applies.
+- Also: `pipetune_unparsed_events_total` (records that are not JSON events), the replay ledger's
+  `pipetune_duplicate_events_total`, `pipetune_late_events_total`, `pipetune_lost_events_total`, and
+  `pipetune_kafka_consumer_lag_events`.
+"""
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+import bisect
+import threading
+from typing import Iterator
 
-from agents.probe.events import E2E, STAGES
+from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client.core import HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
 
-# Fine enough between 5 ms and 2 s for histogram_quantile's interpolation to resolve what tuning moves.
-LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15,
-                     0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 60.0, 120.0)
+# The E12 series (ratio ~1.2) from 1 ms to 120 s: histogram_quantile interpolates linearly inside a
+# bucket, and the 30 coarser buckets before (1-1.5-2-3 s) put a P95 up to 20-30 % off on the testbed
+# (docs/evidence/bench/measurement-run1-30-buckets.txt).
+_E12 = (1.0, 1.2, 1.5, 1.8, 2.2, 2.7, 3.3, 3.9, 4.7, 5.6, 6.8, 8.2)
+LATENCY_BUCKETS_S = (*(round(m * 10.0 ** d, 4) for d in range(-3, 2) for m in _E12), 100.0, 120.0)
+EVENT_TIME, CANARY = "event_time", "canary"
+
+
+class LatencyHistograms(Collector):
+    """`pipetune_e2e_latency_seconds{stage, source, node}`: what prometheus_client's `Histogram` exports,
+    observed several stages at a time under one lock. Its per-observation locking and linear bucket
+    search were a third of the probe's cost per event, and a probe that falls behind measures its own
+    delay as the pipeline's."""
+
+    NAME = "pipetune_e2e_latency_seconds"
+
+    def __init__(self, bounds_s: tuple[float, ...] = LATENCY_BUCKETS_S) -> None:
+        self.bounds_s = bounds_s
+        self._series: dict[tuple[str, str, str], list] = {}  # labels -> [bucket counts (+Inf last), sum]
+        self._lock = threading.Lock()
+
+    def observe(self, latencies: dict[str, float], source: str, node: str) -> None:
+        with self._lock:
+            for stage, seconds in latencies.items():
+                series = self._series.get((stage, source, node))
+                if series is None:
+                    series = self._series[(stage, source, node)] = [[0] * (len(self.bounds_s) + 1), 0.0]
+                series[0][bisect.bisect_left(self.bounds_s, seconds)] += 1  # le: a value on a bound is in it
+                series[1] += seconds
+
+    def collect(self) -> Iterator[Metric]:
+        family = HistogramMetricFamily(self.NAME, "Seconds from the log write to each stamp, by stage, source and "
+                                                  "node", labels=["stage", "source", "node"])
+        with self._lock:
+            snapshot = [(labels, list(counts), total) for labels, (counts, total) in self._series.items()]
+        for labels, counts, total in sorted(snapshot):
+            cumulative, buckets = 0, []
+            for bound, count in zip((*map(str, self.bounds_s), "+Inf"), counts):
+                cumulative += count
+                buckets.append((bound, cumulative))
+            family.add_metric(list(labels), buckets, total)
+        yield family
 
 
 class ProbeMetrics:
-    """Latency histograms by stage, event counters and the consumer's lag."""
+    """Latency histograms by stage, source and node; event, canary and ledger counters; the lag."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
         r = self.registry
-        latency = Histogram("pipetune_e2e_latency_seconds", "Seconds from the log write to each stamp, by stage",
-                            ["stage"], buckets=LATENCY_BUCKETS_S, registry=r)
-        self.latency = {stage: latency.labels(stage=stage) for stage in (E2E, *STAGES)}
-        self.events = Counter("pipetune_events", "Events consumed and parsed", registry=r)
-        self.unparsed = Counter("pipetune_unparsed_events", "Records that are not replayed events", registry=r)
+        self.latency = LatencyHistograms()
+        r.register(self.latency)
+        self.records = Counter("pipetune_records", "Records consumed, parsed or not", registry=r)
+        self.events = Counter("pipetune_events", "Events with a usable event time in the window's range",
+                              registry=r)
+        self.unparsed = Counter("pipetune_unparsed_events", "Records that are not JSON events", registry=r)
+        self.untimed = Counter("pipetune_untimed_events", "Events with no readable event time", registry=r)
+        backfill = Counter("pipetune_backfill_events", "Events too old or in the future, kept out of the histograms",
+                           ["kind"], registry=r)
+        self.backfill = {kind: backfill.labels(kind=kind) for kind in ("past", "future")}
+        self.resolution = Gauge("pipetune_event_time_resolution_seconds",
+                                "The coarsest clock step of the event times read in the last pass", registry=r)
+        self.stride = Gauge("pipetune_sampling_stride", "One event in this many is observed", registry=r)
+        self.stride.set(1)
+        self.canary_received = Counter("pipetune_canary_received", "Canaries consumed", ["node"], registry=r)
+        self.canary_lost = Counter("pipetune_canary_lost", "Canary sequence gaps still open after the grace",
+                                   ["node"], registry=r)
+        self.canary_duplicate = Counter("pipetune_canary_duplicate", "Canaries whose sequence number was seen",
+                                        ["node"], registry=r)
+        self.clock_offset = Gauge("pipetune_clock_offset_seconds", "Node clock minus the probe's, as applied",
+                                  ["node"], registry=r)
         self.duplicates = Counter("pipetune_duplicate_events", "Arrivals of an already seen request_id", registry=r)
         self.late = Counter("pipetune_late_events", "Arrivals after their run's end plus the grace period",
                             registry=r)
@@ -29,6 +117,5 @@ class ProbeMetrics:
         self.lag = Gauge("pipetune_kafka_consumer_lag_events", "Records in the topic not yet consumed",
                          registry=r)
 
-    def observe(self, latencies: dict[str, float]) -> None:
-        for stage, seconds in latencies.items():
-            self.latency[stage].observe(seconds)
+    def observe(self, latencies: dict[str, float], source: str, node: str) -> None:
+        self.latency.observe(latencies, source, node)

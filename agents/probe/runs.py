@@ -40,6 +40,8 @@ class RunTracker:
                 self._done.add(path)
                 continue
             self._done.add(path)
+            if not manifest.request_ids_in_lines:  # nothing in its lines to account for
+                continue
             earlier = read_report(self.reports_dir, manifest.run_id)
             if earlier is None or not earlier.final:  # a run finished before this probe started stays done
                 self.ledger.add_manifest(manifest)

@@ -87,3 +87,22 @@ def test_a_kafka_producer_needs_its_command_and_its_own_params(tmp_path, changes
     with pytest.raises(AgentConfigError) as err:
         _load_producer(tmp_path, **changes)
     assert field in str(err.value)
+
+
+@pytest.mark.parametrize("canary, field", [
+    ({"path": "/var/log/canary.log", "canary_eps": 0}, "canary.canary_eps"),
+    ({"canary_eps": 10}, "canary.path"),
+    ({"path": "/var/log/canary.log", "node": "a b"}, "canary.node"),
+])
+def test_a_bad_canary_section_is_named(tmp_path, canary, field):
+    path = _write(tmp_path)
+    path.write_text(yaml.safe_dump(yaml.safe_load(path.read_text()) | {"canary": canary}))
+    with pytest.raises(AgentConfigError, match=field.replace(".", r"\.")):
+        load_agent_config(path)
+
+
+def test_canaries_default_to_ten_a_second_and_are_off_when_omitted(tmp_path):
+    path = _write(tmp_path)
+    assert load_agent_config(path).canary is None
+    path.write_text(yaml.safe_dump(yaml.safe_load(path.read_text()) | {"canary": {"path": "/tmp/c.log"}}))
+    assert load_agent_config(path).canary.canary_eps == 10

@@ -1,10 +1,7 @@
-"""The probe's bookkeeping: stamps read from Filebeat's records, and lost/duplicate/late runs."""
+"""The probe's ledger: lost, duplicate and late events of each replay run."""
 
 import json
 
-import pytest
-
-from agents.probe.events import parse_record
 from agents.probe.ledger import Ledger, Manifest, split_request_id
 from agents.probe.metrics import ProbeMetrics
 from agents.probe.runs import RunTracker, read_report
@@ -12,28 +9,6 @@ from agents.probe.runs import RunTracker, read_report
 
 def _manifest(run_id="run-a", events=5, started_at=1000.0, duration_s=10.0) -> Manifest:
     return Manifest(run_id, events, 0, events - 1, started_at, duration_s)
-
-
-def test_filebeat_record_gives_every_stage():
-    line = json.dumps({"request_id": "run-a-00000003", "ts_nginx": 100.0, "ts_scheduled": 100.0})
-    value = json.dumps({"@timestamp": "1970-01-01T00:01:40.250Z", "message": line}).encode()
-    stamps = parse_record(value, kafka_timestamp_ms=100_400)
-    latencies = stamps.latencies(received_at=100.5)
-    assert stamps.request_id == "run-a-00000003"
-    assert latencies == pytest.approx({"e2e": 0.5, "filebeat_read": 0.25, "filebeat_publish": 0.15,
-                                       "kafka_consume": 0.1})
-
-
-def test_decoded_record_and_missing_stamps():
-    stamps = parse_record(json.dumps({"request_id": "x-00000001", "ts_nginx": 5}).encode(), None)
-    assert stamps.latencies(6.0) == {"e2e": 1.0}
-
-
-@pytest.mark.parametrize("value", [b"not json", b"[1, 2]", json.dumps({"message": "{}"}).encode(),
-                                   json.dumps({"message": "plain text"}).encode()])
-def test_records_that_are_not_events_are_rejected(value):
-    with pytest.raises(ValueError):
-        parse_record(value, None)
 
 
 def test_request_id_split_keeps_dashes_of_the_run_id():
@@ -120,20 +95,45 @@ def test_a_finished_run_is_not_carried_over_and_a_missing_checkpoint_is_a_fresh_
     assert Ledger.load(tmp_path / "absent", 5.0).arrivals("run-a") == 0
 
 
-def test_lag_unknown_for_a_pass_keeps_the_last_value_instead_of_stopping_the_probe():
-    from confluent_kafka import KafkaError, KafkaException, TopicPartition
+def test_lag_comes_from_the_last_fetch_without_asking_the_broker():
+    """The end of the partition as the last fetch told it: asking the broker would block the consume loop
+    behind a long fetch.wait.max.ms, and delay (so mis-measure) every record waiting meanwhile."""
+    from confluent_kafka import TopicPartition
 
-    from agents.probe.consumer import Probe
+    from agents.probe.consumer import Probe, RecordReader
 
-    class BlockedBehindAFetch:  # librdkafka's answer while a long fetch.wait.max.ms holds the connection
+    class Consumer:
+        def __init__(self, high):
+            self.high = high
+
         def assignment(self):
             return [TopicPartition("t", 0)]
 
-        def get_watermark_offsets(self, *args, **kwargs):
-            raise KafkaException(KafkaError(KafkaError._TIMED_OUT))
+        def get_watermark_offsets(self, part, cached=False):
+            assert cached, "a broker request would block the consume loop"
+            return 0, self.high
+
+        def position(self, parts):
+            return [TopicPartition("t", 0, 60)]
 
     probe = Probe.__new__(Probe)
-    probe.consumer, probe.metrics = BlockedBehindAFetch(), ProbeMetrics()
-    probe.metrics.lag.set(42)
+    probe.reader = RecordReader(ProbeMetrics(), Ledger(late_after_s=1.0))
+    probe.consumer = Consumer(high=-1001)  # librdkafka's "not known yet", before the first fetch
+    probe.reader.metrics.lag.set(42)
     assert probe.update_lag() is None
-    assert probe.metrics.registry.get_sample_value("pipetune_kafka_consumer_lag_events") == 42
+    assert probe.reader.metrics.registry.get_sample_value("pipetune_kafka_consumer_lag_events") == 42
+    probe.consumer = Consumer(high=100)
+    assert probe.update_lag() == 40
+
+
+def test_runs_whose_lines_carry_no_request_id_are_not_accounted(tmp_path):
+    """A combined or nginx-json replay has nothing for the ledger: none of it is declared lost."""
+    manifests, reports = tmp_path / "manifests", tmp_path / "reports"
+    manifests.mkdir()
+    ledger = Ledger(late_after_s=1.0)
+    (manifests / "plain.json").write_text(json.dumps({"run_id": "plain", "events": 3, "first_seq": 0, "last_seq": 2,
+                                                      "started_at": 0.0, "duration_s": 1.0,
+                                                      "request_ids_in_lines": False}))
+    tracker = RunTracker(ledger, ProbeMetrics(), manifests, reports)
+    tracker.scan()
+    assert tracker.write_reports(now=100.0) == [] and ledger.manifests() == []

@@ -39,6 +39,22 @@ def test_json_summary_manifest_and_plot(tmp_path, clock):
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_combined_lines_from_a_traces_arrivals_carry_no_pipetune_field(tmp_path, clock):
+    """What Apache and nginx write by default, replayed with a real log's arrival pattern; the manifest
+    tells the probe there are no request_ids to account for."""
+    trace = tmp_path / "access.log"
+    trace.write_text("".join(f'10.0.0.{k} - - [17/May/2015:10:05:{k:02d} +0000] "GET /p/{k} HTTP/1.1" 200 99 "-" "ua"\n'
+                             for k in range(10)))
+    log, manifest = tmp_path / "out.log", tmp_path / "m.json"
+    result = _replay("--profile", "trace", "--trace", str(trace), "--time-scale", "5", "--format", "combined",
+                     "--out", str(log), "--manifest", str(manifest), "--json")
+    assert result.exit_code == 0, result.output
+    lines = log.read_text().splitlines()
+    assert len(lines) == 10 and all(" HTTP/1.1\" 200 99 " in line and "?req=" in line for line in lines)
+    assert not any("ts_nginx" in line or "request_id" in line for line in lines)
+    assert json.loads(manifest.read_text())["request_ids_in_lines"] is False
+
+
 def test_dry_run_only_describes_the_schedule(tmp_path):
     result = _replay("--profile", "flash", "--rate", "100", "--duration", "60", "--dry-run", "--json")
     assert result.exit_code == 0, result.output

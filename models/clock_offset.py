@@ -1,0 +1,72 @@
+"""A node's clock offset from NTP-style exchanges, and the offsets file the probe applies.
+
+One exchange: here at `t0` we ask the node its time, it answers `t_node`, here it is `t1` when the
+answer is back. If the request and the answer took equally long, the node read its clock at
+(t0 + t1) / 2 of ours, so offset = t_node − (t0 + t1) / 2, and whatever the split of the round trip,
+the true offset lies within ± (t1 − t0) / 2 of it. Of several exchanges the one with the shortest
+round trip has the tightest bound.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Iterable
+
+WARN_ABOVE_S = 0.050  # an offset this large skews latencies measured across nodes: said in status and log
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """One request for a node's time: sent at `t0_s`, answered `t_node_s`, answer back at `t1_s`."""
+
+    t0_s: float
+    t_node_s: float
+    t1_s: float
+
+    @property
+    def round_trip_s(self) -> float:
+        return self.t1_s - self.t0_s
+
+
+@dataclass(frozen=True)
+class ClockOffset:
+    """Node clock minus ours, with its error bound (half the round trip it was measured over)."""
+
+    offset_s: float
+    error_s: float
+    measured_at: float
+
+    def warning(self, node: str) -> str | None:
+        """A sentence for the status and the decision log when the offset is large, else None."""
+        if abs(self.offset_s) <= WARN_ABOVE_S:
+            return None
+        return (f"node {node}: clock {self.offset_s * 1000:+.0f} ms off (± {self.error_s * 1000:.0f} ms, above "
+                f"{WARN_ABOVE_S * 1000:.0f} ms): latencies from this node are corrected by it")
+
+
+def estimate(exchanges: Iterable[Exchange]) -> ClockOffset:
+    """The offset from the exchange with the shortest round trip; raises `ValueError` with none valid."""
+    valid = [e for e in exchanges if e.round_trip_s >= 0]
+    if not valid:
+        raise ValueError("no clock exchange to estimate from")
+    best = min(valid, key=lambda e: e.round_trip_s)
+    return ClockOffset(best.t_node_s - (best.t0_s + best.t1_s) / 2, best.round_trip_s / 2, best.t1_s)
+
+
+def offsets_document(offsets: dict[str, ClockOffset]) -> dict:
+    """The offsets file's content (JSON): `{"nodes": {node: {offset_s, error_s, measured_at}}}`."""
+    return {"nodes": {node: asdict(offset) for node, offset in sorted(offsets.items())}}
+
+
+def offsets_from_document(document: object) -> dict[str, ClockOffset]:
+    """Read an offsets file's content; raises `ValueError` naming the node and field that is wrong."""
+    if not isinstance(document, dict) or not isinstance(document.get("nodes"), dict):
+        raise ValueError('clock offsets: expected {"nodes": {NODE: {"offset_s": ..., "error_s": ...}}}')
+    out = {}
+    for node, entry in document["nodes"].items():
+        try:
+            out[str(node)] = ClockOffset(float(entry["offset_s"]), float(entry.get("error_s", 0.0)),
+                                         float(entry.get("measured_at", 0.0)))
+        except (KeyError, TypeError, ValueError, AttributeError):
+            raise ValueError(f"clock offsets: nodes.{node}: needs a number offset_s (and error_s)") from None
+    return out

@@ -1,0 +1,87 @@
+"""Clock offsets: a node's clock shifted by a known offset is estimated, and its events corrected, to
+within the round trip; large offsets are warned about; the probe's file round-trips."""
+
+import json
+
+import httpx
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agents.probe.events import Record, latencies
+from controller.clocks import measure_offset, measure_offsets, offset_reports, offset_warnings, write_offsets
+from models.clock_offset import ClockOffset, Exchange, estimate, offsets_from_document
+from tests.clock import VirtualClock
+
+
+class ShiftedNode:
+    """An agent whose clock runs `offset_s` ahead of ours; each answer takes the next (request, reply) delay."""
+
+    def __init__(self, clock: VirtualClock, offset_s: float, delays: list[tuple[float, float]]) -> None:
+        self.clock_ = clock
+        self.offset_s = offset_s
+        self.delays = iter(delays)
+
+    def clock(self) -> float:
+        request, reply = next(self.delays)
+        self.clock_.advance(request)
+        answer = self.clock_.now + self.offset_s
+        self.clock_.advance(reply)
+        return answer
+
+
+delays = st.tuples(st.floats(0, 0.5), st.floats(0, 0.5))
+
+
+@settings(max_examples=200, deadline=None)
+@given(offset_s=st.floats(-3600, 3600), trips=st.lists(delays, min_size=5, max_size=5),
+       age_s=st.floats(0, 60))
+def test_a_shifted_clock_is_corrected_to_within_the_round_trip(offset_s, trips, age_s):
+    clock = VirtualClock(1_800_000_000.0)
+    estimated = measure_offset(ShiftedNode(clock, offset_s, trips), exchanges=5, clock=clock.time)
+    shortest = min(request + reply for request, reply in trips)
+    assert estimated.error_s == pytest.approx(shortest / 2, abs=1e-6)
+    assert abs(estimated.offset_s - offset_s) <= estimated.error_s + 1e-6
+    # The probe takes the estimate off the node's stamp: the event's latency is right within the same bound.
+    written_at = clock.now - age_s
+    stamp = written_at + offset_s
+    measured = latencies(stamp - estimated.offset_s, Record({}, None, None, "n"), clock.now)["e2e"]
+    assert abs(measured - age_s) <= estimated.error_s + 1e-6
+
+
+def test_the_shortest_round_trip_wins():
+    exchanges = [Exchange(0.0, 10.4, 0.8), Exchange(1.0, 11.05, 1.1), Exchange(2.0, 12.9, 3.0)]
+    best = estimate(exchanges)
+    assert best.offset_s == pytest.approx(10.0) and best.error_s == pytest.approx(0.05)
+    with pytest.raises(ValueError, match="no clock exchange"):
+        estimate([])
+
+
+def test_offsets_above_50_ms_are_warned_about_in_status_and_log():
+    offsets = {"web-1": ClockOffset(0.120, 0.002, 5.0), "web-2": ClockOffset(-0.010, 0.002, 5.0)}
+    assert offset_warnings(offsets) == [offsets["web-1"].warning("web-1")]
+    assert "web-1" in offset_warnings(offsets)[0] and "+120 ms" in offset_warnings(offsets)[0]
+    reports = offset_reports(offsets)
+    assert reports["web-1"].warning and reports["web-2"].warning is None
+    assert reports["web-2"].offset_s == -0.010
+
+
+def test_an_unreachable_node_is_left_out():
+    class Down:
+        def clock(self) -> float:
+            raise httpx.ConnectError("refused")
+
+    clock = VirtualClock()
+    up = ShiftedNode(clock, 0.2, [(0.001, 0.001)] * 5)
+    assert set(measure_offsets({"up": up, "down": Down()}, clock=clock.time)) == {"up"}
+
+
+def test_the_offsets_file_round_trips_and_a_bad_one_is_named(tmp_path):
+    path = tmp_path / "probe" / "clock-offsets.json"
+    offsets = {"web-1": ClockOffset(0.12, 0.002, 5.0)}
+    write_offsets(path, offsets)
+    assert offsets_from_document(json.loads(path.read_text())) == offsets
+    with pytest.raises(ValueError, match="nodes.web-1"):
+        offsets_from_document({"nodes": {"web-1": {"offset_s": "soon"}}})
+    with pytest.raises(ValueError, match="expected"):
+        offsets_from_document([])
