@@ -29,7 +29,7 @@ from models.listening import ListenFlags
 from models.policy import Policy
 from models.presets import preset
 from models.strategies import STRATEGIES
-from models.twin import available, load
+from models.twin import available, load as load_calibration
 from replay.profiles import GENERATED_NAMES, WorkloadSpec
 from controller.deployment import DeploymentError, is_deployment_file, load_deployment
 from controller.deployment import live_pipeline as deployment_pipeline
@@ -154,7 +154,7 @@ def autotune_command(
                   "files, throughput what the probe consumes, backlog the files' unshipped events and the "
                   "consumer group's lag")
     try:
-        cal = load(calibration or ("local-filebeat-kafka" if live else "paper-2vcpu"))
+        cal = load_calibration(calibration or ("local-filebeat-kafka" if live else "paper-2vcpu"))
     except (KeyError, FileNotFoundError, ValueError) as exc:
         raise typer.BadParameter(str(exc).splitlines()[0], param_hint="--calibration") from None
     policy = Policy(mode=mode, min_throughput_ratio=min_throughput_ratio, p95_ceiling_s=slo_p95)

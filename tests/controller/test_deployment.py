@@ -9,7 +9,6 @@ import pytest
 
 from controller.daemon import Daemon
 from controller.deployment import DeploymentError, is_deployment_file, live_pipeline, load_deployment
-from models.observation import Observation
 from models.policy import Policy
 from models.space import PIPELINE_SPACE
 from tests.controller.test_daemon import Scripted

@@ -13,7 +13,6 @@ from agents.client import AgentClient
 from agents.config import AgentConfig
 from controller.live import LivePipeline
 from controller.pipelines import PipelineUnavailable
-from models.observation import Observation
 from models.space import PIPELINE_SPACE
 from tests.agents.conftest import TOKEN, ServedAgent, write_wrapper
 from tests.conftest import FixedTelemetry, free_ports
