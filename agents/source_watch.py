@@ -138,13 +138,13 @@ class SourceWatch(Collector):
             acked = self.acknowledged() if self.acknowledged else {}
             families = {
                 "lines": CounterMetricFamily("pipetune_source_lines", "Whole lines appended to the watched files",
-                                             labels=["source"]),
+                                             labels=["path"]),
                 "events": CounterMetricFamily("pipetune_source_events", "Events appended to the watched files "
-                                              "(lines, or multiline events as Filebeat joins them)", labels=["source"]),
+                                              "(lines, or multiline events as Filebeat joins them)", labels=["path"]),
                 "bytes": CounterMetricFamily("pipetune_source_bytes", "Bytes of whole lines appended to the watched "
-                                             "files", labels=["source"]),
+                                             "files", labels=["path"]),
                 "backlog": GaugeMetricFamily("pipetune_source_backlog_bytes", "Bytes appended to the watched files "
-                                             "that Filebeat's output has not acknowledged", labels=["source"]),
+                                             "that Filebeat's output has not acknowledged", labels=["path"]),
             }
             for name, counts in self._counts.items():
                 families["lines"].add_metric([name], counts.lines)

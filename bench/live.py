@@ -50,7 +50,7 @@ from models.space import PIPELINE_SPACE, Config
 from models.verdict import judge
 from replay.profiles import Profile, WorkloadSpec, build_schedule
 from testbed import agent, lifecycle
-from testbed.endpoints import deployment_path
+from testbed.endpoints import write_deployment
 from testbed.harness import replay_and_observe, wait_for_report
 from testbed.pipeline import DEFAULT_PIPELINE, PipelineSpec, load_pipeline
 from testbed.prometheus import prometheus_url
@@ -270,11 +270,11 @@ def main() -> None:
             ended = time.time()
         else:
             # Ray's start and restarts' settle windows come on top of the windows: the traffic outlasts them.
-            length_s = 1.5 * args.tune_minutes * 60 + 120
+            length_s = 1.2 * args.tune_minutes * 60 + 90
             trace = args.trace or write_trace(args.out / "trace.log", args.rate, length_s, args.seed)
             replay, run_id = start_operator_traffic(spec, trace, length_s)
             try:
-                tuned = tune(deployment_path(spec), args, args.out, ["--load", "none"])
+                tuned = tune(write_deployment(spec, args.pipeline), args, args.out, ["--load", "none"])
             except BaseException:
                 replay.terminate()
                 raise

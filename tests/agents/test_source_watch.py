@@ -37,7 +37,7 @@ class Scraped:
         self.registry.register(watch)
 
     def value(self, name: str, source: str) -> float:
-        return self.registry.get_sample_value(name, {"source": source})
+        return self.registry.get_sample_value(name, {"path": source})
 
     def events(self, source: str) -> float:
         return self.value("pipetune_source_events_total", source)
@@ -162,5 +162,5 @@ def test_the_agent_serves_its_sources_at_metrics_behind_its_token(tmp_path):
     _append(log, _line(0) + _line(1))
     answer = client.get("/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
     assert answer.status_code == 200
-    assert f'pipetune_source_events_total{{source="{log}"}} 2.0' in answer.text
-    assert f'pipetune_source_backlog_bytes{{source="{log}"}} {2 * len(_line(0))}.0' in answer.text
+    assert f'pipetune_source_events_total{{path="{log}"}} 2.0' in answer.text
+    assert f'pipetune_source_backlog_bytes{{path="{log}"}} {2 * len(_line(0))}.0' in answer.text

@@ -84,7 +84,7 @@ def _scraped_after(telemetry: PrometheusTelemetry, metric: str, moment: float) -
 
 def _sources(registry: CollectorRegistry, events: int, backlog_bytes: int) -> None:
     """The agent's metrics: `events` lines of 100 bytes appended, `backlog_bytes` not shipped."""
-    labels = {"source": "/var/log/nginx/access.log", "node": "edge-1"}
+    labels = {"path": "/var/log/nginx/access.log", "node": "edge-1"}
     Counter("pipetune_source_events", "", list(labels), registry=registry).labels(**labels).inc(events)
     Counter("pipetune_source_bytes", "", list(labels), registry=registry).labels(**labels).inc(100 * events)
     Gauge("pipetune_source_backlog_bytes", "", list(labels), registry=registry).labels(**labels).set(backlog_bytes)
@@ -174,7 +174,7 @@ def test_offered_load_and_backlog_come_from_the_sources_and_the_group(prometheus
 
     def fill(registry: CollectorRegistry):
         records = Counter("pipetune_records", "", registry=registry)
-        labels = {"source": "/var/log/nginx/access.log", "node": "edge-1"}
+        labels = {"path": "/var/log/nginx/access.log", "node": "edge-1"}
         appended = Counter("pipetune_source_events", "", list(labels), registry=registry).labels(**labels)
         appended_bytes = Counter("pipetune_source_bytes", "", list(labels), registry=registry).labels(**labels)
         backlog = Gauge("pipetune_source_backlog_bytes", "", list(labels), registry=registry).labels(**labels)

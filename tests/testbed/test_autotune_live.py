@@ -12,7 +12,7 @@ from bench.live import operator_ledger, start_operator_traffic, write_trace
 from controller.agent_changes import changes_for_agent, changes_not_in_audit, owned_params
 from models.space import PIPELINE_SPACE
 from testbed import agent
-from testbed.endpoints import deployment_path, live_pipeline
+from testbed.endpoints import live_pipeline, write_deployment
 
 PIPETUNE = str(Path(sys.executable).with_name("pipetune"))
 
@@ -76,17 +76,18 @@ def test_autotune_tunes_the_live_testbed_through_its_agent(from_defaults, testbe
 
 
 @pytest.mark.slow
-def test_autotune_with_load_none_tunes_on_traffic_it_does_not_drive(testbed, from_defaults, tmp_path):
+def test_autotune_with_load_none_tunes_on_traffic_it_does_not_drive(testbed, testbed_file, from_defaults, tmp_path):
     """An independent replay writes an access log's arrivals into the harvested log, as an operator's traffic
     would; autotune on the deployment file with `--load none` drives nothing, reads the offered load from
     the agent's sources, and its changes go through the agent; the replay's own ledger loses nothing."""
+    deployment = write_deployment(testbed, testbed_file)  # as `pipetune testbed up` writes it
     manifests = testbed.resolved_run_dir() / "manifests"
     known = set(manifests.glob("*.json"))
     out, state = tmp_path / "out.json", tmp_path / "state"
     # Longer than the run (Ray's start, 3 windows, the settling after a restart): every window has traffic.
     replay, run_id = start_operator_traffic(testbed, write_trace(tmp_path / "access.log", 150, 240, seed=3), 240)
     try:
-        result = _autotune("--pipeline", str(deployment_path(testbed)), "--load", "none", "--windows", "3",
+        result = _autotune("--pipeline", str(deployment), "--load", "none", "--windows", "3",
                            "--window", "15", "--strategy", "ovat", "--json", str(out), "--state-dir", str(state))
         assert result.returncode == 0, result.stderr[-3000:]
         audit, owned = from_defaults.since(), from_defaults.owned
