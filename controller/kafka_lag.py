@@ -71,6 +71,9 @@ class GroupLag:
                                                          request_timeout=self.timeout_s)
         committed = {TopicPartition(tp.topic, tp.partition): tp.offset
                      for tp in futures[self.group].result().topic_partitions}
+        if not committed:  # a lag of 0 would hide a misspelt group: say so instead
+            raise LagUnknown(f"consumer group {self.group!r} has committed no offsets (is kafka.consumer_group "
+                             f"the group that reads the pipeline's topic?)")
         for topic in {tp.topic for tp in committed}:
             metadata = self.admin.list_topics(topic=topic, timeout=self.timeout_s).topics[topic]
             for partition in metadata.partitions:

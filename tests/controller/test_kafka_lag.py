@@ -84,6 +84,8 @@ def test_group_lag_is_end_offsets_minus_committed_over_every_partition(testbed):
         assert (first.end, first.committed, first.lag_events) == (30, 10, 20)
         consumer.commit(offsets=[TopicPartition(topic, 0, 15), TopicPartition(topic, 1, 12)], asynchronous=False)
         assert lag.sample().lag_events == 3
+        with pytest.raises(LagUnknown, match="'nobody' has committed no offsets"):
+            GroupLag(testbed.bootstrap, "nobody").sample()
     finally:
         consumer.close()
         admin.delete_topics([topic])
