@@ -270,7 +270,7 @@ def main() -> None:
             ended = time.time()
         else:
             # Ray's start and restarts' settle windows come on top of the windows: the traffic outlasts them.
-            length_s = 1.2 * args.tune_minutes * 60 + 90
+            length_s = 1.5 * args.tune_minutes * 60 + 120
             trace = args.trace or write_trace(args.out / "trace.log", args.rate, length_s, args.seed)
             replay, run_id = start_operator_traffic(spec, trace, length_s)
             try:
