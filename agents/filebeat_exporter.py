@@ -1,9 +1,10 @@
-"""Filebeat's HTTP stats (JSON, which Prometheus cannot scrape) re-exported as Prometheus metrics,
-with the replayed log's backlog: bytes written but not yet acknowledged by the output."""
+"""Filebeat's HTTP stats (JSON, which Prometheus cannot scrape) re-exported as Prometheus metrics by the
+agent, and the acknowledged read offset of each harvested file, from Filebeat's registry."""
 
 from __future__ import annotations
 
 import json
+import re
 import urllib.request
 from pathlib import Path
 from typing import Iterator
@@ -19,24 +20,34 @@ def _get(tree: dict, path: str) -> float:
     return float(node) if isinstance(node, (int, float)) else 0.0
 
 
-def registry_offsets(data_dir: Path, tail_bytes: int = 1 << 16) -> dict[str, int]:
-    """Acknowledged read offset per source file, from Filebeat's registry: its last checkpoint, then the
-    newest entries of its op log (only the log's tail is read: it grows until the next checkpoint)."""
+# A registry key ends with the file's identity: `filestream::<id>::native::<inode>-<device>` (filestream),
+# `filebeat::logs::native::<inode>-<device>` (log input).
+_NATIVE_KEY = re.compile(r"native::(\d+)-(\d+)$")
+
+
+def registry_offsets(data_dir: Path, tail_bytes: int = 1 << 16) -> dict[tuple[int, int], int]:
+    """Acknowledged read offset per file identity (device, inode), from Filebeat's registry: its last
+    checkpoint, then the newest entries of its op log (only the log's tail is read: it grows until the
+    next checkpoint). Filebeat keys a file by its identity, so a renamed file keeps its offset."""
     home = data_dir / "registry" / "filebeat"
-    entries: list[dict] = []
+    entries: list[tuple[object, object]] = []
     try:
         checkpoint = home / (home / "active.dat").read_text().strip().rsplit("/", 1)[-1]
-        entries += json.loads(checkpoint.read_text())
+        entries += [(entry.get("_key"), entry) for entry in json.loads(checkpoint.read_text())
+                    if isinstance(entry, dict)]
     except (OSError, ValueError):
         pass  # no checkpoint yet
-    entries += _tail_entries(home / "log.json", tail_bytes)
-    offsets: dict[str, int] = {}
-    for entry in entries:
-        value = entry.get("v", entry) if isinstance(entry, dict) else {}
-        source = (value.get("meta") or {}).get("source")
-        offset = (value.get("cursor") or {}).get("offset")
-        if isinstance(source, str) and isinstance(offset, int):
-            offsets[source] = offset
+    entries += [(entry.get("k"), entry.get("v")) for entry in _tail_entries(home / "log.json", tail_bytes)
+                if isinstance(entry, dict)]
+    offsets: dict[tuple[int, int], int] = {}
+    for key, value in entries:
+        found = _NATIVE_KEY.search(key) if isinstance(key, str) else None
+        if found is None or not isinstance(value, dict):
+            continue
+        # filestream keeps it in its cursor, the log input at the top of its state.
+        offset = (value.get("cursor") or {}).get("offset", value.get("offset"))
+        if isinstance(offset, int):
+            offsets[(int(found.group(2)), int(found.group(1)))] = offset
     return offsets
 
 
@@ -58,12 +69,10 @@ def _tail_entries(path: Path, tail_bytes: int) -> list[dict]:
 
 
 class FilebeatCollector(Collector):
-    """Collected at each scrape: Filebeat's counters and the unshipped bytes of the replayed log."""
+    """Collected at each scrape: Filebeat's output counters and its queue."""
 
-    def __init__(self, stats_url: str, log_path: Path, data_dir: Path) -> None:
+    def __init__(self, stats_url: str) -> None:
         self.stats_url = stats_url
-        self.log_path = log_path
-        self.data_dir = data_dir
 
     def collect(self) -> Iterator[Metric]:
         try:
@@ -80,13 +89,3 @@ class FilebeatCollector(Collector):
             yield CounterMetricFamily(f"pipetune_filebeat_{name}", doc, value=_get(stats, path))
         yield GaugeMetricFamily("pipetune_filebeat_queue_events", "Events in Filebeat's pipeline not yet acknowledged",
                                 value=_get(stats, "libbeat.pipeline.events.active"))
-        yield GaugeMetricFamily("pipetune_log_unshipped_bytes", "Bytes of the replayed log not yet acknowledged",
-                                value=self._unshipped_bytes())
-
-    def _unshipped_bytes(self) -> float:
-        try:
-            size = self.log_path.stat().st_size
-        except OSError:
-            return 0.0
-        offset = registry_offsets(self.data_dir).get(str(self.log_path), 0)
-        return float(max(size - offset, 0))

@@ -1,4 +1,5 @@
-"""The agent's HTTP service: components, their config versions, health, rollback and audit log.
+"""The agent's HTTP service: components, their config versions, health, rollback and audit log, and the
+node's own metrics at /metrics (what is appended to the harvested files and not yet shipped).
 
 Every request carries `Authorization: Bearer <token>`: none → 401, a wrong one → 403. The token is
 compared in constant time and never logged.
@@ -17,8 +18,9 @@ from typing import AsyncIterator
 
 import docker
 from fastapi import Depends, FastAPI, HTTPException
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from pydantic import BaseModel, Field
 
 from agents.adapter import Adapter, ConfigStore, Runtime
@@ -27,11 +29,13 @@ from agents.component import ChangeRefused, ManagedComponent
 from agents.config import (AgentConfig, Component, DockerRuntimeSpec, FilebeatComponent, KafkaBrokerComponent,
                            KafkaConsumerComponent, KafkaProducerComponent, LogstashComponent)
 from agents.filebeat_adapter import FilebeatAdapter
-from agents.filebeat_patch import InputSelector
+from agents.filebeat_exporter import FilebeatCollector, registry_offsets
+from agents.filebeat_patch import InputSelector, discover
 from agents.kafka_broker import KafkaBrokerAdapter
 from agents.kafka_client import KafkaConsumerAdapter, KafkaProducerAdapter
 from agents.logstash import LogstashAdapter
 from agents.runtimes import DockerRuntime, ProcessRuntime
+from agents.source_watch import SourceWatch, filebeat_data_dir, watched_sources
 from models.space import Value
 
 # The HTTP status of each change outcome: a rejected config wrote nothing (422); a rolled-back one
@@ -102,12 +106,31 @@ def canary_writer(agent_config: AgentConfig) -> CanaryWriter | None:
                         agent_config.state_dir / "canary")
 
 
+def node_metrics(config: AgentConfig) -> CollectorRegistry:
+    """The agent's own metrics: per Filebeat, what is appended to the files its tuned inputs harvest and
+    not yet shipped (`SourceWatch`), and its output counters when it serves its stats."""
+    registry = CollectorRegistry(auto_describe=False)
+    for spec in config.components:
+        if not isinstance(spec, FilebeatComponent):
+            continue
+        files = discover(spec.config, [InputSelector(id=s.id, path_glob=s.path) for s in spec.inputs])
+        # A container's Filebeat keeps its registry at a path of its own: its backlog counts from the agent's start.
+        argv = None if isinstance(spec.runtime, DockerRuntimeSpec) else spec.runtime.argv or _default_argv(spec)
+        data_dir = filebeat_data_dir(spec.config, argv) if argv else None
+        registry.register(SourceWatch(watched_sources(files.inputs),
+                                      (lambda d=data_dir: registry_offsets(d)) if data_dir else None))
+        if spec.http_port is not None:
+            registry.register(FilebeatCollector(f"http://127.0.0.1:{spec.http_port}/stats"))
+    return registry
+
+
 def create_app(agent_config: AgentConfig, token: str, components: dict[str, ManagedComponent] | None = None
                ) -> FastAPI:
     """The agent's FastAPI app; components are started (brought to their current version) on startup."""
     if not token:
         raise ValueError("the agent needs a non-empty token")
     managed = components if components is not None else build_components(agent_config)
+    metrics = node_metrics(agent_config)
     for component in managed.values():
         component.start()
     bearer = HTTPBearer(auto_error=False)
@@ -177,5 +200,10 @@ def create_app(agent_config: AgentConfig, token: str, components: dict[str, Mana
     @app.get("/components/{name}/audit")
     def audit(name: str) -> list[dict]:
         return component(name).audit()
+
+    @app.get("/metrics")
+    def prometheus_metrics() -> Response:
+        """Prometheus text format; scraped with the same bearer token (`authorization.credentials_file`)."""
+        return Response(generate_latest(metrics), media_type=CONTENT_TYPE_LATEST)
 
     return app

@@ -9,8 +9,15 @@
    events lost across every change (the probe's ledger; goal 0); every change and rollback the daemon
    logged is a version the node agent decided (its audit log).
 
+With `--load none` autotune drives no load: an independent `pipetune replay --profile trace` writes an
+access log's arrival pattern (`--trace FILE`, combined or nginx JSON; by default one generated at
+--rate with a slow swell and bursts) into the harvested log, as the operator's own traffic would, and
+autotune tunes `<run>/deployment.yaml --load none` on what the agent sees appended. The replay's own
+ledger (its manifest, the probe's report) is the truth the events lost are counted against.
+
     python -m bench.live [--pipeline FILE] [--rate 1000] [--tune-minutes 15] [--window 30]
-                         [--measure 45] [--rounds 2] [--out docs/evidence/live]
+                         [--measure 45] [--rounds 2] [--load replay|none] [--trace FILE]
+                         [--out docs/evidence/live]
 
 Starts the testbed when it is not up (and stops it again); writes live.json and live.png to --out.
 """
@@ -20,12 +27,16 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import secrets
 import shutil
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
+
+import numpy as np
 
 from rich.console import Console
 from rich.table import Table
@@ -39,7 +50,8 @@ from models.space import PIPELINE_SPACE, Config
 from models.verdict import judge
 from replay.profiles import Profile, WorkloadSpec, build_schedule
 from testbed import agent, lifecycle
-from testbed.harness import replay_and_observe
+from testbed.endpoints import write_deployment
+from testbed.harness import replay_and_observe, wait_for_report
 from testbed.pipeline import DEFAULT_PIPELINE, PipelineSpec, load_pipeline
 from testbed.prometheus import prometheus_url
 
@@ -65,16 +77,53 @@ class Measured:
         return self.throughput_eps / self.offered_eps if self.offered_eps else math.nan
 
 
-def tune(pipeline: Path, args: argparse.Namespace, directory: Path) -> dict:
+def tune(pipeline: Path, args: argparse.Namespace, directory: Path, load: list[str]) -> dict:
     """`pipetune autotune` on the live testbed, its live table on this terminal; returns its --json."""
     windows = math.ceil(args.tune_minutes * 60 / args.window)
     out = directory / "tune.json"
-    argv = [sys.executable, "-m", "cli", "autotune", "--pipeline", str(pipeline), "--profile", "burst",
+    argv = [sys.executable, "-m", "cli", "autotune", "--pipeline", str(pipeline), *load,
             "--rate", str(args.rate), "--windows", str(windows), "--window", str(args.window),
             "--calibration", CALIBRATION, "--seed", str(args.seed), "--state-dir", str(directory / "state"),
             "--plot", str(directory / "tune.png"), "--json", str(out)]
     subprocess.run(argv, check=True)
     return json.loads(out.read_text())
+
+
+def write_trace(path: Path, rate_eps: float, duration_s: float, seed: int) -> Path:
+    """A combined-format access log of `duration_s` seconds around `rate_eps`: a slow swell (±40 % over
+    5 minutes), a ×2 burst of 20 s every 150 s, Poisson counts per second (whole-second stamps, as nginx's
+    and Apache's `time_local` have)."""
+    rng = np.random.default_rng(seed)
+    start = datetime(2026, 11, 2, 9, 0, 0, tzinfo=timezone.utc).timestamp()
+    with open(path, "w") as out:
+        for second in range(math.ceil(duration_s)):
+            shape = (1 + 0.4 * math.sin(2 * math.pi * second / 300)) * (2.0 if second % 150 < 20 else 1.0)
+            stamp = datetime.fromtimestamp(start + second, tz=timezone.utc).strftime("%d/%b/%Y:%H:%M:%S +0000")
+            for _ in range(rng.poisson(rate_eps * shape)):
+                uri = f"/product/{rng.integers(1, 500)}" if rng.uniform() < 0.7 else "/cart"
+                out.write(f'10.0.{rng.integers(0, 255)}.{rng.integers(1, 255)} - - [{stamp}] "GET {uri} HTTP/1.1" '
+                          f'200 {rng.integers(200, 5000)} "-" "Mozilla/5.0"\n')
+    return path
+
+
+def start_operator_traffic(spec: PipelineSpec, trace: Path, duration_s: float) -> tuple[subprocess.Popen, str]:
+    """An independent `pipetune replay` of `trace`'s arrivals into the harvested log; its manifest goes where
+    the probe reads manifests, so the probe reports on it when it ends."""
+    run_id = "op" + secrets.token_hex(4)
+    manifest = spec.resolved_run_dir() / "manifests" / f"{run_id}.json"
+    argv = [sys.executable, "-m", "cli", "replay", "--profile", "trace", "--trace", str(trace),
+            "--duration", str(duration_s), "--out", str(spec.log_path()), "--run-id", run_id,
+            "--manifest", str(manifest), "--json"]
+    return subprocess.Popen(argv, stdout=subprocess.DEVNULL), run_id
+
+
+def operator_ledger(spec: PipelineSpec, replay: subprocess.Popen, run_id: str) -> dict[str, int]:
+    """Wait for the independent replay to end; what the probe's report of it says."""
+    if replay.wait() != 0:
+        raise SystemExit(f"the independent replay failed (exit {replay.returncode})")
+    report = wait_for_report(spec, run_id, spec.probe.late_after_s + 60)
+    return {"runs": 1, "expected": report.expected, "lost": report.lost_events,
+            "duplicates": report.duplicate_events, "late": report.late_events}
 
 
 def behind_windows(spec: PipelineSpec, start: float, end: float, window_s: float) -> list[dict]:
@@ -192,6 +241,10 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=10.0, help="seconds of each replay the latency ignores")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--load", choices=("replay", "none"), default="replay",
+                        help="replay: autotune drives the testbed's replay; none: an independent replay of --trace")
+    parser.add_argument("--trace", type=Path, help="--load none: the access log whose arrivals are replayed "
+                                                   "(default: one generated at --rate)")
     parser.add_argument("--out", type=Path, default=Path("docs/evidence/live"))
     args = parser.parse_args()
     for ok, flag, allowed in ((args.rate > 0, "--rate", "> 0"), (args.tune_minutes > 0, "--tune-minutes", "> 0"),
@@ -212,8 +265,21 @@ def main() -> None:
             seen = {name: len(client.audit(name)) for name in owned}
         shutil.rmtree(args.out / "state", ignore_errors=True)  # a kept state dir would resume the last run
         began = time.time()
-        tuned = tune(args.pipeline, args, args.out)
-        ended = time.time()
+        if args.load == "replay":
+            tuned = tune(args.pipeline, args, args.out, ["--load", "replay", "--profile", "burst"])
+            ended = time.time()
+        else:
+            # Ray's start and restarts' settle windows come on top of the windows: the traffic outlasts them.
+            length_s = 1.5 * args.tune_minutes * 60 + 120
+            trace = args.trace or write_trace(args.out / "trace.log", args.rate, length_s, args.seed)
+            replay, run_id = start_operator_traffic(spec, trace, length_s)
+            try:
+                tuned = tune(write_deployment(spec, args.pipeline), args, args.out, ["--load", "none"])
+            except BaseException:
+                replay.terminate()
+                raise
+            ended = time.time()
+            tuned["ledger"] = operator_ledger(spec, replay, run_id)
         with agent.client(spec) as client:
             audit = {name: client.audit(name)[seen[name]:] for name in owned}
         timeline = behind_windows(spec, began, ended, args.window)

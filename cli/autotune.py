@@ -29,7 +29,7 @@ from models.listening import ListenFlags
 from models.policy import Policy
 from models.presets import preset
 from models.strategies import STRATEGIES
-from models.twin import available, load
+from models.twin import available, load as load_calibration
 from replay.profiles import GENERATED_NAMES, WorkloadSpec
 from controller.deployment import DeploymentError, is_deployment_file, load_deployment
 from controller.deployment import live_pipeline as deployment_pipeline
@@ -60,30 +60,44 @@ def stop_on_signals(stop: threading.Event) -> Iterator[None]:
             signal.signal(sig, old)
 
 
-def _live_pipeline(pipeline: str) -> tuple[PipelineSpec | None, LivePipeline] | None:
+LOADS = ("none", "replay")
+
+
+def _live_pipeline(pipeline: str, load: str | None) -> tuple[PipelineSpec | None, LivePipeline] | None:
     """None for the twin; else the file's pipeline through its agents: a deployment file (an operator's, or
-    the one `testbed up` wrote) or a testbed pipeline file. The testbed spec comes along when there is one:
-    autotune drives its replay; an operator's pipeline carries its own traffic."""
+    the one `testbed up` wrote) or a testbed pipeline file. The testbed spec comes along when autotune
+    drives its replay (`load` replay, the testbed's default); with `none` the windows measure the traffic
+    the pipeline carries, as on an operator's (whose default it is)."""
     if pipeline == "twin":
+        if load is not None:
+            raise typer.BadParameter("the twin generates its own load (--profile, --rate): --load is for a "
+                                     "--pipeline FILE", param_hint="--load")
         return None
     path = Path(pipeline)
-    spec: PipelineSpec | None = None
+    testbed: PipelineSpec | None = None
     try:
         if is_deployment_file(path):
             described = load_deployment(path)
-            spec = load_pipeline(described.testbed) if described.testbed else None
+            testbed = load_pipeline(described.testbed) if described.testbed else None
         else:
-            spec = load_pipeline(path)
-            described = testbed_deployment(spec)
-        live = deployment_pipeline(described)
-        live.current()  # asks every agent: fails now, not after Ray has started, when a node is down
+            testbed = load_pipeline(path)
+            described = testbed_deployment(testbed)
     except (PipelineError, DeploymentError) as exc:
         raise typer.BadParameter(str(exc), param_hint="--pipeline") from None
+    if load == "replay" and testbed is None:
+        raise typer.BadParameter("replay needs the testbed (its deployment file has `testbed:`); an operator's "
+                                 "pipeline carries its own traffic: --load none", param_hint="--load")
+    live: LivePipeline | None = None
+    try:
+        live = deployment_pipeline(described)  # OSError: a token file that cannot be read
+        live.current()  # asks every agent: fails now, not after Ray has started, when a node is down
     except (OSError, PipelineUnavailable) as exc:
+        if live is not None:
+            live.close()
         said = (f"the testbed's agent does not answer ({exc}); start the testbed with "
-                f"`pipetune testbed up --pipeline {pipeline}`") if spec else f"an agent does not answer ({exc})"
+                f"`pipetune testbed up --pipeline {pipeline}`") if testbed else f"an agent does not answer ({exc})"
         raise typer.BadParameter(said, param_hint="--pipeline") from None
-    return spec, live
+    return (testbed if (load or ("replay" if testbed else "none")) == "replay" else None), live
 
 
 def autotune_command(
@@ -111,11 +125,13 @@ def autotune_command(
     api_insecure_http: bool = typer.Option(False, help="Serve the API as plain HTTP off loopback anyway (warned)."),
     token_file: Optional[Path] = typer.Option(None, help="File holding the API token (default: $PIPETUNE_API_TOKEN)."),
     on_exit: str = typer.Option("keep", help="When the run ends: keep the config in force, or revert to the one it started from."),
+    load: Optional[str] = typer.Option(None, help="On a pipeline FILE: 'replay' (drive the testbed's replay at --profile/--rate; the testbed's default) or 'none' (tune on the traffic the pipeline carries; an operator's default)."),
 ) -> None:
     """Tune the pipeline on line: observe a window, check guardrails, decide, apply, settle, record."""
     checks = [(rate > 0, "--rate", f"must be > 0 events/s, got {rate:g}"),
               (windows is None or windows >= 1, "--windows", f"must be >= 1, got {windows}"),
               (on_exit in ("keep", "revert"), "--on-exit", f"must be keep or revert, got {on_exit!r}"),
+              (load is None or load in LOADS, "--load", f"must be none or replay, got {load!r}"),
               (window > 0, "--window", f"must be > 0 seconds, got {window:g}"),
               (speed >= 0, "--speed", f"must be >= 0, got {speed:g}"),
               (profile in GENERATED_NAMES, "--profile", f"must be one of {', '.join(GENERATED_NAMES)}, got {profile!r}"),
@@ -130,14 +146,15 @@ def autotune_command(
     scheme, api_ssl = tls_options(api_host, api_tls_cert, api_tls_key, api_insecure_http, "pipetune autotune API",
                                   ListenFlags("--api-tls-cert", "--api-tls-key", "--api-insecure-http")) \
         if api_port is not None else ("http", {})
-    spec, live = _live_pipeline(pipeline) or (None, None)
+    spec, live = _live_pipeline(pipeline, load) or (None, None)
     if windows is None and not live:
         windows = TWIN_WINDOWS
     if live and not spec:
-        err.print("an operator's pipeline: no replay of its own, windows measure the traffic it carries "
-                  "(measuring operator traffic properly is the next issue)")
+        err.print("no replay of pipetune's own: offered load is what the agents see appended to the harvested "
+                  "files, throughput what the probe consumes, backlog the files' unshipped events and the "
+                  "consumer group's lag")
     try:
-        cal = load(calibration or ("local-filebeat-kafka" if live else "paper-2vcpu"))
+        cal = load_calibration(calibration or ("local-filebeat-kafka" if live else "paper-2vcpu"))
     except (KeyError, FileNotFoundError, ValueError) as exc:
         raise typer.BadParameter(str(exc).splitlines()[0], param_hint="--calibration") from None
     policy = Policy(mode=mode, min_throughput_ratio=min_throughput_ratio, p95_ceiling_s=slo_p95)

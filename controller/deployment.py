@@ -15,6 +15,7 @@ import yaml
 from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from agents.client import AgentClient
+from controller.kafka_lag import GroupLag, LagWatch
 from controller.live import LivePipeline
 from controller.telemetry import PrometheusTelemetry
 from models.presets import preset
@@ -40,6 +41,9 @@ class NodeSpec(_Spec):
 class KafkaSpec(_Spec):
     bootstrap: str = Field(min_length=1, description="host:port[,host:port...] of the brokers")
     consumer_group: str = Field(min_length=1, description="the consumer group whose lag says whether output keeps up")
+    commit_interval_s: float = Field(default=5.0, gt=0, le=600,
+                                     description="how often the group commits its offsets (auto.commit.interval.ms, "
+                                                 "a batch interval): its lag is the floor over twice this span")
 
 
 class PrometheusSpec(_Spec):
@@ -47,8 +51,9 @@ class PrometheusSpec(_Spec):
 
 
 class LatencySpec(_Spec):
-    # One source for now: the probe's histograms in Prometheus. Others (e.g. the operator's own) come later.
-    source: Literal["probe"] = "probe"
+    source: Literal["event_time", "canary", "worst"] = Field(
+        default="event_time", description="which of the probe's latencies the learner optimises: each event's own "
+                                          "write time, the agents' canary lines, or the worse of both per window")
 
 
 class StartConfig(_Spec):
@@ -137,10 +142,13 @@ def agent_client(node: NodeSpec, *, timeout_s: float = 120.0) -> AgentClient:
 
 
 def live_pipeline(deployment: Deployment) -> LivePipeline:
-    """One agent client per node and the probe's telemetry in Prometheus, from the deployment alone."""
+    """One agent client per node; the telemetry in Prometheus (latency from `latency.source`) and the consumer
+    group's lag (sampled from now on, until the pipeline is closed), from the deployment alone."""
     agents = [agent_client(node) for node in deployment.nodes]
-    return LivePipeline(agents, PrometheusTelemetry(str(deployment.prometheus.url).rstrip("/")),
-                        deployment.config.config())
+    kafka = deployment.kafka
+    lag = LagWatch(GroupLag(kafka.bootstrap, kafka.consumer_group), span_s=2 * kafka.commit_interval_s)
+    telemetry = PrometheusTelemetry(str(deployment.prometheus.url).rstrip("/"), deployment.latency.source, lag)
+    return LivePipeline(agents, telemetry, deployment.config.config())
 
 
 def _describe(error: dict) -> str:

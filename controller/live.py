@@ -49,6 +49,7 @@ class LivePipeline:
     def close(self) -> None:
         for agent in self.agents:
             agent.close()
+        self.telemetry.close()
 
     def apply(self, config: Config) -> ApplyReport:
         """Put `config` in force through the agents; the time restarts took is the pause.

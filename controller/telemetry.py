@@ -1,25 +1,56 @@
 """Telemetry of a live pipeline, read back from Prometheus (prometheus-api-client).
 
-The probe exports everything scraped here: latency histograms by stage, events consumed, the log's
-events written, Filebeat's counters, the consumer's lag. A window is summarised with `increase()`
-over exactly the window, so percentiles are those of the events that arrived in it. A window
-Prometheus cannot be asked about, or holds no samples of the probe for, is `TelemetryMissing`.
+What is scraped: the probe's latency histograms (`pipetune_e2e_latency_seconds{stage, source, node}`)
+and the records it consumed, and each node agent's sources (`pipetune_source_*`: events appended to
+the harvested files, and the bytes not yet shipped) and Filebeat counters. A window is summarised with
+`increase()` over exactly the window, so percentiles are those of the events that arrived in it.
+
+The offered load is what the sources appended and the throughput what the probe consumed, with or
+without a replay of pipetune's own: the daemon judges the operator's traffic as it judges the testbed's.
+The backlog is the sources' unshipped events and, given a `LagWatch`, the operator's consumer group lag.
+Latency is the deployment's `latency.source`: `event_time` (each event's own write time; a histogram
+without a `source` label, an older probe's, is that too), `canary` (the agents' canary lines), or
+`worst`, the worse of both by P95 in each window. A window Prometheus cannot be asked about, or holds
+no samples of the probe or the sources for, is `TelemetryMissing`.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Callable, Protocol
+from typing import Callable, Literal, Protocol
 
 import requests
 from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
 
+from controller.kafka_lag import LagWatch
 from controller.pipelines import PipelineUnavailable
 from models.observation import Observation
 
 HISTOGRAM = "pipetune_e2e_latency_seconds"
 SERIES_RATE_WINDOW_S = 5  # per-second series are rates over this many seconds
+LatencySource = Literal["event_time", "canary", "worst"]
+# `source=""` also matches a histogram without the label at all: the probe from before it had one.
+SOURCE_MATCHERS = {"event_time": 'source=~"event_time|"', "canary": 'source="canary"'}
+APPENDED = "pipetune_source_events_total"
+# Every record the probe consumed (`increase` or `rate`); a probe from before `pipetune_records_total`
+# counted them in two.
+CONSUMED = ("sum({f}(pipetune_records_total[{w}])) or (sum({f}(pipetune_events_total[{w}])) "
+            "+ sum({f}(pipetune_unparsed_events_total[{w}])))")
+
+
+@dataclass(frozen=True)
+class Latency:
+    """One latency source's figures over a window."""
+
+    p50_s: float
+    p95_s: float
+    p99_s: float
+    mean_s: float
+    stage_p95_s: dict[str, float]
+    stage_mean_s: dict[str, float]
+    p95_series_s: list[float]
 
 
 class TelemetryMissing(PipelineUnavailable):
@@ -31,12 +62,21 @@ class TelemetrySource(Protocol):
         """The window [start, end] summarised; `TelemetryMissing` when it cannot be."""
         ...
 
+    def close(self) -> None:
+        """Stop what it runs in the background (nothing, for most)."""
+        ...
+
 
 class PrometheusTelemetry:
-    """A `TelemetrySource` over the Prometheus that scrapes the probe."""
+    """A `TelemetrySource` over the Prometheus that scrapes the probe and the node agents."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, latency_source: LatencySource = "event_time", kafka_lag: LagWatch | None = None
+                 ) -> None:
+        if latency_source not in (*SOURCE_MATCHERS, "worst"):
+            raise ValueError(f"latency source must be event_time, canary or worst, got {latency_source!r}")
         self.url = url
+        self.latency_source = latency_source
+        self.kafka_lag = kafka_lag
         self.client = PrometheusConnect(url=url, disable_ssl=True)
 
     def _ask(self, query: Callable[[], list]) -> list:
@@ -61,51 +101,73 @@ class PrometheusTelemetry:
         values = {round(float(t)): float(v) for t, v in rows[0]["values"]} if rows else {}
         return [values.get(t, math.nan) for t in range(math.ceil(start), math.floor(end) + 1)]
 
+    def latency(self, source: str, start: float, end: float) -> Latency:
+        """The e2e percentiles, mean, per-stage P95 and mean, and per-second P95 of one latency source."""
+        w = f"{max(round(end - start), 1)}s"
+        match = SOURCE_MATCHERS[source]
+        e2e = f'sum by (le) (increase({HISTOGRAM}_bucket{{stage="e2e", {match}}}[{w}]))'
+        quantile = {q: self.scalar(f"histogram_quantile({q}, {e2e})", end) for q in (0.5, 0.95, 0.99)}
+        count = self.scalar(f'sum(increase({HISTOGRAM}_count{{stage="e2e", {match}}}[{w}]))', end)
+        total = self.scalar(f'sum(increase({HISTOGRAM}_sum{{stage="e2e", {match}}}[{w}]))', end)
+        stages = f'sum by (le, stage) (increase({HISTOGRAM}_bucket{{stage!="e2e", {match}}}[{w}]))'
+        stage_p95 = self.by_label(f"histogram_quantile(0.95, {stages})", "stage", end)
+        stage_mean = self.by_label(f'sum by (stage) (increase({HISTOGRAM}_sum{{stage!="e2e", {match}}}[{w}])) / '
+                                   f'sum by (stage) (increase({HISTOGRAM}_count{{stage!="e2e", {match}}}[{w}]))',
+                                   "stage", end)
+        rate = f"[{SERIES_RATE_WINDOW_S}s]"
+        series = self.series(f'histogram_quantile(0.95, sum by (le) '
+                             f'(rate({HISTOGRAM}_bucket{{stage="e2e", {match}}}{rate})))', start, end)
+        return Latency(quantile[0.5], quantile[0.95], quantile[0.99], total / count if count > 0 else math.nan,
+                       stage_p95, stage_mean, series)
+
+    def _latency(self, start: float, end: float) -> Latency:
+        if self.latency_source != "worst":
+            return self.latency(self.latency_source, start, end)
+        both = [self.latency(source, start, end) for source in SOURCE_MATCHERS]
+        # A source with no events in the window (NaN) does not hide the other one.
+        return max(both, key=lambda figures: figures.p95_s if math.isfinite(figures.p95_s) else -math.inf)
+
     def window(self, start: float, end: float) -> Observation:
         """Latency percentiles, rates, backlog, CPU and request rate over [start, end]."""
         w = f"{max(round(end - start), 1)}s"
         seconds = max(end - start, 1e-9)
-        # The probe exports these counters from its start, so no sample of them means no telemetry at all.
-        written = self.scalar(f"increase(pipetune_log_events_written_total[{w}])", end)
-        consumed = self.scalar(f"increase(pipetune_events_total[{w}])", end)
-        for name, value in (("pipetune_log_events_written_total", written), ("pipetune_events_total", consumed)):
+        # Both are counters from the start of their exporter: no sample of one means that part is not scraped.
+        appended = self.scalar(f"sum(increase({APPENDED}[{w}]))", end)
+        consumed = self.scalar(CONSUMED.format(f="increase", w=w), end)
+        for value, what in ((appended, f"{APPENDED} (the node agents' /metrics)"),
+                            (consumed, "pipetune_records_total or pipetune_events_total (the probe)")):
             if math.isnan(value):
-                raise TelemetryMissing(f"telemetry (Prometheus at {self.url}): no samples of {name} in the window")
-        e2e = f'increase({HISTOGRAM}_bucket{{stage="e2e"}}[{w}])'
-        quantile = {q: self.scalar(f"histogram_quantile({q}, sum by (le) ({e2e}))", end) for q in (0.5, 0.95, 0.99)}
-        count = self.scalar(f'increase({HISTOGRAM}_count{{stage="e2e"}}[{w}])', end)
-        total = self.scalar(f'increase({HISTOGRAM}_sum{{stage="e2e"}}[{w}])', end)
-        stages = f"increase({HISTOGRAM}_bucket{{stage!=\"e2e\"}}[{w}])"
-        stage_p95 = self.by_label(f"histogram_quantile(0.95, sum by (le, stage) ({stages}))", "stage", end)
-        stage_mean = self.by_label(f"increase({HISTOGRAM}_sum{{stage!=\"e2e\"}}[{w}]) / "
-                                   f"increase({HISTOGRAM}_count{{stage!=\"e2e\"}}[{w}])", "stage", end)
-        lost = self.scalar(f"increase(pipetune_lost_events_total[{w}])", end)
-        batches = self.scalar(f"increase(pipetune_filebeat_output_batches_total[{w}])", end)
-        bytes_per_event = self.scalar("pipetune_log_written_bytes_total / pipetune_log_events_written_total", end)
-        backlog = {
-            "log": self.scalar("pipetune_log_unshipped_bytes", end) / bytes_per_event,
-            "filebeat": self.scalar("pipetune_filebeat_queue_events", end),
-            "kafka": self.scalar("pipetune_kafka_consumer_lag_events", end),
-        }
+                raise TelemetryMissing(f"telemetry (Prometheus at {self.url}): no samples of {what} in the window")
+        latency = self._latency(start, end)
+        lost = _num(self.scalar(f"sum(increase(pipetune_lost_events_total[{w}]))", end)) + \
+            _num(self.scalar(f"sum(increase(pipetune_canary_lost_total[{w}]))", end))
+        batches = self.scalar(f"sum(increase(pipetune_filebeat_output_batches_total[{w}]))", end)
+        bytes_per_event = self.scalar(f"sum(pipetune_source_bytes_total) / sum({APPENDED})", end)
+        backlog = {"source": self.scalar("sum(pipetune_source_backlog_bytes)", end) / bytes_per_event}
+        if self.kafka_lag is not None:
+            backlog["kafka"] = self.kafka_lag.lag_events(start, end)
         cpu = self.by_label(f"rate(pipetune_component_cpu_seconds_total[{w}])", "component", end)
         cpu["probe"] = self.scalar(f"rate(process_cpu_seconds_total[{w}])", end)
-        rate = f"[{SERIES_RATE_WINDOW_S}s]"
+        rate = f"{SERIES_RATE_WINDOW_S}s"
         series = {
             "t_s": [float(t) for t in range(math.ceil(start), math.floor(end) + 1)],
-            "input_eps": self.series(f"rate(pipetune_log_events_written_total{rate})", start, end),
-            "output_eps": self.series(f"rate(pipetune_events_total{rate})", start, end),
-            "p95_s": self.series(f"histogram_quantile(0.95, sum by (le) "
-                                 f"(rate({HISTOGRAM}_bucket{{stage=\"e2e\"}}{rate})))", start, end),
+            "input_eps": self.series(f"sum(rate({APPENDED}[{rate}]))", start, end),
+            "output_eps": self.series(CONSUMED.format(f="rate", w=rate), start, end),
+            "p95_s": latency.p95_series_s,
         }
         return Observation(
-            duration_s=end - start, offered_eps=written / seconds, throughput_eps=consumed / seconds,
-            p50_s=quantile[0.5], p95_s=quantile[0.95], p99_s=quantile[0.99],
-            mean_s=total / count if count > 0 else math.nan,
-            events_in=round(written), events_out=round(consumed), lost_events=round(_num(lost)),
-            packets_per_s=_num(batches) / seconds, stage_p95_s=stage_p95, stage_mean_s=stage_mean,
+            duration_s=end - start, offered_eps=appended / seconds, throughput_eps=consumed / seconds,
+            p50_s=latency.p50_s, p95_s=latency.p95_s, p99_s=latency.p99_s, mean_s=latency.mean_s,
+            events_in=round(appended), events_out=round(consumed), lost_events=round(lost),
+            packets_per_s=_num(batches) / seconds, stage_p95_s=latency.stage_p95_s,
+            stage_mean_s=latency.stage_mean_s,
             backlog_events={k: round(v) for k, v in backlog.items() if math.isfinite(v)},
             cpu_cores={k: v for k, v in cpu.items() if math.isfinite(v)}, series=series,
         )
+
+    def close(self) -> None:
+        if self.kafka_lag is not None:
+            self.kafka_lag.close()
 
 
 def _num(value: float) -> float:

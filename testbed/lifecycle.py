@@ -25,7 +25,7 @@ from testbed.kafka import broker_ready, create_topics, kafka_service
 from testbed.pipeline import PipelineSpec
 from testbed.probe import probe_service
 from testbed.processes import Service, TestbedError
-from testbed.prometheus import probe_scraped, prometheus_service, prometheus_url
+from testbed.prometheus import prometheus_service, prometheus_url, scraped
 
 START = ("kafka", "prometheus", "agent")  # the agent starts Filebeat and the probe
 STOP = ("agent", "filebeat", "probe", "prometheus", "kafka")
@@ -120,7 +120,7 @@ def up(spec: PipelineSpec, config: Config | None = None) -> list[ServiceStatus]:
                 create_topics(spec)  # before any event can flow
         processes.wait_ready(planned["filebeat"], lambda: _http_ok(_endpoints(spec)["filebeat"]), 30.0)
         # Prometheus picks up new targets only after a few seconds: telemetry is live once it has.
-        processes.wait_ready(planned["prometheus"], lambda: probe_scraped(spec), 30.0)
+        processes.wait_ready(planned["prometheus"], lambda: scraped(spec), 30.0)
     except BaseException:
         down(spec)
         raise

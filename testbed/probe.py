@@ -11,7 +11,7 @@ from agents.kafka_client import FILE as CONSUMER_PROPERTIES
 from agents.probe.consumer import REPLAY_EVENT_TIME
 from models.event_time import COMBINED_TIME_REGEX, EventTimeSpec
 from replay.events import STAMPED_FORMATS
-from testbed.filebeat_layout import filebeat_layout, filebeat_pid_file
+from testbed.filebeat_layout import filebeat_pid_file
 from testbed.pipeline import PipelineSpec
 from testbed.processes import Service, pid_file
 
@@ -50,8 +50,8 @@ def event_time_arguments(log_format: str) -> tuple[str, ...]:
 
 
 def probe_service(spec: PipelineSpec) -> Service:
-    """The probe as the agent runs it: consuming with the agent's consumer.properties, re-exporting
-    Filebeat's stats and the other components' CPU time."""
+    """The probe as the agent runs it: consuming with the agent's consumer.properties, exporting the other
+    components' CPU time (the agent exports the log's appended events and Filebeat's stats)."""
     run = spec.resolved_run_dir()
     pid_files = {"kafka": pid_file(run, "kafka"), "filebeat": filebeat_pid_file(spec),
                  "prometheus": pid_file(run, "prometheus")}
@@ -61,8 +61,6 @@ def probe_service(spec: PipelineSpec) -> Service:
             "--manifests", str(run / "manifests"), "--reports", str(run / "reports"),
             "--late-after-s", str(spec.probe.late_after_s),
             "--consumer-properties", str(probe_config_dir(spec) / CONSUMER_PROPERTIES),
-            "--filebeat-stats-url", f"http://127.0.0.1:{spec.filebeat.http_port}/stats",
-            "--filebeat-data", str(filebeat_layout(spec).home_dir / "data"), "--log-path", str(spec.log_path()),
             *event_time_arguments(spec.log.format), "--clock-offsets", str(clock_offsets_file(spec)), *cpu_of)
     return Service("probe", argv, run, pid_path=probe_pid_file(spec))
 

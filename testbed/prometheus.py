@@ -1,7 +1,10 @@
-"""Prometheus (Debian's binary) run as a plain process that scrapes the probe on loopback.
+"""Prometheus (Debian's binary) run as a plain process that scrapes the probe and the node agent on loopback.
 
-Filebeat's own HTTP endpoint serves JSON (`/stats`), which Prometheus cannot scrape; the probe
-process re-exports it (`pipetune_filebeat_*`, agents/filebeat_exporter.py), so one scrape job covers both.
+The probe exports latency; the agent exports what is appended to the harvested log and not yet shipped,
+and re-exports Filebeat's JSON `/stats` (which Prometheus cannot scrape). The agent's /metrics takes its
+bearer token like every other request of it: Prometheus reads it from the token file (`credentials_file`,
+re-read at each scrape), so no endpoint of the agent answers without it. Every series of the agent
+carries `node` (the pipeline's name), as an operator's scrape config labels each node.
 """
 
 from __future__ import annotations
@@ -13,8 +16,11 @@ from pathlib import Path
 
 import yaml
 
+from testbed.agent import token_file
 from testbed.pipeline import PipelineSpec
 from testbed.processes import Service
+
+PROBE_JOB, AGENT_JOB = "pipetune-probe", "pipetune-agent"
 
 
 def render_prometheus_config(spec: PipelineSpec) -> str:
@@ -22,7 +28,9 @@ def render_prometheus_config(spec: PipelineSpec) -> str:
     document = {
         "global": {"scrape_interval": interval, "evaluation_interval": interval},
         "scrape_configs": [
-            {"job_name": "pipetune-probe", "static_configs": [{"targets": [f"127.0.0.1:{spec.probe.metrics_port}"]}]},
+            {"job_name": PROBE_JOB, "static_configs": [{"targets": [f"127.0.0.1:{spec.probe.metrics_port}"]}]},
+            {"job_name": AGENT_JOB, "authorization": {"type": "Bearer", "credentials_file": str(token_file(spec))},
+             "static_configs": [{"targets": [f"127.0.0.1:{spec.agent.port}"], "labels": {"node": spec.name}}]},
         ],
     }
     return yaml.safe_dump(document, sort_keys=False)
@@ -43,9 +51,9 @@ def prometheus_url(spec: PipelineSpec) -> str:
     return f"http://127.0.0.1:{spec.prometheus.port}"
 
 
-def probe_scraped(spec: PipelineSpec) -> bool:
-    """Whether Prometheus has scraped the probe successfully at least once."""
-    query = urllib.parse.urlencode({"query": 'up{job="pipetune-probe"}'})
+def scraped(spec: PipelineSpec) -> bool:
+    """Whether Prometheus has scraped the probe and the agent successfully at least once."""
+    query = urllib.parse.urlencode({"query": "up"})
     with urllib.request.urlopen(f"{prometheus_url(spec)}/api/v1/query?{query}", timeout=2.0) as response:
         result = json.load(response)["data"]["result"]
-    return any(row["value"][1] == "1" for row in result)
+    return {row["metric"]["job"] for row in result if row["value"][1] == "1"} >= {PROBE_JOB, AGENT_JOB}

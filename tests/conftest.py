@@ -12,6 +12,7 @@ import pytest
 import yaml
 from hypothesis import settings
 
+from models.observation import Observation
 from testbed import lifecycle
 from testbed.install import Installed, install_all
 from testbed.pipeline import DEFAULT_PIPELINE, PipelineSpec, load_pipeline
@@ -62,6 +63,18 @@ def write_deployment(directory: Path, agent_url: str, **changes: object) -> Path
     path = directory / "deployment.yaml"
     path.write_text(yaml.safe_dump(doc))
     return path
+
+
+class FixedTelemetry:
+    """A stand-in `TelemetrySource` where no Prometheus runs: the same window every time, its stages named as
+    the probe names them."""
+
+    def window(self, start: float, end: float) -> Observation:
+        stages = {"filebeat_read": 0.01, "filebeat_publish": 0.02, "kafka_consume": 0.03}
+        return Observation(end - start, 100.0, 100.0, 0.05, 0.06, 0.07, 0.05, stage_p95_s=stages)
+
+    def close(self) -> None:
+        pass
 
 
 @pytest.fixture(scope="session")

@@ -11,9 +11,7 @@ from pathlib import Path
 
 from prometheus_client import ProcessCollector, start_http_server
 
-from agents.filebeat_exporter import FilebeatCollector
 from agents import properties_file
-from agents.log_stats import LogCollector
 from agents.process_stats import ProcessCpuCollector
 from agents.probe.consumer import Probe, ProbeOptions, consumer_settings
 from agents.probe.ledger import Ledger
@@ -33,9 +31,6 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--late-after-s", type=float, default=10.0)
     parser.add_argument("--consumer-properties", type=Path, metavar="FILE",
                         help="librdkafka settings (name=value lines), read at start: the agent renders them")
-    parser.add_argument("--filebeat-stats-url", help="re-export this Filebeat's /stats")
-    parser.add_argument("--filebeat-data", type=Path, help="Filebeat's path.data (for the log backlog)")
-    parser.add_argument("--log-path", type=Path, help="the replayed log (for the log backlog)")
     parser.add_argument("--cpu-of", action="append", default=[], metavar="NAME=PID_FILE",
                         help="export the CPU time of the process in PID_FILE as component NAME (repeatable)")
     when = parser.add_argument_group("event time", "where each line's own write time is and how it is written")
@@ -78,10 +73,6 @@ def main() -> None:
     ProcessCollector(registry=metrics.registry)
     pid_files = dict(item.split("=", 1) for item in args.cpu_of)
     metrics.registry.register(ProcessCpuCollector({name: Path(path) for name, path in pid_files.items()}))
-    if args.log_path:
-        metrics.registry.register(LogCollector(args.log_path))
-    if args.filebeat_stats_url and args.filebeat_data and args.log_path:
-        metrics.registry.register(FilebeatCollector(args.filebeat_stats_url, args.log_path, args.filebeat_data))
     # A recreated probe (the agent restarts it to change its consumer settings) carries on counting.
     checkpoint = args.reports / "ledger.checkpoint"
     ledger = Ledger.load(checkpoint, args.late_after_s)

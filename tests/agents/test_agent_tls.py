@@ -28,6 +28,7 @@ from controller.deployment import load_deployment, live_pipeline
 from controller.pipelines import PipelineUnavailable
 from models.space import PIPELINE_SPACE
 from tests.agents.conftest import TOKEN, write_wrapper
+from tests.conftest import FixedTelemetry
 
 HOST = "127.0.1.1"  # loopback on Linux, but not 127.0.0.1: the agent must treat it as off loopback
 
@@ -50,12 +51,6 @@ def _agent_config(tmp_path: Path, port: int) -> AgentConfig:
                         "properties": str(config_dir / "producer.properties"),
                         "params": {"kafka.producer.linger.ms": 2},
                         "runtime": {"argv": ["/bin/sh", str(wrapper), "sleep", "600"]}}]})
-
-
-class FixedTelemetry:
-    def window(self, start: float, end: float):  # noqa: ANN201 — an Observation
-        from models.observation import Observation
-        return Observation(end - start, 100.0, 100.0, 0.05, 0.06, 0.07, 0.05)
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +85,7 @@ def _deployment_file(tmp_path: Path, url: str, ca_file: Path, token: str = TOKEN
     doc = {"name": "ops", "nodes": [{"name": "node1", "agent_url": url, "token_file": "node1.token",
                                       "ca_file": str(ca_file)}],
            "kafka": {"bootstrap": "127.0.0.1:9", "consumer_group": "shop"},
-           "prometheus": {"url": "http://127.0.0.1:9"}, "latency": {"source": "probe"}}
+           "prometheus": {"url": "http://127.0.0.1:9"}, "latency": {"source": "event_time"}}
     path = tmp_path / "deployment.yaml"
     path.write_text(yaml.safe_dump(doc))
     return path

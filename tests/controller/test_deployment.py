@@ -9,11 +9,10 @@ import pytest
 
 from controller.daemon import Daemon
 from controller.deployment import DeploymentError, is_deployment_file, live_pipeline, load_deployment
-from models.observation import Observation
 from models.policy import Policy
 from models.space import PIPELINE_SPACE
 from tests.controller.test_daemon import Scripted
-from tests.conftest import free_ports, write_deployment
+from tests.conftest import FixedTelemetry, free_ports, write_deployment
 
 
 def _write(tmp_path: Path, **changes: object) -> Path:
@@ -23,12 +22,15 @@ def _write(tmp_path: Path, **changes: object) -> Path:
 def test_a_deployment_file_loads_with_paths_relative_to_it(tmp_path):
     deployment = load_deployment(_write(tmp_path))
     assert deployment.nodes[0].token_file == tmp_path / "edge-1.token"
-    assert deployment.latency.source == "probe" and deployment.testbed is None
+    assert deployment.latency.source == "event_time" and deployment.testbed is None
+    assert deployment.kafka.commit_interval_s == 5.0
     assert is_deployment_file(tmp_path / "deployment.yaml")
 
 
 @pytest.mark.parametrize("changes,expected", [
-    ({"latency": {"source": "access-log"}}, "latency.source: Input should be 'probe'"),
+    ({"latency": {"source": "probe"}}, "latency.source: Input should be 'event_time', 'canary' or 'worst'"),
+    ({"kafka": {"bootstrap": "k:9092", "consumer_group": "g", "commit_interval_s": 0}},
+     "kafka.commit_interval_s: Input should be greater than 0"),
     ({"nodes": []}, "nodes: List should have at least 1 item"),
     ({"nodes": [{"name": "a", "agent_url": "ftp://x", "token_file": "t"}]}, "nodes.0.agent_url: URL scheme should be"),
     ({"nodes": [{"name": "a", "agent_url": "https://x", "token_file": "missing.token"}]},
@@ -41,11 +43,6 @@ def test_errors_name_the_file_and_the_field(tmp_path, changes, expected):
     with pytest.raises(DeploymentError) as caught:
         load_deployment(path)
     assert str(caught.value).startswith(f"{path}: ") and expected in str(caught.value)
-
-
-class FixedTelemetry:
-    def window(self, start: float, end: float) -> Observation:
-        return Observation(end - start, 100.0, 100.0, 0.05, 0.06, 0.07, 0.05)
 
 
 def test_the_daemon_freezes_naming_the_node_that_does_not_answer(tmp_path):

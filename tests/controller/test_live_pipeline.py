@@ -13,18 +13,9 @@ from agents.client import AgentClient
 from agents.config import AgentConfig
 from controller.live import LivePipeline
 from controller.pipelines import PipelineUnavailable
-from models.observation import Observation
 from models.space import PIPELINE_SPACE
 from tests.agents.conftest import TOKEN, ServedAgent, write_wrapper
-from tests.conftest import free_ports
-
-
-class FixedTelemetry:
-    """A stand-in `TelemetrySource`: the same window every time, its stages named as the probe names them."""
-
-    def window(self, start: float, end: float) -> Observation:
-        stages = {"filebeat_read": 0.01, "filebeat_publish": 0.02, "kafka_consume": 0.03}
-        return Observation(end - start, 100.0, 100.0, 0.05, 0.06, 0.07, 0.05, stage_p95_s=stages)
+from tests.conftest import FixedTelemetry, free_ports
 
 
 @pytest.fixture

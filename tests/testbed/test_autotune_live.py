@@ -4,13 +4,15 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
+from bench.live import operator_ledger, start_operator_traffic, write_trace
 from controller.agent_changes import changes_for_agent, changes_not_in_audit, owned_params
 from models.space import PIPELINE_SPACE
 from testbed import agent
-from testbed.endpoints import live_pipeline
+from testbed.endpoints import live_pipeline, write_deployment
 
 PIPETUNE = str(Path(sys.executable).with_name("pipetune"))
 
@@ -26,29 +28,44 @@ def test_a_testbed_that_is_not_up_is_a_clear_error(tmp_path, make_pipeline):
     assert "Traceback" not in result.stderr
 
 
-@pytest.mark.slow
-def test_autotune_tunes_the_live_testbed_through_its_agent(testbed, testbed_file, tmp_path):
+class AgentAudit:
+    """What the testbed's agent audits from now on, of the parameters its components own."""
+
+    def __init__(self, spec) -> None:
+        self.spec = spec
+        with agent.client(spec) as client:
+            self.owned = owned_params(client.components())
+            self.seen = {name: len(client.audit(name)) for name in self.owned}
+
+    def since(self) -> dict[str, list[dict]]:
+        with agent.client(self.spec) as client:
+            return {name: client.audit(name)[self.seen[name]:] for name in self.owned}
+
+
+@pytest.fixture
+def from_defaults(testbed) -> Iterator[AgentAudit]:
+    """The testbed on the component defaults (the session's starts low-latency, where there is little to
+    gain), put back as it was after the test; and the agent's audit from then on."""
     pipeline = live_pipeline(testbed)
     before = pipeline.current()
-    # From the component defaults (the session's testbed starts low-latency, where there is little to gain).
     assert pipeline.apply(PIPELINE_SPACE.defaults()).ok
-    with agent.client(testbed) as client:
-        owned = owned_params(client.components())
-        seen = {name: len(client.audit(name)) for name in owned}
+    try:
+        yield AgentAudit(testbed)
+    finally:
+        assert pipeline.apply(before).ok
+
+
+@pytest.mark.slow
+def test_autotune_tunes_the_live_testbed_through_its_agent(from_defaults, testbed_file, tmp_path):
     out, state = tmp_path / "out.json", tmp_path / "state"
     # The test is about the daemon's changes going through the agent, not about what a learner makes of three
     # noisy live windows (the pipetune learner may well hold through all of them): OVAT's proposals do not
     # depend on what it observes, so from the first window on it changes filebeat.scan_frequency, a grid
     # level per window (a rollback, were a window to breach a guardrail, is a change through the agent too).
-    try:
-        result = _autotune("--pipeline", str(testbed_file), "--windows", "3", "--window", "15", "--rate", "300",
-                           "--profile", "steady", "--strategy", "ovat",
-                           "--json", str(out), "--state-dir", str(state))
-        assert result.returncode == 0, result.stderr[-3000:]
-        with agent.client(testbed) as client:
-            audit = {name: client.audit(name)[seen[name]:] for name in owned}
-    finally:
-        assert pipeline.apply(before).ok
+    result = _autotune("--pipeline", str(testbed_file), "--windows", "3", "--window", "15", "--rate", "300",
+                       "--profile", "steady", "--strategy", "ovat", "--json", str(out), "--state-dir", str(state))
+    assert result.returncode == 0, result.stderr[-3000:]
+    audit, owned = from_defaults.since(), from_defaults.owned
     windows = json.loads(out.read_text())["windows"]
     assert len(windows) == 3 and len((state / "decisions.jsonl").read_text().splitlines()) == 3
     assert all(w["observed"]["offered_eps"] > 0 for w in windows)  # the background replay drove every window
@@ -56,3 +73,33 @@ def test_autotune_tunes_the_live_testbed_through_its_agent(testbed, testbed_file
     # Every change the daemon made is a version the agent decided (one per component it touches), or
     # one the agent refused at its checks.
     assert changes_not_in_audit(windows, audit, owned) == []
+
+
+@pytest.mark.slow
+def test_autotune_with_load_none_tunes_on_traffic_it_does_not_drive(testbed, testbed_file, from_defaults, tmp_path):
+    """An independent replay writes an access log's arrivals into the harvested log, as an operator's traffic
+    would; autotune on the deployment file with `--load none` drives nothing, reads the offered load from
+    the agent's sources, and its changes go through the agent; the replay's own ledger loses nothing."""
+    deployment = write_deployment(testbed, testbed_file)  # as `pipetune testbed up` writes it
+    manifests = testbed.resolved_run_dir() / "manifests"
+    known = set(manifests.glob("*.json"))
+    out, state = tmp_path / "out.json", tmp_path / "state"
+    # Longer than the run (Ray's start, 3 windows, the settling after a restart): every window has traffic.
+    replay, run_id = start_operator_traffic(testbed, write_trace(tmp_path / "access.log", 150, 240, seed=3), 240)
+    try:
+        result = _autotune("--pipeline", str(deployment), "--load", "none", "--windows", "3",
+                           "--window", "15", "--strategy", "ovat", "--json", str(out), "--state-dir", str(state))
+        assert result.returncode == 0, result.stderr[-3000:]
+        audit, owned = from_defaults.since(), from_defaults.owned
+        ledger = operator_ledger(testbed, replay, run_id)
+    finally:
+        if replay.poll() is None:
+            replay.terminate()
+    assert set(manifests.glob("*.json")) - known == {manifests / f"{run_id}.json"}  # autotune replayed nothing
+    windows = json.loads(out.read_text())["windows"]
+    assert len(windows) == 3
+    assert all(w["observed"]["offered_eps"] > 0 and w["observed"]["throughput_eps"] > 0 for w in windows)
+    assert changes_for_agent(windows, owned), "the daemon changed nothing in 3 windows"
+    assert changes_not_in_audit(windows, audit, owned) == []
+    assert len((state / "decisions.jsonl").read_text().splitlines()) == 3
+    assert ledger["lost"] == 0 and ledger["expected"] > 0

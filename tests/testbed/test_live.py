@@ -53,6 +53,26 @@ def test_latency_histograms_read_back_through_prometheus(testbed):
     assert {"kafka", "filebeat", "prometheus", "probe"} <= set(observation.cpu_cores)
 
 
+def test_the_agent_counts_what_is_appended_and_the_backlog_drains(testbed):
+    """The offered load and the source backlog come from the node agent (its /metrics, scraped with its token)."""
+    telemetry = PrometheusTelemetry(prometheus_url(testbed))
+    appended = "sum(pipetune_source_events_total)"
+    started = time.time()
+    _wait_until(lambda: telemetry.scalar(f"timestamp({appended})", time.time()) > started, 60,
+                "a scrape of the agent")
+    before = telemetry.scalar(appended, time.time())
+    run = replay_and_check(testbed, arrivals.steady(500, 4))
+    assert run.report.complete
+    written = time.time()
+    _wait_until(lambda: telemetry.scalar(f"timestamp({appended})", time.time()) > written, 60,
+                "a scrape of the agent after the run")
+    # Canary lines the agent writes into the same log, if any, are appended events too (a few a second).
+    counted = telemetry.scalar(appended, time.time()) - before
+    assert run.events <= counted <= run.events + 10 * (time.time() - started)
+    _wait_until(lambda: telemetry.scalar("sum(pipetune_source_backlog_bytes)", time.time()) == 0, 60,
+                "the source backlog back at 0 once Filebeat shipped every line")
+
+
 def test_filebeat_killed_mid_run_is_restarted_by_the_agent_and_loses_nothing(testbed):
     filebeat = lifecycle.recorded_services(testbed)["filebeat"]
     pid = processes.running_pid(filebeat)

@@ -1,0 +1,207 @@
+"""`PrometheusTelemetry` against a real Prometheus scraping an exporter of the test's own (the probe's and
+the agent's metric names, values the test sets): the latency source the deployment names is the one
+read, a histogram without a `source` label (an older probe's) reads as event time, `worst` takes the
+worse of both, and the offered load, throughput and backlog come from the sources and the probe."""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Iterator
+
+import pytest
+import yaml
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from controller.kafka_lag import LagSample, LagWatch
+from controller.telemetry import PrometheusTelemetry, TelemetryMissing
+from testbed.processes import Service, start, stop, wait_ready
+from tests.conftest import free_ports
+
+pytestmark = pytest.mark.slow
+BUCKETS = (0.005, 0.01, 0.02, 0.05, 0.1, 0.5, 1.0, 2.0, 5.0)
+
+
+class Exporter:
+    """Serves whichever registry the test put in place, on loopback."""
+
+    def __init__(self, port: int) -> None:
+        self.registry = CollectorRegistry()
+        exporter = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 — http.server's name
+                body = generate_latest(exporter.registry)
+                self.send_response(200)
+                self.send_header("Content-Type", CONTENT_TYPE_LATEST)
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+@pytest.fixture(scope="module")
+def prometheus(installed, tmp_path_factory) -> Iterator[tuple[Exporter, PrometheusTelemetry]]:
+    home = tmp_path_factory.mktemp("prometheus")
+    exporter_port, port = free_ports(2)
+    exporter = Exporter(exporter_port)
+    config = home / "prometheus.yml"
+    config.write_text(yaml.safe_dump({"global": {"scrape_interval": "1s"}, "scrape_configs": [
+        {"job_name": "exporter", "static_configs": [{"targets": [f"127.0.0.1:{exporter_port}"]}]}]}))
+    service = Service("prometheus", (str(installed.prometheus), f"--config.file={config}",
+                                     f"--storage.tsdb.path={home / 'data'}", f"--web.listen-address=127.0.0.1:{port}"),
+                      home)
+    start(service)
+    telemetry = PrometheusTelemetry(f"http://127.0.0.1:{port}")
+    try:
+        wait_ready(service, lambda: _scalar(telemetry, "up") == 1, 60)
+        yield exporter, telemetry
+    finally:
+        stop(service)
+        exporter.server.shutdown()
+
+
+def _scalar(telemetry: PrometheusTelemetry, query: str) -> float:
+    try:
+        return telemetry.scalar(query, time.time())
+    except TelemetryMissing:
+        return math.nan
+
+
+def _scraped_after(telemetry: PrometheusTelemetry, metric: str, moment: float) -> None:
+    """Wait for a scrape that holds `metric` taken after `moment`."""
+    deadline = time.monotonic() + 60
+    while not _scalar(telemetry, f"timestamp({metric})") > moment:
+        assert time.monotonic() < deadline, f"no scrape of {metric} within 60 s"
+        time.sleep(0.2)
+
+
+def _sources(registry: CollectorRegistry, events: int, backlog_bytes: int) -> None:
+    """The agent's metrics: `events` lines of 100 bytes appended, `backlog_bytes` not shipped."""
+    labels = {"path": "/var/log/nginx/access.log", "node": "edge-1"}
+    Counter("pipetune_source_events", "", list(labels), registry=registry).labels(**labels).inc(events)
+    Counter("pipetune_source_bytes", "", list(labels), registry=registry).labels(**labels).inc(100 * events)
+    Gauge("pipetune_source_backlog_bytes", "", list(labels), registry=registry).labels(**labels).set(backlog_bytes)
+
+
+def _window(exporter: Exporter, telemetry: PrometheusTelemetry, fill, probe_counter: str) -> tuple[float, float]:
+    """A window in which the exporter's metrics went from zero (scraped) to what `fill` sets (scraped)."""
+    registry = CollectorRegistry()
+    counters = fill(registry)
+    exporter.registry = registry
+    start_s = time.time()
+    _scraped_after(telemetry, probe_counter, start_s)
+    counters()
+    filled = time.time()
+    _scraped_after(telemetry, probe_counter, filled)
+    _scraped_after(telemetry, probe_counter, time.time())  # a second scrape: increase() sees the step inside
+    return start_s - 0.5, time.time()
+
+
+def test_the_latency_source_is_the_one_the_deployment_names(prometheus):
+    exporter, telemetry = prometheus
+
+    def fill(registry: CollectorRegistry):
+        latency = Histogram("pipetune_e2e_latency_seconds", "", ["stage", "source", "node"], buckets=BUCKETS,
+                            registry=registry)
+        records = Counter("pipetune_records", "", registry=registry)
+        for source in ("event_time", "canary"):
+            latency.labels(stage="e2e", source=source, node="edge-1")
+        records.inc(0)
+        _sources(registry, 0, 0)
+
+        def counters() -> None:
+            for _ in range(95):
+                latency.labels(stage="e2e", source="event_time", node="edge-1").observe(0.008)
+            for _ in range(5):
+                latency.labels(stage="e2e", source="canary", node="edge-1").observe(1.5)
+            records.inc(100)
+        return counters
+
+    start_s, end_s = _window(exporter, telemetry, fill, "pipetune_records_total")
+    event_time = telemetry.window(start_s, end_s)
+    canary = PrometheusTelemetry(telemetry.url, "canary").window(start_s, end_s)
+    worst = PrometheusTelemetry(telemetry.url, "worst").window(start_s, end_s)
+    assert 0.005 < event_time.p95_s <= 0.01
+    assert 1.0 < canary.p95_s <= 2.0
+    assert worst.p95_s == canary.p95_s and worst.p50_s == canary.p50_s
+    assert event_time.events_out > 0 and event_time.throughput_eps > 0  # every record, of both sources
+
+
+def test_a_histogram_without_a_source_label_reads_as_event_time(prometheus):
+    exporter, telemetry = prometheus
+
+    def fill(registry: CollectorRegistry):
+        latency = Histogram("pipetune_e2e_latency_seconds", "", ["stage"], buckets=BUCKETS, registry=registry)
+        events = Counter("pipetune_events", "", registry=registry)
+        unparsed = Counter("pipetune_unparsed_events", "", registry=registry)
+        latency.labels(stage="e2e")
+        _sources(registry, 0, 0)
+
+        def counters() -> None:
+            for _ in range(50):
+                latency.labels(stage="e2e").observe(0.04)
+            events.inc(50)
+            unparsed.inc(50)
+        return counters
+
+    start_s, end_s = _window(exporter, telemetry, fill, "pipetune_events_total")
+    observation = telemetry.window(start_s, end_s)
+    assert 0.02 < observation.p95_s <= 0.05
+    # Without pipetune_records_total, every record is what the older probe counted in two.
+    parsed = telemetry.scalar(f"increase(pipetune_events_total[{round(end_s - start_s)}s])", end_s)
+    assert observation.events_out == pytest.approx(2 * parsed, abs=1)
+    assert math.isnan(PrometheusTelemetry(telemetry.url, "canary").window(start_s, end_s).p95_s)
+    assert PrometheusTelemetry(telemetry.url, "worst").window(start_s, end_s).p95_s == observation.p95_s
+
+
+class OneSample:
+    def __init__(self, lag: int) -> None:
+        self.lag = lag
+
+    def sample(self) -> LagSample:
+        return LagSample(time.time(), 1000 - self.lag, 1000)
+
+
+def test_offered_load_and_backlog_come_from_the_sources_and_the_group(prometheus):
+    exporter, telemetry = prometheus
+
+    def fill(registry: CollectorRegistry):
+        records = Counter("pipetune_records", "", registry=registry)
+        labels = {"path": "/var/log/nginx/access.log", "node": "edge-1"}
+        appended = Counter("pipetune_source_events", "", list(labels), registry=registry).labels(**labels)
+        appended_bytes = Counter("pipetune_source_bytes", "", list(labels), registry=registry).labels(**labels)
+        backlog = Gauge("pipetune_source_backlog_bytes", "", list(labels), registry=registry).labels(**labels)
+        records.inc(0)
+
+        def counters() -> None:
+            appended.inc(400)
+            appended_bytes.inc(40_000)  # 100 bytes an event
+            backlog.set(3_000)  # 30 events not shipped
+            records.inc(200)  # half of it reached the end
+        return counters
+
+    start_s, end_s = _window(exporter, telemetry, fill, "pipetune_records_total")
+    lag = LagWatch(OneSample(lag=70), span_s=10)
+    observation = PrometheusTelemetry(telemetry.url, kafka_lag=lag).window(start_s, end_s)
+    lag.close()
+    assert observation.throughput_ratio == pytest.approx(0.5, rel=0.01)
+    assert observation.backlog_events == {"source": 30, "kafka": 70}
+
+
+def test_a_window_without_the_agents_sources_is_telemetry_missing_naming_them(prometheus):
+    exporter, telemetry = prometheus
+
+    def fill(registry: CollectorRegistry):
+        records = Counter("pipetune_records", "", registry=registry)
+        return lambda: records.inc(10)
+
+    start_s, end_s = _window(exporter, telemetry, fill, "pipetune_records_total")
+    with pytest.raises(TelemetryMissing, match="pipetune_source_events_total"):
+        telemetry.window(end_s - 1, end_s)
