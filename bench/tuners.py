@@ -221,7 +221,7 @@ def learner_latency(calibration: Calibration, observations: int = 200, repeats: 
         pipeline = TwinPipeline(config, _steady_300(), calibration, seed=0)
         pipeline.observe(20.0)
         observation = pipeline.observe(20.0)
-        learner.tell(config, context, observation, judge(observation, policy))
+        learner.tell(config, context, observation, judge(observation, policy, config))
     suggest, tell = [], []
     for _ in range(repeats):
         started = time.perf_counter()
@@ -230,7 +230,7 @@ def learner_latency(calibration: Calibration, observations: int = 200, repeats: 
         pipeline = TwinPipeline(config, _steady_300(), calibration, seed=0)
         pipeline.observe(20.0)
         observation = pipeline.observe(20.0)
-        verdict = judge(observation, policy)
+        verdict = judge(observation, policy, config)
         started = time.perf_counter()
         learner.tell(config, context, observation, verdict)
         tell.append(time.perf_counter() - started)

@@ -123,7 +123,7 @@ class Daemon:
         previous: Observation | None = None
         for config, offered_eps, observation, verdict in history:
             self._tell(config, Context(offered_eps), observation,
-                       verdict if verdict is not None else judge(observation, self.policy, previous))
+                       verdict if verdict is not None else judge(observation, self.policy, config, previous))
             previous = observation
         return len(history)
 
@@ -162,7 +162,7 @@ class Daemon:
             config = self.pipeline.current()
         except PipelineUnavailable as err:
             return self._finish(self._unavailable(err))
-        verdict = judge(observation, self.policy, self.previous)
+        verdict = judge(observation, self.policy, config, self.previous)
         self.previous = observation
         if observation.events_in > 0:  # a window without load says nothing about the config
             self._tell(config, Context(observation.offered_eps), observation, verdict)

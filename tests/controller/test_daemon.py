@@ -137,7 +137,7 @@ def test_resume_judges_a_window_stored_without_its_verdict(tmp_path):
     kept = Observation(duration_s=30, offered_eps=300, throughput_eps=300, p50_s=1, p95_s=2, p99_s=3, mean_s=1)
     behind = Observation(duration_s=30, offered_eps=300, throughput_eps=200, p50_s=1, p95_s=2, p99_s=3, mean_s=1)
     for observation in (kept, behind):
-        store.append_observation(config, 300.0, observation, judge(observation, Policy()))
+        store.append_observation(config, 300.0, observation, judge(observation, Policy(), config))
     lines = (tmp_path / "observations.jsonl").read_text().splitlines()
     legacy = [json.dumps({k: v for k, v in json.loads(line).items() if k != "verdict"}) for line in lines]
     (tmp_path / "observations.jsonl").write_text("\n".join(legacy) + "\n")

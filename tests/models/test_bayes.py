@@ -46,7 +46,7 @@ def _run(learner, problem, steps, policy=Policy()):
         config = learner.suggest(Context(CTX.offered_eps, incumbent)).config
         suggested.append(problem.cube.encode(config))
         observation = problem(config)
-        verdict = judge(observation, policy)
+        verdict = judge(observation, policy, config)
         learner.tell(config, CTX, observation, verdict)
         if verdict.ok and observation.p95_s < best_p95_s:
             incumbent, best_p95_s = config, observation.p95_s
@@ -87,7 +87,7 @@ def test_every_suggestion_honours_pins_and_bounds(low, width, pin, strategy):
         config = learner.suggest(CTX).config
         assert policy.enforce(config) == config, (strategy, dict(config))
         observation = problem(config)
-        learner.tell(config, CTX, observation, judge(observation, policy))
+        learner.tell(config, CTX, observation, judge(observation, policy, config))
 
 
 def test_a_new_policy_takes_effect_at_the_next_suggestion():
@@ -101,7 +101,7 @@ def test_a_new_policy_takes_effect_at_the_next_suggestion():
         config = learner.suggest(CTX).config
         assert narrowed.enforce(config) == config
         observation = problem(config)
-        learner.tell(config, CTX, observation, judge(observation, narrowed))
+        learner.tell(config, CTX, observation, judge(observation, narrowed, config))
 
 
 @pytest.mark.parametrize("seed", [4, 5])
@@ -135,7 +135,7 @@ def test_the_learners_history_stays_bounded_and_keeps_the_best():
         config = cube.decode(np.full(3, 0.5 if i == 4 else 0.9), start)
         observation = problem(config)
         told.append(observation.p95_s)
-        learner.tell(config, CTX, observation, judge(observation, Policy()))
+        learner.tell(config, CTX, observation, judge(observation, Policy(), config))
     assert len(learner.history.configs) == len(learner.history.x) == 13
     assert told[4] in learner.history.p95_s and learner.history.p95_s[-10:] == told[-10:]
     learner.suggest(CTX)  # fits and suggests on the bounded history
