@@ -65,13 +65,15 @@ def change_causes(decisions: list[Decision]) -> list[dict]:
     why it re-opened), or none (a change made while converged: a rollback or a re-measure)."""
     rows, cause = [], "initial search"
     for d in decisions:
-        if d.reason.startswith("converged"):
-            cause = ""
-        elif "re-opened (" in d.reason:
+        converging = d.reason.startswith("converged")
+        if "re-opened (" in d.reason:
             cause = "re-opened: " + d.reason.split("re-opened (", 1)[1].split(");", 1)[0]
         if d.change:
             rows.append({"window": d.window, "offered_eps": d.observed["offered_eps"], "action": str(d.action),
-                         "cause": cause or f"while converged ({d.action})"})
+                         "cause": (f"{cause}, back to the incumbent on converging" if converging and cause
+                                   else cause or f"while converged ({d.action})")})
+        if converging:
+            cause = ""
     return rows
 
 

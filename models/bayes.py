@@ -54,6 +54,7 @@ MapFn = Callable[[Callable, Iterable], Iterable]
 _RATE_LOG_RANGE = (math.log(10.0), math.log(1e6))  # offered load, events/s, mapped onto [0, 1]
 _MIN_STAGE_S = 1e-3  # stage latencies below a millisecond are all "nothing" to the model
 CONFIDENCE_Z = 2.0  # a change must promise more than this many standard deviations of a window's noise
+WORTH_A_LOOK = 0.05  # ... or more than this share of the incumbent's P95, however noisy the windows
 DRIFT_Z = 3.0  # a converged incumbent measured this many noise deviations off re-opens the search
 NOISE_DOF = 3  # repeated windows (beyond the first of each config) before the measured noise counts
 NOISE_FLOOR = 0.01  # of the P95: no window is measured more precisely than this
@@ -119,14 +120,15 @@ class Surrogate:
 
 @dataclass(frozen=True)
 class _Converged:
-    """Where the search stopped: the incumbent, its load and mean P95, the window noise, the best gain then left;
-    and the incumbent's P95 in the windows since."""
+    """Where the search stopped: the incumbent, its load and mean P95, the window noise, the best gain then left
+    and the gain a change had to promise; and the incumbent's P95 in the windows since."""
 
     config: Config
     offered_eps: float
     p95_s: float
     noise_s: float
     gain_s: float
+    threshold_s: float
     since: list[float] = field(default_factory=list)
 
     def drifted(self) -> tuple[float, float] | None:
@@ -145,8 +147,8 @@ class _Converged:
 
     @property
     def reason(self) -> str:
-        return (f"converged: best predicted gain {self.gain_s * 1e3:.1f} ms < {CONFIDENCE_Z * self.noise_s * 1e3:.1f}"
-                f" ms ({CONFIDENCE_Z:g} × noise {self.noise_s * 1e3:.1f} ms)")
+        return (f"converged: best predicted gain {self.gain_s * 1e3:.1f} ms < {self.threshold_s * 1e3:.1f} ms "
+                f"(least of {CONFIDENCE_Z:g} × noise {self.noise_s * 1e3:.1f} ms and {WORTH_A_LOOK:.0%} of the P95)")
 
 
 @dataclass
@@ -359,22 +361,26 @@ class SafeBayesLearner:
         restarts = np.any(np.abs(cand - self.cube.encode(self._current))[:, self.cube.restart_mask()] > 1e-9, axis=1)
         promise = np.where(restarts, promise * self.restart_discount, promise)  # a restart must promise more
         promise = np.where(safe, promise, -np.inf)
-        threshold = CONFIDENCE_Z * noise_s
+        # near capacity a window's P95 is noisy, yet the gains there are large: a big enough gain is worth a look
+        threshold = min(CONFIDENCE_Z * noise_s, WORTH_A_LOOK * inc_p95)
         best = float(np.max(promise))
         kind = "predicted" if self._exhausted else "optimistic"
-        why = f"{kind} gain {{gain_ms:.1f}} ms > {threshold * 1e3:.1f} ms ({CONFIDENCE_Z:g} × noise {noise_s * 1e3:.1f} ms)"
+        why = (f"{kind} gain {{gain_ms:.1f}} ms > {threshold * 1e3:.1f} ms (least of {CONFIDENCE_Z:g} × noise "
+               f"{noise_s * 1e3:.1f} ms and {WORTH_A_LOOK:.0%} of the P95)")
         if best <= threshold:
             below = f"best {kind} gain {best * 1e3:.1f} ms < {threshold * 1e3:.1f} ms"
             if dof < NOISE_DOF:  # before stopping, know the noise: measure the incumbent itself again
-                return self._hold(incumbent, inc_p95, f"{below} ({CONFIDENCE_Z:g} × noise, mostly the models'): measure "
-                                                      "the incumbent again to know a window's noise", noise_s)
+                return self._hold(incumbent, inc_p95, f"{below}, the noise {noise_s * 1e3:.1f} ms the models' guess: "
+                                                      "measure the incumbent again to know it", noise_s)
             if self._exhausted or self._searched >= MIN_SEARCH:
                 self._converged = _Converged(incumbent, context.offered_eps,
-                                             self._measured_p95(incumbent, context, inc_p95), noise_s, max(best, 0.0))
+                                             self._measured_p95(incumbent, context, inc_p95), noise_s, max(best, 0.0),
+                                             threshold)
                 return self._hold(incumbent, inc_p95, self._converged.reason, noise_s)
-            # a model of a few windows can look flat where it has not looked yet: search a while before stopping
-            why = f"{below} ({CONFIDENCE_Z:g} × noise), but only {self._searched} < {MIN_SEARCH} windows searched: look on"
-            order = np.argsort(-promise)[: int(np.sum(np.isfinite(promise)))]
+            # A model of a few windows can look flat where it has not looked yet (near capacity it misjudges the
+            # sum of the stages too): while the search is young, measure where it is least sure instead.
+            why = f"{below}, but only {self._searched} < {MIN_SEARCH} windows searched: explore the most uncertain"
+            order = np.argsort(-np.where(safe, mean - optimistic + m_std, -np.inf))[: int(safe.sum())]
         else:
             order = np.argsort(-promise)[: int(np.sum(promise > threshold))]
         i = self._first_passing(order, cand, incumbent, context)
