@@ -5,8 +5,10 @@ the one it should run, acts only when they differ, and writes down why. The wind
 first: a window whose output falls behind its input, whose backlog grows, or whose P95 crosses the
 ceiling sends the pipeline back to the incumbent at once, and the learner is told the verdict, so it
 marks that region unsafe. The daemon's incumbent is the one incumbent: the learner searches around
-it (`Context.incumbent`). When the offered load changes clearly, the incumbent is measured again
-before its old figure is trusted. Modes: `auto` applies, `advise` only recommends, `frozen` holds.
+it (`Context.incumbent`). When the offered load changes clearly (`models.learning.LOAD_SHIFT`), the
+incumbent is measured again before its old figure is trusted. Once the learner has converged it holds
+the incumbent, and the daemon changes nothing, until a load move, a breach, a drift of the incumbent's
+P95 or a policy change re-opens the search (the learner's reason says which). Modes: `auto` applies, `advise` only recommends, `frozen` holds.
 While the pipeline cannot be observed or reached (`PipelineUnavailable`), the daemon holds as in
 `frozen` on its own, and picks up again with the first window it can read.
 
