@@ -134,7 +134,7 @@ def behind_windows(spec: PipelineSpec, start: float, end: float, window_s: float
     while t + window_s <= end:
         o = telemetry.window(t, t + window_s)
         rows.append({"t_s": t - start, "out_in": o.throughput_ratio, "p95_s": o.p95_s,
-                     "behind": not judge(o, Policy(min_throughput_ratio=MIN_THROUGHPUT_RATIO)).ok})
+                     "behind": not judge(o, Policy(min_throughput_ratio=MIN_THROUGHPUT_RATIO), None).ok})
         t += window_s
     return rows
 

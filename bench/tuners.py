@@ -5,7 +5,9 @@ Run (after `scripts/pipetune --help` has set up the venv; Ray starts locally):
 
 For each calibration × workload × strategy × seed, the daemon runs `--windows` windows on a twin fed
 that workload (the twin's own jitter is the measurement noise of a real window). Reported per
-strategy: final incumbent P95 measured on fresh windows, simple regret against an oracle (the best of
+strategy: the P95 the run believed its final incumbent had (the daemon's last measurement of it) next to
+that config's P95 measured on fresh windows, and in how many runs the fresh figure is more than 10 % worse;
+simple regret against an oracle (the best of
 a large search over the noise-free twin, fanned out on Ray), windows until a window within 10 % of
 the oracle, seconds of guardrail violation, restarts caused, and suggest() latency.
 """
@@ -138,7 +140,9 @@ def run_one(strategy: str, calibration: Calibration, profile: str, rate_eps: flo
     final = daemon.incumbent.config if daemon.incumbent else pipeline.current()
     fresh = measure_fresh(final, calibration, rate_eps, window_s, seed=seed + 1000)
     restarts = int(daemon.metrics.restarts._value.get())
+    believed = daemon.incumbent.p95_s if daemon.incumbent else float("nan")
     return {"strategy": strategy, "seed": seed, "final_p95_s": fresh.p95_s, "final_ratio": fresh.throughput_ratio,
+            "believed_p95_s": believed,
             "window_p95_s": [d.observed["p95_s"] if not d.guardrail else None for d in decisions],
             "violation_s": daemon.violation_s, "tuning_s": daemon.t_s, "restarts": restarts,
             "rollbacks": daemon.rollbacks, "suggest_s": learner.suggest_s}
@@ -156,6 +160,9 @@ def summarise(runs: list[dict], oracle_p95: float) -> dict:
         suggest = [s for r in mine for s in r["suggest_s"]]
         out[strategy] = {
             "final_p95_s": float(np.median([r["final_p95_s"] for r in mine])),
+            "believed_p95_s": float(np.median([r["believed_p95_s"] for r in mine])),
+            # the final config measured again on fresh windows more than 10 % worse than the run believed
+            "misbelieved": sum(not r["final_p95_s"] <= 1.1 * r["believed_p95_s"] for r in mine),
             "regret": float(np.median([r["final_p95_s"] / oracle_p95 - 1 for r in mine])),
             "windows_to_10pct": (float(np.median([w for w in to_within if w is not None]))
                                  if any(w is not None for w in to_within) else None),
@@ -221,7 +228,7 @@ def learner_latency(calibration: Calibration, observations: int = 200, repeats: 
         pipeline = TwinPipeline(config, _steady_300(), calibration, seed=0)
         pipeline.observe(20.0)
         observation = pipeline.observe(20.0)
-        learner.tell(config, context, observation, judge(observation, policy))
+        learner.tell(config, context, observation, judge(observation, policy, config))
     suggest, tell = [], []
     for _ in range(repeats):
         started = time.perf_counter()
@@ -230,7 +237,7 @@ def learner_latency(calibration: Calibration, observations: int = 200, repeats: 
         pipeline = TwinPipeline(config, _steady_300(), calibration, seed=0)
         pipeline.observe(20.0)
         observation = pipeline.observe(20.0)
-        verdict = judge(observation, policy)
+        verdict = judge(observation, policy, config)
         started = time.perf_counter()
         learner.tell(config, context, observation, verdict)
         tell.append(time.perf_counter() - started)
@@ -294,13 +301,14 @@ def main() -> None:
                              "runs_by_strategy": {s: [r for r in runs if r["strategy"] == s] for s in strategies}}
             table = Table(title=f"{case}: oracle P95 {best:.3f} s, {args.windows} windows × {args.window:g} s, "
                                 f"{args.seeds} seeds (medians)")
-            for col in ("strategy", "final P95 s", "regret", "windows to ≤1.1×oracle", "violation %", "restarts",
+            for col in ("strategy", "believed P95 s", "final P95 s", "fresh >1.1x believed", "regret", "windows to ≤1.1×oracle", "violation %", "restarts",
                         "suggest ms"):
                 table.add_column(col, justify="right" if col != "strategy" else "left")
             for s, f in summary.items():
                 reach = (f"{f['windows_to_10pct']:.0f} ({f['reached_10pct']}/{f['runs']})"
                          if f["windows_to_10pct"] is not None else f"never (0/{f['runs']})")
-                table.add_row(s, f"{f['final_p95_s']:.3f}", f"{f['regret']:.3f}", reach, f"{f['violation_pct']:.1f}",
+                table.add_row(s, f"{f['believed_p95_s']:.3f}", f"{f['final_p95_s']:.3f}",
+                              f"{f['misbelieved']}/{f['runs']}", f"{f['regret']:.3f}", reach, f"{f['violation_pct']:.1f}",
                               f"{f['restarts']:.0f}", f"{f['suggest_ms_median']:.0f}")
             console.print(table)
             _write_outputs(results, args.plot, args.json)  # after every case, so a long run is never lost

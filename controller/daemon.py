@@ -5,8 +5,10 @@ the one it should run, acts only when they differ, and writes down why. The wind
 first: a window whose output falls behind its input, whose backlog grows, or whose P95 crosses the
 ceiling sends the pipeline back to the incumbent at once, and the learner is told the verdict, so it
 marks that region unsafe. The daemon's incumbent is the one incumbent: the learner searches around
-it (`Context.incumbent`). When the offered load changes clearly, the incumbent is measured again
-before its old figure is trusted. Modes: `auto` applies, `advise` only recommends, `frozen` holds.
+it (`Context.incumbent`). When the offered load changes clearly (`models.learning.LOAD_SHIFT`), the
+incumbent is measured again before its old figure is trusted. Once the learner has converged it holds
+the incumbent, and the daemon changes nothing, until a load move, a breach, a drift of the incumbent's
+P95 or a policy change re-opens the search (the learner's reason says which). Modes: `auto` applies, `advise` only recommends, `frozen` holds.
 While the pipeline cannot be observed or reached (`PipelineUnavailable`), the daemon holds as in
 `frozen` on its own, and picks up again with the first window it can read.
 
@@ -29,13 +31,12 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from controller.pipelines import Pipeline, PipelineUnavailable
 from controller.state import (Action, Decision, GuardrailReport, Incumbent, LearnerReport, Override, StateStore,
                               Status)
-from models.learning import Context, Learner
+from models.learning import Context, Learner, load_moved
 from models.observation import Observation
 from models.policy import Policy
 from models.space import PIPELINE_SPACE, ChangeCost, Config
 from models.verdict import Verdict, judge
 
-LOAD_SHIFT = 0.25  # a change of offered load beyond this fraction re-measures the incumbent
 RESTART_BUDGET_S = 3600.0  # max_restarts_per_hour counts the restarts of the last hour of pipeline time
 
 
@@ -123,7 +124,7 @@ class Daemon:
         previous: Observation | None = None
         for config, offered_eps, observation, verdict in history:
             self._tell(config, Context(offered_eps), observation,
-                       verdict if verdict is not None else judge(observation, self.policy, previous))
+                       verdict if verdict is not None else judge(observation, self.policy, config, previous))
             previous = observation
         return len(history)
 
@@ -162,7 +163,7 @@ class Daemon:
             config = self.pipeline.current()
         except PipelineUnavailable as err:
             return self._finish(self._unavailable(err))
-        verdict = judge(observation, self.policy, self.previous)
+        verdict = judge(observation, self.policy, config, self.previous)
         self.previous = observation
         if observation.events_in > 0:  # a window without load says nothing about the config
             self._tell(config, Context(observation.offered_eps), observation, verdict)
@@ -213,7 +214,7 @@ class Daemon:
     def _update_incumbent(self, config: Config, observation: Observation) -> None:
         inc = self.incumbent
         remeasured = inc is not None and config == inc.config
-        better = inc is not None and not self._load_moved(inc, observation.offered_eps) and observation.p95_s < inc.p95_s
+        better = inc is not None and not load_moved(inc.offered_eps, observation.offered_eps) and observation.p95_s < inc.p95_s
         if inc is None or remeasured or better:
             self.incumbent = Incumbent(config, observation.p95_s, observation.offered_eps)
             if self.store:
@@ -244,7 +245,7 @@ class Daemon:
                           f"override {override.id} ({override.reason}), {override.remaining_s():.0f}s left")
         if person_hold is not None:
             return Choice(config, person_hold, f"{person_hold} by a person: the config is held")
-        if inc is not None and inc.config != config and self._load_moved(inc, context.offered_eps):
+        if inc is not None and inc.config != config and load_moved(inc.offered_eps, context.offered_eps):
             return Choice(self.policy.enforce(inc.config), Action.REMEASURE, (
                 f"offered load moved {inc.offered_eps:.0f} → {context.offered_eps:.0f} ev/s: re-measure the incumbent"
                 " before trusting it"))
@@ -262,10 +263,6 @@ class Daemon:
                           suggestion.predicted)
         action = Action.HOLD if candidate == config else Action.EXPLORE
         return Choice(candidate, action, suggestion.reason, suggestion.predicted)
-
-    @staticmethod
-    def _load_moved(incumbent: Incumbent, offered_eps: float) -> bool:
-        return abs(offered_eps - incumbent.offered_eps) > LOAD_SHIFT * max(incumbent.offered_eps, 1.0)
 
     def _restart_allowed(self) -> bool:
         limit = self.policy.max_restarts_per_hour

@@ -20,14 +20,22 @@
 - Acquisition: the optimistic gain, incumbent's predicted P95 minus the candidate's lower bound
   (Σ exp(μ − κσ) over stages). A candidate that restarts a component (Filebeat queue/output, the sink)
   must promise more: its gain is multiplied by `restart_discount`, and restart dimensions are
-  perturbed less often. When nothing promises a gain, the most uncertain safe candidate is measured.
+  perturbed less often. Once the trust region has collapsed (no gain found however close it looked),
+  the expected gain (κ = 0) replaces the optimistic one.
+- Converge and stay: a change is proposed only when its gain exceeds `CONFIDENCE_Z` × the noise of a
+  window (the pooled spread of repeated windows, the stage models' noise terms before there are any).
+  When nothing does, after at least `MIN_SEARCH` windows of search, the learner holds the incumbent and
+  says so ("converged: best predicted gain 0.8 ms < 6.0 ms (2 × noise 3.0 ms)"), without scoring again,
+  until something it did not model happens: the load moves beyond `LOAD_SHIFT`, a window breaches the
+  guardrails, the incumbent's P95 drifts beyond `DRIFT_Z` × the noise, or the policy changes. Then the
+  search re-opens from a fresh trust region and says why.
 """
 
 from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -35,7 +43,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
 
-from models.learning import HISTORY_BEST, HISTORY_RECENT, Context, Suggestion, TunedCube, kept_history
+from models.learning import HISTORY_BEST, HISTORY_RECENT, Context, Suggestion, TunedCube, kept_history, load_moved
 from models.observation import Observation
 from models.policy import Policy
 from models.screen import TwinScreen
@@ -45,6 +53,15 @@ from models.verdict import Verdict
 MapFn = Callable[[Callable, Iterable], Iterable]
 _RATE_LOG_RANGE = (math.log(10.0), math.log(1e6))  # offered load, events/s, mapped onto [0, 1]
 _MIN_STAGE_S = 1e-3  # stage latencies below a millisecond are all "nothing" to the model
+CONFIDENCE_Z = 2.0  # a change must promise more than this many standard deviations of a window's noise
+WORTH_A_LOOK = 0.05  # ... or more than this share of the incumbent's P95, however noisy the windows
+DRIFT_Z = 3.0  # a converged incumbent measured this many noise deviations off re-opens the search
+NOISE_DOF = 3  # repeated windows (beyond the first of each config) before the measured noise counts
+NOISE_FLOOR = 0.01  # of the P95: no window is measured more precisely than this
+NOISE_ALIKE = math.log(1.5)  # configs within this log-P95 of the incumbent's share its noise
+DRIFT_WINDOWS = 2  # the incumbent's last windows whose mean is compared, for drift, with the windows before
+MIN_SEARCH = 10  # windows a search (the first, or one re-opened) measures before it may stop
+REFIT_EVERY = 10  # windows between fits of the GPs' hyperparameters (after the first REFIT_EVERY, every one)
 
 
 def context_feature(context: Context) -> float:
@@ -76,22 +93,62 @@ class Surrogate:
         self._offset = 0.0
         self._gp: GaussianProcessRegressor | None = None
 
-    def fit(self, x: np.ndarray, y: np.ndarray) -> None:
+    def fit(self, x: np.ndarray, y: np.ndarray, optimize: bool = True) -> None:
+        """Condition on (x, y); with `optimize`, fit the kernel's hyperparameters too (from the last fitted ones:
+        one optimiser run, no restarts), else keep the last fitted kernel, which costs one Cholesky solve."""
         self._offset = 0.0 if self.prior_std else float(np.mean(y))
-        # Refit from the last fitted hyperparameters: one optimiser run, no restarts, keeps tell() fast.
         kernel = self._gp.kernel_ if self._gp is not None else self.kernel
-        gp = GaussianProcessRegressor(kernel, normalize_y=False, n_restarts_optimizer=0, random_state=self.seed)
+        gp = GaussianProcessRegressor(kernel, normalize_y=False, n_restarts_optimizer=0, random_state=self.seed,
+                                      optimizer="fmin_l_bfgs_b" if optimize or self._gp is None else None)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
             gp.fit(x, y - self._offset)
         self._gp = gp
 
+    @property
+    def noise_var(self) -> float:
+        """The fitted measurement-noise variance (the white-noise term), in the model's unit squared."""
+        assert self._gp is not None, "fit before asking for the noise"
+        return float(self._gp.kernel_.k2.noise_level)
+
     def predict(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Posterior mean and the std of the latent function (measurement noise taken out)."""
         assert self._gp is not None, "fit before predict"
         mean, std = self._gp.predict(x, return_std=True)
-        noise_var = self._gp.kernel_.k2.noise_level
-        return mean + self._offset, np.sqrt(np.maximum(std**2 - noise_var, 1e-18))
+        return mean + self._offset, np.sqrt(np.maximum(std**2 - self.noise_var, 1e-18))
+
+
+@dataclass(frozen=True)
+class _Converged:
+    """Where the search stopped: the incumbent, its load and mean P95, the window noise, the best gain then left
+    and the gain a change had to promise; and the incumbent's P95 in the windows since."""
+
+    config: Config
+    offered_eps: float
+    p95_s: float
+    noise_s: float
+    gain_s: float
+    threshold_s: float
+    since: list[float] = field(default_factory=list)
+
+    def drifted(self) -> tuple[float, float] | None:
+        """(before, now) when the mean P95 of the last `DRIFT_WINDOWS` windows left that of the windows since
+        convergence before them by more than `DRIFT_Z` × the noise of such a difference, else None.
+
+        Only windows since convergence count: the window that made a config the incumbent was its best,
+        so it is biased low.
+        """
+        earlier, recent = self.since[:-DRIFT_WINDOWS], self.since[-DRIFT_WINDOWS:]
+        if len(earlier) < DRIFT_WINDOWS:
+            return None
+        before, now = float(np.mean(earlier)), float(np.mean(recent))
+        spread = self.noise_s * math.sqrt(1 / DRIFT_WINDOWS + 1 / len(earlier))
+        return (before, now) if abs(now - before) > DRIFT_Z * spread else None
+
+    @property
+    def reason(self) -> str:
+        return (f"converged: best predicted gain {self.gain_s * 1e3:.1f} ms < {self.threshold_s * 1e3:.1f} ms "
+                f"(least of {CONFIDENCE_Z:g} × noise {self.noise_s * 1e3:.1f} ms and {WORTH_A_LOOK:.0%} of the P95)")
 
 
 @dataclass
@@ -141,6 +198,12 @@ class SafeBayesLearner:
         self._successes = self._failures = 0
         self._best_p95_s = math.inf
         self._current = self.start
+        self._exhausted = False  # the trust region collapsed: only what the model expects, not hopes, counts
+        self._converged: _Converged | None = None
+        self._reopened = ""  # why the search re-opened, told with the next proposal
+        self._noise_s = 0.0  # the last estimate of a window's noise
+        self._told = 0
+        self._searched = 0  # windows measured since the search (re-)opened
 
     @property
     def policy(self) -> Policy:
@@ -160,6 +223,7 @@ class SafeBayesLearner:
         self._new_models()
         if h.configs:
             self._fit()
+        self._reopen("the policy changed")
 
     @property
     def margin_floor(self) -> float:
@@ -187,11 +251,31 @@ class SafeBayesLearner:
         h.feasible.append(verdict.ok)
         h.keep(self.history_recent, self.history_best)
         self._current = config
+        self._told += 1
+        self._searched += 1
+        held = self._converged
+        if held is not None and not verdict.ok:
+            self._reopen(f"guardrail: {'; '.join(verdict.messages)}")
+        elif held is not None and config == held.config and not load_moved(held.offered_eps, context.offered_eps):
+            held.since.append(observation.p95_s)
+            drifted = held.drifted()
+            if drifted is not None:
+                self._reopen(f"the incumbent's P95 drifted {drifted[0] * 1e3:.1f} → {drifted[1] * 1e3:.1f} ms, "
+                             f"beyond the noise of {held.noise_s * 1e3:.1f} ms")
         self._update_trust_region(verdict.ok, observation.p95_s)
         self._fit()
 
+    def _reopen(self, why: str) -> None:
+        """Search again from a fresh trust region: something changed that the converged model did not see."""
+        if self._converged is None and not self._exhausted:
+            return
+        self._converged, self._exhausted, self._reopened = None, False, why
+        self.length, self._successes, self._failures, self._searched = self.length_init, 0, 0, 0
+        self._best_p95_s = math.inf
+
     def _update_trust_region(self, feasible: bool, p95_s: float) -> None:
-        if feasible and p95_s < 0.99 * self._best_p95_s:
+        # an improvement is one beyond a window's noise, not a lucky window
+        if feasible and p95_s < min(0.99 * self._best_p95_s, self._best_p95_s - self._noise_s):
             # the first feasible window is the baseline, not an improvement: it must not widen the region
             improved = math.isfinite(self._best_p95_s)
             self._best_p95_s = p95_s
@@ -203,11 +287,14 @@ class SafeBayesLearner:
         if self._failures >= 4:
             self.length, self._failures = self.length / 2, 0
             if self.length < self.length_min:
-                self.length = self.length_init  # converged here: look around afresh
+                # nothing found beyond the noise however close it looked: stop hoping, go by what is expected
+                self.length, self._exhausted = self.length_min, True
 
     def _fit(self) -> None:
         h = self.history
         x = np.array(h.x)
+        # Hyperparameters settle after a few windows; refitting them on every window made tell() take seconds.
+        optimize = self._told <= REFIT_EVERY or self._told % REFIT_EVERY == 0
         context_col = x.shape[1] - 1
         for stage, dims in self.stage_dims.items():
             rows = [i for i, values in enumerate(h.stage_log_p95) if stage in values]
@@ -215,8 +302,8 @@ class SafeBayesLearner:
                 continue
             columns = np.append(dims, context_col)
             gp = self._stage_gps.setdefault(stage, Surrogate(len(columns), seed=self.seed))
-            gp.fit(x[np.ix_(rows, columns)], np.array([h.stage_log_p95[i][stage] for i in rows]))
-        self._margin_gp.fit(x, np.array(h.margin))
+            gp.fit(x[np.ix_(rows, columns)], np.array([h.stage_log_p95[i][stage] for i in rows]), optimize)
+        self._margin_gp.fit(x, np.array(h.margin), optimize)
 
     def _predict_p95(self, features: np.ndarray, kappa: float) -> np.ndarray:
         """Σ over stages of exp(μ − κσ): the predicted P95 (κ = 0) or its optimistic bound (κ > 0)."""
@@ -230,8 +317,28 @@ class SafeBayesLearner:
         if not self.history.configs:
             self._current = self.start
             return Suggestion(self.start, "measure the running config first")
+        suggestion = self._search(context)
+        if self._reopened:  # say once why the search is on again
+            suggestion = replace(suggestion, reason=f"re-opened ({self._reopened}); {suggestion.reason}")
+            self._reopened = ""
+        return suggestion
+
+    @property
+    def converged(self) -> bool:
+        """Whether the search has stopped: the incumbent is held until a shift re-opens it."""
+        return self._converged is not None
+
+    def _search(self, context: Context) -> Suggestion:
         # the trust region follows the daemon's incumbent (the start until it has one), under today's policy
         incumbent = self.policy.enforce(context.incumbent if context.incumbent is not None else self.start)
+        held = self._converged
+        if held is not None:
+            if load_moved(held.offered_eps, context.offered_eps):
+                self._reopen(f"load moved {held.offered_eps:.0f} → {context.offered_eps:.0f} ev/s")
+            elif incumbent != held.config:
+                self._reopen("the daemon's incumbent changed")
+            else:
+                return self._hold(incumbent, held.p95_s, held.reason, held.noise_s)
         center = self.cube.encode(incumbent)
         cand = np.vstack([self._candidates(center), self._stage_moves(center, context)])
         features = np.column_stack([cand, np.full(len(cand), context_feature(context))])
@@ -241,38 +348,97 @@ class SafeBayesLearner:
         safe = m_mean - self.beta * m_std >= self.margin_floor
         if self.policy.p95_ceiling_s is not None:
             safe &= self._predict_p95(features, -self.beta) <= self.policy.p95_ceiling_s
-        inc_p95 = float(self._predict_p95(self._features(incumbent, context)[None, :], 0.0)[0])
-        gain = inc_p95 - optimistic
-        restarts = np.any(np.abs(cand - self.cube.encode(self._current))[:, self.cube.restart_mask()] > 1e-9, axis=1)
-        gain = np.where(restarts, gain * self.restart_discount, gain)
+        inc_features = self._features(incumbent, context)[None, :]
+        inc_p95 = float(self._predict_p95(inc_features, 0.0)[0])
+        noise_s, dof = self._window_noise(incumbent, context, inc_p95, inc_features)
+        self._noise_s = noise_s
         if not np.any(safe):
             self.length = max(self.length / 2, self.length_min)
-            return self._hold(incumbent, inc_p95, f"no candidate predicted safe in trust region {self.length:.2f}")
-        uncertainty = mean - optimistic
-        if float(np.max(np.where(safe, gain, -np.inf))) > 0.01 * inc_p95:
-            score, why = gain, "optimistic gain"
-        elif float(np.max(np.where(safe, uncertainty, -np.inf))) > 0.1 * inc_p95:
-            # nothing it trusts promises a gain, but it is unsure somewhere safe: go and look
-            score, why = uncertainty + m_std, "explore the most uncertain safe candidate"
+            return self._hold(incumbent, inc_p95, f"no candidate predicted safe in trust region {self.length:.2f}",
+                              noise_s)
+        # Before the trust region collapses, the optimistic gain (what the model hopes for); after, the expected.
+        promise = inc_p95 - (mean if self._exhausted else optimistic)
+        restarts = np.any(np.abs(cand - self.cube.encode(self._current))[:, self.cube.restart_mask()] > 1e-9, axis=1)
+        promise = np.where(restarts, promise * self.restart_discount, promise)  # a restart must promise more
+        promise = np.where(safe, promise, -np.inf)
+        # near capacity a window's P95 is noisy, yet the gains there are large: a big enough gain is worth a look
+        threshold = min(CONFIDENCE_Z * noise_s, WORTH_A_LOOK * inc_p95)
+        best = float(np.max(promise))
+        kind = "predicted" if self._exhausted else "optimistic"
+        why = (f"{kind} gain {{gain_ms:.1f}} ms > {threshold * 1e3:.1f} ms (least of {CONFIDENCE_Z:g} × noise "
+               f"{noise_s * 1e3:.1f} ms and {WORTH_A_LOOK:.0%} of the P95)")
+        if best <= threshold:
+            below = f"best {kind} gain {best * 1e3:.1f} ms < {threshold * 1e3:.1f} ms"
+            if dof < NOISE_DOF:  # before stopping, know the noise: measure the incumbent itself again
+                return self._hold(incumbent, inc_p95, f"{below}, the noise {noise_s * 1e3:.1f} ms the models' guess: "
+                                                      "measure the incumbent again to know it", noise_s)
+            if self._exhausted or self._searched >= MIN_SEARCH:
+                self._converged = _Converged(incumbent, context.offered_eps,
+                                             self._measured_p95(incumbent, context, inc_p95), noise_s, max(best, 0.0),
+                                             threshold)
+                return self._hold(incumbent, inc_p95, self._converged.reason, noise_s)
+            # A model of a few windows can look flat where it has not looked yet (near capacity it misjudges the
+            # sum of the stages too): while the search is young, measure where it is least sure instead.
+            why = f"{below}, but only {self._searched} < {MIN_SEARCH} windows searched: explore the most uncertain"
+            order = np.argsort(-np.where(safe, mean - optimistic + m_std, -np.inf))[: int(safe.sum())]
         else:
-            return self._hold(incumbent, inc_p95, f"converged: no safe candidate promises a gain over {inc_p95:.3f}s")
-        order = np.argsort(-np.where(safe, score, -np.inf))[: int(safe.sum())]
+            order = np.argsort(-promise)[: int(np.sum(promise > threshold))]
         i = self._first_passing(order, cand, incumbent, context)
         if i is None:
             return self._hold(incumbent, inc_p95, f"the twin expects none of the "
-                                                  f"{min(len(order), self.screen_top)} best candidates to keep up")
-        why += f" {gain[i]:.3f}s" if why == "optimistic gain" else ""
+                                                  f"{min(len(order), self.screen_top)} best candidates to keep up",
+                              noise_s)
         lcb = m_mean[i] - self.beta * m_std[i]
         self._current = self.cube.decode(cand[i], base=incumbent)
         return Suggestion(self._current,
-                          f"{why}: predicted P95 {mean[i]:.3f}s vs incumbent {inc_p95:.3f}s, margin LCB "
+                          f"{why.format(gain_ms=promise[i] * 1e3)}: predicted P95 {mean[i]:.3f}s vs incumbent {inc_p95:.3f}s, margin LCB "
                           f"{lcb:+.3f}, trust region {self.length:.2f}, {int(safe.sum())}/{len(safe)} safe",
                           {"p95_s": float(mean[i]), "p95_lower_s": float(optimistic[i]),
-                           "margin": float(m_mean[i]), "margin_lcb": float(lcb)})
+                           "margin": float(m_mean[i]), "margin_lcb": float(lcb), "noise_s": noise_s})
 
-    def _hold(self, incumbent: Config, inc_p95: float, why: str) -> Suggestion:
+    def _incumbent_p95s(self, incumbent: Config, context: Context) -> list[float]:
+        """The P95 of the incumbent's feasible windows at about this load."""
+        h = self.history
+        return [p for c, ctx, p, ok in zip(h.configs, h.contexts, h.p95_s, h.feasible)
+                if ok and c == incumbent and not load_moved(ctx.offered_eps, context.offered_eps)]
+
+    def _measured_p95(self, incumbent: Config, context: Context, predicted_s: float) -> float:
+        """The mean P95 of the incumbent's feasible windows at about this load (the model's, with none)."""
+        repeats = self._incumbent_p95s(incumbent, context)
+        return float(np.mean(repeats)) if repeats else predicted_s
+
+    def _window_noise(self, incumbent: Config, context: Context, inc_p95: float, features: np.ndarray
+                      ) -> tuple[float, int]:
+        """A window's P95 noise (s) at the incumbent, and how many repeated windows it rests on.
+
+        Once `NOISE_DOF` repeated windows exist: the relative spread of the P95 of every config measured more
+        than once at about this load with a P95 like the incumbent's (the incumbent above all: the daemon
+        holds it), pooled, never below
+        `NOISE_FLOOR` of the P95 (a few repeats can agree to the millisecond). Before: the stage models'
+        noise terms (each stage's P95 × its log-noise deviation, in quadrature), which also take in what
+        the models do not fit yet, so they overstate the noise.
+        """
+        h = self.history
+        p95_s = self._measured_p95(incumbent, context, inc_p95)
+        groups: dict[Config, list[float]] = {}
+        for c, ctx, p, ok in zip(h.configs, h.contexts, h.p95_s, h.feasible):
+            if ok and p > 0 and math.isfinite(p) and not load_moved(ctx.offered_eps, context.offered_eps):
+                groups.setdefault(c, []).append(math.log(p))
+        # only configs like the incumbent: one that barely keeps up is slower and far noisier
+        groups = {c: g for c, g in groups.items() if abs(float(np.mean(g)) - math.log(p95_s)) < NOISE_ALIKE}
+        dof = sum(len(g) - 1 for g in groups.values())
+        measured = sum(float(np.sum((np.array(g) - np.mean(g)) ** 2)) for g in groups.values())  # dof × variance
+        if dof < NOISE_DOF:
+            modelled = 0.0  # variance
+            for stage, gp in self._stage_gps.items():
+                mean, _ = gp.predict(features[:, np.append(self.stage_dims[stage], features.shape[1] - 1)])
+                modelled += float(np.exp(mean[0])) ** 2 * gp.noise_var
+            return math.sqrt(modelled), dof
+        return p95_s * max(math.sqrt(measured / dof), NOISE_FLOOR), dof
+
+    def _hold(self, incumbent: Config, inc_p95: float, why: str, noise_s: float) -> Suggestion:
         self._current = incumbent
-        return Suggestion(incumbent, f"{why}: keep the incumbent", {"p95_s": inc_p95})
+        return Suggestion(incumbent, f"{why}: keep the incumbent", {"p95_s": inc_p95, "noise_s": noise_s})
 
     def _first_passing(self, order: np.ndarray, cand: np.ndarray, incumbent: Config, context: Context) -> int | None:
         """The best-ranked candidate the twin expects to keep up (the best one, without a screen)."""

@@ -68,6 +68,12 @@ _RESOLUTION = {"s": 1e-3, "ms": 1.0, "events": 1.0, "bytes": 1.0}  # smallest st
 # the good region was while recent windows explore elsewhere.
 HISTORY_RECENT = 200
 HISTORY_BEST = 20
+LOAD_SHIFT = 0.25  # a change of offered load beyond this fraction is a new situation: re-measure, search again
+
+
+def load_moved(reference_eps: float, offered_eps: float) -> bool:
+    """Whether the offered load moved clearly (beyond `LOAD_SHIFT`) from `reference_eps`."""
+    return abs(offered_eps - reference_eps) > LOAD_SHIFT * max(reference_eps, 1.0)
 
 
 @dataclass(frozen=True)

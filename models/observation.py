@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 
@@ -38,20 +37,15 @@ class Observation:
         """Output rate over offered rate (1.0 when nothing was offered)."""
         return self.throughput_eps / self.offered_eps if self.offered_eps > 0 else 1.0
 
-    @property
-    def in_flight_events(self) -> float:
-        """About what a pipeline that keeps up holds in flight at any moment: offered rate × median latency."""
-        return self.offered_eps * self.p50_s if math.isfinite(self.p50_s) else 0.0
-
-    def shortfall_allowed(self, min_ratio: float) -> float:
+    def shortfall_allowed(self, min_ratio: float, buffered_events: float) -> float:
         """Events a window's output may fall short of its input and still count as keeping up.
 
         The policy's share, plus what a window's end can cut out of the output of a pipeline that keeps
-        up (the events in flight: Filebeat ships in flush-sized batches), the latter trusted only up to
-        the policy's share again, so a pipeline whose batches outlast the window is not excused.
+        up: the `buffered_events` its config holds back (Filebeat ships in flush-sized batches), trusted
+        only up to the policy's share again, so a pipeline whose batches outlast the window is not excused.
         """
         tolerated = (1.0 - min_ratio) * self.offered_eps * self.duration_s
-        return tolerated + min(self.in_flight_events, tolerated)
+        return tolerated + min(max(buffered_events, 0.0), tolerated)
 
     @property
     def backlog_total(self) -> int:

@@ -2,7 +2,9 @@
 
 A window is feasible when its output kept up with its input, its backlog did not grow beyond what the
 policy tolerates, and its P95 stayed under the policy's ceiling. Both throughput rules allow for what
-a pipeline that keeps up holds in flight (`Observation.shortfall_allowed`). The daemon judges each
+the window's config holds in its buffers (`buffered_events`): a pipeline that keeps up still holds a
+flush batch and the output's batches in flight when a window ends. The allowance comes from the config,
+not from the window's latency, which grows exactly when a config falls behind. The daemon judges each
 window (it has the previous one, for the backlog trend) and tells the learner the verdict with it.
 """
 
@@ -14,6 +16,7 @@ from pydantic import BaseModel, ConfigDict
 
 from models.observation import Observation
 from models.policy import Policy
+from models.space import Config
 
 
 class BreachKind(StrEnum):
@@ -62,17 +65,31 @@ class Verdict(BaseModel):
         return sum(b.excess for b in self.breaches)
 
 
-def judge(observation: Observation, policy: Policy, previous: Observation | None = None) -> Verdict:
-    """The verdict on `observation` under `policy`; `previous` (the window before) enables the backlog rule."""
+def buffered_events(config: Config, rate_eps: float) -> float:
+    """Events `config` holds back at `rate_eps` while keeping up: Filebeat's flush batch being gathered
+    (min(flush.min_events, rate × flush.timeout)) and the output's batches in flight (pipelining batches per
+    worker, each at most bulk_max_size and no bigger than a flush batch)."""
+    flush_batch = max(1.0, min(float(config["filebeat.queue.mem.flush.min_events"]),
+                               rate_eps * float(config["filebeat.queue.mem.flush.timeout"])))
+    output_batch = min(float(config["filebeat.output.bulk_max_size"]), flush_batch)
+    in_flight_batches = max(int(config["filebeat.output.pipelining"]), 1) * int(config["filebeat.output.worker"])
+    return flush_batch + in_flight_batches * output_batch
+
+
+def judge(observation: Observation, policy: Policy, config: Config | None, previous: Observation | None = None
+          ) -> Verdict:
+    """The verdict on `observation`, made by `config` (None: unknown, so nothing is excused as buffered), under
+    `policy`; `previous` (the window before) enables the backlog rule."""
     found: list[Breach] = []
     min_ratio = policy.min_throughput_ratio
     duration_s = observation.duration_s
-    allowed = observation.shortfall_allowed(min_ratio)
+    buffered = buffered_events(config, observation.offered_eps) if config is not None else 0.0
+    allowed = observation.shortfall_allowed(min_ratio, buffered)
     shortfall = (observation.offered_eps - observation.throughput_eps) * duration_s
     if shortfall > allowed:
         found.append(Breach(kind=BreachKind.BEHIND, figure=shortfall, limit=allowed, unit="events", message=(
             f"output {observation.throughput_ratio:.1%} of input < {min_ratio:.0%}, "
-            f"beyond the {observation.in_flight_events:.0f} events in flight")))
+            f"beyond the {buffered:.0f} events its buffers hold")))
     if previous is not None and duration_s > 0:
         growth_eps = (observation.backlog_total - previous.backlog_total) / duration_s
         tolerated_eps = max(allowed / duration_s, 1.0 - min_ratio)

@@ -23,6 +23,7 @@ Semantics, each from the component's own source (libbeat / filebeat 7.17):
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import deque
 from typing import TYPE_CHECKING
@@ -188,6 +189,7 @@ class MemQueue:
         self.available_at = np.full(twin.n, math.inf)  # when each event became visible to the output
         self.buf_lo = 0
         self.buf_flushed = False
+        self.deadline = math.inf  # when the open buffer flushes on its timeout
         self.timer_token = 0
         self.in_flight: deque[list[int]] = deque()  # [lo, hi, acked]
         self.configure(twin.config)
@@ -211,40 +213,61 @@ class MemQueue:
 
     def insert(self, lo: int, hi: int, times: np.ndarray) -> None:
         assert lo == self.inserted, (lo, self.inserted)
-        i = lo
-        while i < hi:
-            if self.direct:
-                self.available_at[i:hi] = times[i - lo:]
-                i = hi
-            elif self.buf_flushed:
-                room = self.min_events - (i - max(self.buf_lo, self.taken))
-                k = min(max(room, 0), hi - i)
-                self.available_at[i:i + k] = times[i - lo:i - lo + k]
-                i += k
-                if k == room or room <= 0:
-                    self._new_buffer(i)
-            else:
-                if i == self.buf_lo:
-                    self.deadline = float(times[i - lo]) + self.timeout_s
-                    self.timer_token += 1
-                    self.tw.clock.at(self.deadline, self._timer, self.timer_token)
-                to_min = self.buf_lo + self.min_events - i
-                before_deadline = int(np.searchsorted(times[i - lo:], self.deadline, "right"))
-                if to_min <= min(before_deadline, hi - i):
-                    j = i + to_min
-                    self.available_at[self.buf_lo:j] = times[j - 1 - lo]
-                    self._new_buffer(j)
-                    i = j
-                elif before_deadline < hi - i:
-                    j = i + before_deadline  # the timer fires while these lines are being read
-                    self.available_at[self.buf_lo:j] = self.deadline
-                    self.timer_token += 1
-                    self.buf_flushed = True
-                    i = j
-                else:
-                    i = hi
+        if self.direct:
+            self.available_at[lo:hi] = times
+        else:
+            self._insert_buffered(lo, hi, times)
         self.inserted = hi
         self.tw.output.kick()
+
+    def _insert_buffered(self, lo: int, hi: int, times_array: np.ndarray) -> None:
+        """Batch lines [lo, hi), read at `times_array`, into flush buffers: a buffer becomes visible when it
+        holds min_events, or at its first event + flush.timeout, after which events pass until the next
+        buffer starts. Plain Python over the batch: with small buffers, a numpy call per buffer cost more
+        than the work; only the buffer still open at the end gets a timer."""
+        times = times_array.tolist()
+        available = [math.inf] * (hi - lo)
+        buf_lo, flushed, deadline, token = self.buf_lo, self.buf_flushed, self.deadline, self.timer_token
+        min_events, timeout_s, taken = self.min_events, self.timeout_s, self.taken
+        timer_due = False
+
+        def visible(a: int, b: int, t: float) -> None:
+            if a < lo:  # a buffer begun in an earlier batch
+                self.available_at[a:lo] = t
+                a = lo
+            available[a - lo:b - lo] = [t] * (b - a)
+
+        i = lo
+        while i < hi:
+            if flushed:
+                room = min_events - (i - max(buf_lo, taken))
+                k = min(max(room, 0), hi - i)
+                available[i - lo:i - lo + k] = times[i - lo:i - lo + k]
+                i += k
+                if k == room or room <= 0:
+                    buf_lo, flushed, token, timer_due = i, False, token + 1, False
+                continue
+            if i == buf_lo:
+                deadline, token, timer_due = times[i - lo] + timeout_s, token + 1, True
+            to_min = buf_lo + min_events - i
+            if to_min <= hi - i and times[i - lo + to_min - 1] <= deadline:
+                j = i + to_min  # the buffer fills before its deadline
+                visible(buf_lo, j, times[j - 1 - lo])
+                buf_lo, flushed, token, timer_due = j, False, token + 1, False
+                i = j
+                continue
+            before_deadline = bisect.bisect_right(times, deadline, i - lo, hi - lo) - (i - lo)
+            if before_deadline < hi - i:
+                j = i + before_deadline  # the timer fires while these lines are being read
+                visible(buf_lo, j, deadline)
+                flushed, token, timer_due = True, token + 1, False
+                i = j
+            else:
+                i = hi
+        self.available_at[lo:hi] = available
+        self.buf_lo, self.buf_flushed, self.deadline, self.timer_token = buf_lo, flushed, deadline, token
+        if timer_due:
+            self.tw.clock.at(deadline, self._timer, token)
 
     def _new_buffer(self, at: int) -> None:
         self.buf_lo = at

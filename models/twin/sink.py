@@ -131,9 +131,10 @@ class ConsumerSink(_Sink):
     def _answer_at(self) -> None:
         """When the broker answers the outstanding fetch, given the appends known so far."""
         kafka, sink = self._window()
-        waiting = np.sort(kafka[np.isinf(sink) & np.isfinite(kafka)])
+        waiting = kafka[np.isinf(sink) & np.isfinite(kafka)]
         need = max(1, math.ceil(self.min_bytes / self.tw.cal.event_bytes))
-        enough = float(waiting[need - 1]) if waiting.size >= need else math.inf
+        # the need-th earliest append; a partition, not a sort: this runs after every append
+        enough = float(np.partition(waiting, need - 1)[need - 1]) if waiting.size >= need else math.inf
         self._schedule(min(max(enough, self.fetch_at), self.fetch_at + self.max_wait_s))
 
     def _run(self, token: int) -> None:

@@ -3,16 +3,18 @@
 import json
 import math
 
+import numpy as np
 import pytest
 
 from controller.daemon import Daemon
 from controller.pipelines import PipelineUnavailable, TwinPipeline
 from controller.state import StateStore
-from models.learning import Suggestion
+from models.learning import Suggestion, TunedCube, tuned_names
 from models.observation import Observation
 from models.policy import Policy
 from models.presets import preset
 from models.space import PIPELINE_SPACE
+from models.strategies import build_learner
 from models.twin import load
 from models.verdict import judge
 from replay.profiles import Profile, WorkloadSpec, build_schedule
@@ -137,7 +139,7 @@ def test_resume_judges_a_window_stored_without_its_verdict(tmp_path):
     kept = Observation(duration_s=30, offered_eps=300, throughput_eps=300, p50_s=1, p95_s=2, p99_s=3, mean_s=1)
     behind = Observation(duration_s=30, offered_eps=300, throughput_eps=200, p50_s=1, p95_s=2, p99_s=3, mean_s=1)
     for observation in (kept, behind):
-        store.append_observation(config, 300.0, observation, judge(observation, Policy()))
+        store.append_observation(config, 300.0, observation, judge(observation, Policy(), config))
     lines = (tmp_path / "observations.jsonl").read_text().splitlines()
     legacy = [json.dumps({k: v for k, v in json.loads(line).items() if k != "verdict"}) for line in lines]
     (tmp_path / "observations.jsonl").write_text("\n".join(legacy) + "\n")
@@ -251,3 +253,23 @@ def test_a_pipeline_unavailable_at_warm_up_is_a_frozen_window(tmp_path):
     daemon.warm_up()
     assert [d["action"] for d in store.decisions()] == ["frozen"]
     assert daemon.window == 1 and daemon.t_s == 2 * WINDOW_S
+
+
+def test_pipetune_converges_then_holds_and_a_load_step_reopens_the_search():
+    # the daemon with the real learner on the seeded twin: 25 min at 300 ev/s, then the load doubles
+    step_s = 1500.0
+    times = np.concatenate([build_schedule(WorkloadSpec(Profile.steady, 300.0, step_s, seed=1)).schedule.times_s,
+                            step_s + build_schedule(WorkloadSpec(Profile.steady, 600.0, 900.0, seed=2)).schedule.times_s])
+    policy, start = Policy(), preset("defaults")
+    learner = build_learner("pipetune", TunedCube(tuned_names(policy, "paper"), policy), start, topology="paper")
+    daemon = Daemon(TwinPipeline(start, times, load("paper-2vcpu"), seed=1), learner, policy, window_s=WINDOW_S)
+    daemon.warm_up()
+    before = []
+    while daemon.t_s + WINDOW_S <= step_s:
+        before.append(daemon.step())
+    converged = [i for i, d in enumerate(before) if d.reason.startswith("converged")]
+    assert converged and len(before) - converged[0] >= 5, [d.reason for d in before]
+    assert not any(d.change for d in before[converged[0]:])  # once converged, the pipeline is left alone
+    assert all(d.action == "hold" for d in before[converged[0]:])
+    after = [daemon.step() for _ in range(3)]
+    assert any(d.reason.startswith("re-opened (load moved 300 → 600 ev/s)") for d in after), [d.reason for d in after]

@@ -44,7 +44,7 @@ def test_observations_are_compacted_to_what_the_learner_keeps(tmp_path):
         p95_s = 0.1 if i == 7 else 1.0 + i / 1000  # window 7 is the best feasible one
         observation = Observation(duration_s=30, offered_eps=300, throughput_eps=300, p50_s=0.5, p95_s=p95_s,
                                   p99_s=2, mean_s=0.5, events_in=9000, events_out=9000)
-        store.append_observation(config, 300.0, observation, judge(observation, Policy()))
+        store.append_observation(config, 300.0, observation, judge(observation, Policy(), config))
     kept = store.observations()
     assert len(kept) < 2 * OBSERVATIONS_KEPT
     p95s = [observation.p95_s for _, _, observation, _ in kept]

@@ -46,7 +46,7 @@ def _run(learner, problem, steps, policy=Policy()):
         config = learner.suggest(Context(CTX.offered_eps, incumbent)).config
         suggested.append(problem.cube.encode(config))
         observation = problem(config)
-        verdict = judge(observation, policy)
+        verdict = judge(observation, policy, config)
         learner.tell(config, CTX, observation, verdict)
         if verdict.ok and observation.p95_s < best_p95_s:
             incumbent, best_p95_s = config, observation.p95_s
@@ -87,7 +87,7 @@ def test_every_suggestion_honours_pins_and_bounds(low, width, pin, strategy):
         config = learner.suggest(CTX).config
         assert policy.enforce(config) == config, (strategy, dict(config))
         observation = problem(config)
-        learner.tell(config, CTX, observation, judge(observation, policy))
+        learner.tell(config, CTX, observation, judge(observation, policy, config))
 
 
 def test_a_new_policy_takes_effect_at_the_next_suggestion():
@@ -101,7 +101,7 @@ def test_a_new_policy_takes_effect_at_the_next_suggestion():
         config = learner.suggest(CTX).config
         assert narrowed.enforce(config) == config
         observation = problem(config)
-        learner.tell(config, CTX, observation, judge(observation, narrowed))
+        learner.tell(config, CTX, observation, judge(observation, narrowed, config))
 
 
 @pytest.mark.parametrize("seed", [4, 5])
@@ -135,7 +135,79 @@ def test_the_learners_history_stays_bounded_and_keeps_the_best():
         config = cube.decode(np.full(3, 0.5 if i == 4 else 0.9), start)
         observation = problem(config)
         told.append(observation.p95_s)
-        learner.tell(config, CTX, observation, judge(observation, Policy()))
+        learner.tell(config, CTX, observation, judge(observation, Policy(), config))
     assert len(learner.history.configs) == len(learner.history.x) == 13
     assert told[4] in learner.history.p95_s and learner.history.p95_s[-10:] == told[-10:]
     learner.suggest(CTX)  # fits and suggests on the bounded history
+
+
+def _converged_learner(steps: int = 60):
+    """A learner run on the synthetic bowl until it says it converged; returns it, the problem and its incumbent."""
+    policy = Policy()
+    cube = TunedCube(NAMES, policy)
+    start = cube.decode(np.array([0.9, 0.2, 0.9]), base=PIPELINE_SPACE.defaults())
+    problem = Synthetic(cube)
+    learner = SafeBayesLearner(cube, start, seed=1)
+    incumbent, best_p95_s = None, math.inf
+    for _ in range(steps):
+        suggestion = learner.suggest(Context(CTX.offered_eps, incumbent))
+        if learner.converged:
+            return learner, problem, incumbent, suggestion
+        config = suggestion.config
+        observation = problem(config)
+        verdict = judge(observation, policy, config)
+        learner.tell(config, CTX, observation, verdict)
+        if verdict.ok and (observation.p95_s < best_p95_s or config == incumbent):
+            incumbent, best_p95_s = config, observation.p95_s
+    raise AssertionError(f"not converged in {steps} windows")
+
+
+def test_once_nothing_promises_more_than_the_noise_it_holds_the_incumbent_and_says_so():
+    learner, problem, incumbent, suggestion = _converged_learner()
+    assert suggestion.config == incumbent
+    assert suggestion.reason.startswith("converged: best predicted gain")
+    gain_ms, limit_ms = (float(x.split(" ms")[0]) for x in suggestion.reason.split("gain ")[1].split(" < "))
+    assert gain_ms < limit_ms and suggestion.predicted["noise_s"] > 0
+    assert np.linalg.norm(problem.cube.encode(incumbent)[1:] - [0.7, 0.5]) < 0.25  # near the bowl's bottom
+    for _ in range(10):  # it stays: the incumbent measured again (noise and all) changes nothing
+        learner.tell(incumbent, CTX, problem(incumbent), judge(problem(incumbent), Policy(), incumbent))
+        again = learner.suggest(Context(CTX.offered_eps, incumbent))
+        assert again.config == incumbent and again.reason.startswith("converged")
+
+
+def test_a_clear_load_move_reopens_the_search_but_a_small_one_does_not():
+    learner, _, incumbent, _ = _converged_learner()
+    assert learner.suggest(Context(CTX.offered_eps * 1.2, incumbent)).reason.startswith("converged")
+    moved = learner.suggest(Context(CTX.offered_eps * 2, incumbent))
+    assert moved.reason.startswith("re-opened (load moved 300 → 600 ev/s)") and not learner.converged
+
+
+def test_a_breach_of_the_incumbent_reopens_the_search():
+    learner, problem, incumbent, _ = _converged_learner()
+    normal = problem(incumbent)
+    behind = Observation(duration_s=30, offered_eps=300, throughput_eps=150, p50_s=normal.p50_s, p95_s=normal.p95_s,
+                         p99_s=normal.p99_s, mean_s=normal.mean_s)
+    verdict = judge(behind, Policy(), incumbent)
+    assert not verdict.ok
+    learner.tell(incumbent, CTX, behind, verdict)
+    assert learner.suggest(Context(CTX.offered_eps, incumbent)).reason.startswith("re-opened (guardrail: output 50.0%")
+
+
+def test_a_drift_of_the_incumbents_p95_beyond_the_noise_reopens_the_search():
+    learner, problem, incumbent, _ = _converged_learner()
+    normal = problem(incumbent)
+    slower = Observation(duration_s=30, offered_eps=300, throughput_eps=300, p50_s=normal.p50_s,
+                         p95_s=normal.p95_s * 1.5, p99_s=normal.p99_s * 1.5, mean_s=normal.mean_s)
+    for _ in range(2):  # windows since convergence, the reference
+        learner.tell(incumbent, CTX, normal, judge(normal, Policy(), incumbent))
+    learner.tell(incumbent, CTX, slower, judge(slower, Policy(), incumbent))
+    assert learner.suggest(Context(CTX.offered_eps, incumbent)).reason.startswith("converged")  # one window: noise
+    learner.tell(incumbent, CTX, slower, judge(slower, Policy(), incumbent))
+    reason = learner.suggest(Context(CTX.offered_eps, incumbent)).reason
+    assert reason.startswith("re-opened (the incumbent's P95 drifted") and "beyond the noise" in reason
+
+
+def test_a_policy_change_reopens_the_search():
+    learner, _, incumbent, _ = _converged_learner()
+    learner.update_policy(Policy(max_restarts_per_hour=3))
+    assert learner.suggest(Context(CTX.offered_eps, incumbent)).reason.startswith("re-opened (the policy changed)")

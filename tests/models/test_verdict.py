@@ -8,47 +8,71 @@ import pytest
 from models.learning import Context, TunedCube, tuned_names
 from models.observation import Observation
 from models.policy import Policy
-from models.space import PIPELINE_SPACE
+from models.space import PIPELINE_SPACE, Config
 from models.strategies import STRATEGIES, build_learner
-from models.verdict import BreachKind, judge
+from models.verdict import BreachKind, buffered_events, judge
 
 
-def _window(out_eps: float, p50_s: float, offered_eps: float = 1000.0, backlog: int = 500) -> Observation:
+def _window(out_eps: float, p50_s: float = 0.5, offered_eps: float = 1000.0, backlog: int = 500) -> Observation:
     return Observation(duration_s=30, offered_eps=offered_eps, throughput_eps=out_eps, p50_s=p50_s, p95_s=2 * p50_s,
                        p99_s=3 * p50_s, mean_s=p50_s, backlog_events={"filebeat": backlog})
 
 
+def _config(min_events: int = 2048, timeout_s: float = 1.0, bulk: int = 2048, pipelining: int = 2,
+            workers: int = 1) -> Config:
+    return PIPELINE_SPACE.config({"filebeat.queue.mem.flush.min_events": min_events,
+                                  "filebeat.queue.mem.flush.timeout": timeout_s, "filebeat.output.bulk_max_size": bulk,
+                                  "filebeat.output.pipelining": pipelining, "filebeat.output.worker": workers})
+
+
+def test_what_a_config_buffers_is_its_flush_batch_and_the_output_batches_in_flight():
+    # 1 s flushes at 1000 ev/s gather 1000 events (fewer than min_events), two batches in flight per worker
+    assert buffered_events(_config(), 1000.0) == pytest.approx(1000 + 2 * 1000)
+    # min_events smaller than a timeout's worth: batches of 100; output batches capped by bulk_max_size
+    assert buffered_events(_config(min_events=100, bulk=40, pipelining=4, workers=2), 1000.0) == pytest.approx(
+        100 + 8 * 40)
+    # no batching (min_events 1, synchronous output): one event gathered, one in flight
+    assert buffered_events(_config(min_events=1, pipelining=0), 1000.0) == pytest.approx(2)
+
+
 def test_a_flush_batch_cut_off_by_the_window_end_is_not_falling_behind():
-    # 1 s flushes at 1000 ev/s: a window can end just before a batch; 8 % short with a 1.5 s median
-    # latency is within the 5 % share plus what is in flight (capped at another 5 %): still keeping up.
-    assert judge(_window(out_eps=920.0, p50_s=1.5), Policy()).ok
+    # 1 s flushes at 1000 ev/s: a window can end just before a batch; 8 % short is within the 5 % share plus
+    # what the config buffers (3000 events, trusted up to another 5 %, 1500): still keeping up.
+    assert judge(_window(out_eps=920.0), Policy(), _config()).ok
 
 
-def test_the_same_deficit_at_low_latency_is_falling_behind():
-    verdict = judge(_window(out_eps=920.0, p50_s=0.01), Policy())
+def test_the_same_deficit_with_small_buffers_is_falling_behind():
+    verdict = judge(_window(out_eps=920.0), Policy(), _config(min_events=4, pipelining=0))
     [breach] = verdict.breaches
     assert breach.kind is BreachKind.BEHIND and breach.unit == "events"
-    assert breach.figure == pytest.approx(80 * 30) and breach.limit == pytest.approx(1500 + 10)
-    assert "92.0% of input" in breach.message and "10 events in flight" in breach.message
+    assert breach.figure == pytest.approx(80 * 30) and breach.limit == pytest.approx(1500 + 8)
+    assert "92.0% of input" in breach.message and "8 events its buffers hold" in breach.message
+
+
+def test_a_config_falling_behind_is_not_excused_by_its_growing_latency():
+    # a small-batch config 8 % short whose median latency grew to 20 s: the latency says "much in flight",
+    # but its buffers hold 2 events; what piles up is backlog, not events in flight
+    assert not judge(_window(out_eps=920.0, p50_s=20.0), Policy(), _config(min_events=1, pipelining=0)).ok
 
 
 def test_batches_that_outlast_the_window_are_not_excused():
-    assert not judge(_window(out_eps=850.0, p50_s=20.0), Policy()).ok
+    # huge batches are trusted only up to the policy's share again: 15 % short is behind whatever they hold
+    assert not judge(_window(out_eps=850.0, p50_s=20.0), Policy(), _config(min_events=100_000, timeout_s=60.0)).ok
 
 
-def test_a_window_without_latency_figures_uses_the_ratio_alone():
-    assert judge(_window(out_eps=960.0, p50_s=math.nan), Policy()).ok
-    assert not judge(_window(out_eps=940.0, p50_s=math.nan), Policy()).ok
+def test_a_window_of_an_unknown_config_gets_the_policy_share_alone():
+    assert judge(_window(out_eps=960.0), Policy(), None).ok
+    assert not judge(_window(out_eps=940.0), Policy(), None).ok
 
 
-def test_backlog_swinging_by_what_is_in_flight_is_tolerated_but_growth_beyond_it_is_not():
-    before = _window(out_eps=1000.0, p50_s=1.5)
-    swing = _window(out_eps=1000.0, p50_s=1.5, backlog=2500)  # one 2048-event flush batch more waiting
-    assert judge(swing, Policy(), before).ok
-    growing = _window(out_eps=1000.0, p50_s=1.5, backlog=500 + 30 * 150)  # 150 ev/s beyond 50 + 50 in flight
-    [breach] = judge(growing, Policy(), before).breaches
+def test_backlog_swinging_by_what_is_buffered_is_tolerated_but_growth_beyond_it_is_not():
+    before = _window(out_eps=1000.0)
+    swing = _window(out_eps=1000.0, backlog=2500)  # one 2048-event flush batch more waiting
+    assert judge(swing, Policy(), _config(), before).ok
+    growing = _window(out_eps=1000.0, backlog=500 + 30 * 150)  # 150 ev/s beyond 50 + 50 buffered
+    [breach] = judge(growing, Policy(), _config(), before).breaches
     assert breach.kind is BreachKind.BACKLOG and "backlog grew 150 ev/s" in breach.message
-    assert judge(growing, Policy()).ok  # no previous window, no trend to judge
+    assert judge(growing, Policy(), _config()).ok  # no previous window, no trend to judge
 
 
 def test_each_breach_is_named_with_its_figure_and_limit():
@@ -56,21 +80,21 @@ def test_each_breach_is_named_with_its_figure_and_limit():
                          backlog_events={"x": 100})
     window = Observation(duration_s=10, offered_eps=300, throughput_eps=250, p50_s=1, p95_s=9, p99_s=10, mean_s=2,
                          backlog_events={"x": 900})
-    verdict = judge(window, Policy(p95_ceiling_s=5.0), before)
+    verdict = judge(window, Policy(p95_ceiling_s=5.0), _config(), before)
     assert [b.kind for b in verdict.breaches] == [BreachKind.BEHIND, BreachKind.BACKLOG, BreachKind.CEILING]
     assert "output" in verdict.messages[0] and "backlog" in verdict.messages[1] and "ceiling" in verdict.messages[2]
     ceiling = verdict.breaches[2]
     assert (ceiling.figure, ceiling.limit, ceiling.unit) == (9, 5.0, "s")
-    assert verdict.excess > 0 and judge(before, Policy(), before).ok and judge(before, Policy()).excess == 0
+    assert verdict.excess > 0 and judge(before, Policy(), _config(), before).ok and judge(before, Policy(), _config()).excess == 0
 
 
 def test_every_strategy_judges_a_window_short_of_its_input_with_a_growing_backlog_infeasible():
     # 4 % short of its input is within the policy's 5 %: only the growing backlog makes this window infeasible,
     # so a strategy that judged by the raw ratio (or by keeping up alone) would take it as feasible.
     policy = Policy()
-    previous = _window(out_eps=1000.0, p50_s=0.01)
-    window = _window(out_eps=960.0, p50_s=0.01, backlog=500 + 30 * 150)
-    verdict = judge(window, policy, previous)
+    previous = _window(out_eps=1000.0)
+    window = _window(out_eps=960.0, backlog=500 + 30 * 150)
+    verdict = judge(window, policy, _config(), previous)
     assert [b.kind for b in verdict.breaches] == [BreachKind.BACKLOG]
     assert window.throughput_ratio >= policy.min_throughput_ratio
     cube = TunedCube(tuned_names(policy, "paper"), policy)
@@ -94,8 +118,8 @@ def test_every_strategy_judges_a_window_short_of_its_input_with_a_growing_backlo
 def test_a_strategy_told_a_feasible_verdict_takes_the_window():
     # the other side of the test above: the same window, judged feasible, is taken, so that test sees the verdict
     policy = Policy()
-    window = _window(out_eps=960.0, p50_s=0.01)
-    verdict = judge(window, policy)
+    window = _window(out_eps=960.0)
+    verdict = judge(window, policy, _config())
     assert verdict.ok
     cube = TunedCube(tuned_names(policy, "paper"), policy)
     start = PIPELINE_SPACE.defaults()

@@ -1,0 +1,116 @@
+"""Does pipetune converge and then leave the pipeline alone? The figures of converge-and-stay, on the twin.
+
+Run: `python -m bench.convergence [--calibrations paper-2vcpu,local-filebeat-kafka] [--windows 100]
+[--diurnal-windows 60] [--seed 0] [--json PATH]`.
+
+For each calibration, the daemon drives pipetune (pre-screening on a misjudged twin, as `bench.tuners`
+does) for `--windows` windows of steady load, then for `--diurnal-windows` windows of a diurnal load whose
+one cycle spans the run. Printed: the window where the window P95 first came within 1.1× of the final
+config's P95 (measured on fresh windows), the config changes after it, the final P95, the window the
+learner first said "converged"; for the diurnal run, every change with the load it saw and its cause: the
+initial search, or a search re-opened (by a load move beyond the daemon's re-measure threshold, a breach,
+a drift of the incumbent's P95, a policy change).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from bench.tuners import misjudged
+from controller.daemon import Daemon
+from controller.fresh_windows import measure_fresh
+from controller.state import Decision
+from controller.tuning_run import LearnerSetup, tuning_learner, twin_pipeline
+from models.policy import Policy
+from models.presets import preset
+from models.twin import load
+from replay.profiles import Profile, WorkloadSpec
+
+console = Console(width=100)
+
+
+def drive(calibration: str, workload: WorkloadSpec, windows: int, window_s: float, seed: int) -> dict:
+    """One daemon run of pipetune on the twin; returns its decisions and the final incumbent's fresh P95."""
+    cal = load(calibration)
+    policy, start = Policy(), preset("defaults")
+    setup = LearnerSetup("pipetune", policy, start, cal.topology, seed, screen=misjudged(cal, seed))
+    pipeline = twin_pipeline(start, cal, workload, windows, window_s)
+    daemon = Daemon(pipeline, tuning_learner(setup, remote=False), policy, window_s=window_s)
+    decisions: list[Decision] = []
+    daemon.run(windows, on_decision=decisions.append)
+    final = daemon.incumbent.config if daemon.incumbent else pipeline.current()
+    fresh = measure_fresh(final, cal, workload.rate_eps, window_s, seed=seed + 1000)
+    return {"decisions": decisions, "final_p95_s": fresh.p95_s}
+
+
+def convergence(decisions: list[Decision], final_p95_s: float) -> dict:
+    """When the window P95 first came within 1.1× of the final P95, and the changes after that window."""
+    p95 = [d.observed["p95_s"] for d in decisions]
+    changed = [bool(d.change) for d in decisions]
+    near = next((i for i, p in enumerate(p95) if p <= 1.1 * final_p95_s), None)
+    converged = next((d.window for d in decisions if d.reason.startswith("converged")), None)
+    return {"final_p95_s": final_p95_s, "near_window": decisions[near].window if near is not None else None,
+            "changes": sum(changed),
+            "changes_after_near": sum(changed[near + 1:]) if near is not None else None,
+            "first_converged_window": converged}
+
+
+def change_causes(decisions: list[Decision]) -> list[dict]:
+    """Every change, with the load it saw and the search it belongs to: the initial one, a re-opened one (and
+    why it re-opened), or none (a change made while converged: a rollback or a re-measure)."""
+    rows, cause = [], "initial search"
+    for d in decisions:
+        converging = d.reason.startswith("converged")
+        if "re-opened (" in d.reason:
+            cause = "re-opened: " + d.reason.split("re-opened (", 1)[1].split(");", 1)[0]
+        if d.change:
+            rows.append({"window": d.window, "offered_eps": d.observed["offered_eps"], "action": str(d.action),
+                         "cause": (f"{cause}, back to the incumbent on converging" if converging and cause
+                                   else cause or f"while converged ({d.action})")})
+        if converging:
+            cause = ""
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--calibrations", default="paper-2vcpu,local-filebeat-kafka")
+    parser.add_argument("--windows", type=int, default=100)
+    parser.add_argument("--diurnal-windows", type=int, default=60)
+    parser.add_argument("--window", type=float, default=30.0)
+    parser.add_argument("--rate", type=float, default=300.0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    out: dict = {}
+    table = Table(title=f"pipetune on the twin, {args.window:g} s windows, seed {args.seed}")
+    for col in ("case", "windows", "near 1.1x at", "changes after", "converged at", "final P95 s", "changes"):
+        table.add_column(col, justify="left" if col == "case" else "right")
+    for cal in args.calibrations.split(","):
+        steady = drive(cal, WorkloadSpec(Profile.steady, args.rate, seed=args.seed), args.windows, args.window,
+                       args.seed)
+        period_s = args.diurnal_windows * args.window
+        diurnal = drive(cal, WorkloadSpec(Profile.diurnal, args.rate, seed=args.seed, period_s=period_s),
+                        args.diurnal_windows, args.window, args.seed)
+        for name, run, windows in (("steady", steady, args.windows), ("diurnal", diurnal, args.diurnal_windows)):
+            figures = convergence(run["decisions"], run["final_p95_s"])
+            out[f"{cal} / {name}"] = figures | ({"changes_by_cause": change_causes(run["decisions"])}
+                                                if name == "diurnal" else {})
+            table.add_row(f"{cal} / {name}", str(windows), str(figures["near_window"]),
+                          str(figures["changes_after_near"]), str(figures["first_converged_window"]),
+                          f"{figures['final_p95_s']:.4f}", str(figures["changes"]))
+        console.print(table)
+        console.print(f"{cal} / diurnal, changes by cause:")
+        for row in out[f"{cal} / diurnal"]["changes_by_cause"]:
+            console.print(f"  window {row['window']:3d} at {row['offered_eps']:5.0f} ev/s: {row['action']}, {row['cause']}")
+        if args.json:
+            args.json.write_text(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
