@@ -213,7 +213,7 @@ def plot(decisions: list[dict], began: float, rate_eps: float, timeline: list[di
     for i, d in enumerate(burst):  # the windows that measured the burst: the load as offered, not as planned
         end = (d["wall_time"] - d["pause_s"] - began) / 60
         run_ax.axvspan(end - d["observed"]["duration_s"] / 60, end, color="tab:orange", alpha=0.15, lw=0,
-                       label=f"windows offered > {1.25 * rate_eps:.0f} ev/s (the ×2 burst)" if i == 0 else None)
+                       label=f"windows offered > {1.25 * rate_eps:.0f} ev/s (bursts)" if i == 0 else None)
     run_ax.set_yscale("log")
     run_ax.set_xlabel("minutes into the tuning run")
     run_ax.set_ylabel("P95 end-to-end (s)")

@@ -9,6 +9,7 @@ intervals, the floor that grows only when the group falls behind.
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import time
@@ -62,7 +63,9 @@ class GroupLag:
     def admin(self) -> AdminClient:
         """Connected on first use: a deployment loaded only to be checked never reaches Kafka."""
         if self._admin is None:
-            self._admin = AdminClient({"bootstrap.servers": self.bootstrap, "client.id": "pipetune-lag"})
+            # librdkafka's own log (a broker away: every reconnect) goes to logging, not to the terminal.
+            self._admin = AdminClient({"bootstrap.servers": self.bootstrap, "client.id": "pipetune-lag",
+                                       "logger": logging.getLogger("pipetune.kafka_lag")})
         return self._admin
 
     def committed(self) -> dict[TopicPartition, int]:

@@ -101,6 +101,14 @@ class PrometheusTelemetry:
         values = {round(float(t)): float(v) for t, v in rows[0]["values"]} if rows else {}
         return [values.get(t, math.nan) for t in range(math.ceil(start), math.floor(end) + 1)]
 
+    def _down(self, at: float) -> str:
+        """The targets Prometheus failed to scrape at `at` (`job instance (node N)`), as a clause, or ""."""
+        result = self._ask(lambda: self.client.custom_query("up == 0", params={"time": f"{at:.3f}"}))
+        down = [" ".join(filter(None, (row["metric"].get("job"), row["metric"].get("instance"),
+                                        f"(node {row['metric']['node']})" if "node" in row["metric"] else "")))
+                for row in result]
+        return f"; not scraped: {', '.join(sorted(down))}" if down else ""
+
     def latency(self, source: str, start: float, end: float) -> Latency:
         """The e2e percentiles, mean, per-stage P95 and mean, and per-second P95 of one latency source."""
         w = f"{max(round(end - start), 1)}s"
@@ -137,7 +145,8 @@ class PrometheusTelemetry:
         for value, what in ((appended, f"{APPENDED} (the node agents' /metrics)"),
                             (consumed, "pipetune_records_total or pipetune_events_total (the probe)")):
             if math.isnan(value):
-                raise TelemetryMissing(f"telemetry (Prometheus at {self.url}): no samples of {what} in the window")
+                raise TelemetryMissing(f"telemetry (Prometheus at {self.url}): no samples of {what} in the window"
+                                       f"{self._down(end)}")
         latency = self._latency(start, end)
         lost = _num(self.scalar(f"sum(increase(pipetune_lost_events_total[{w}]))", end)) + \
             _num(self.scalar(f"sum(increase(pipetune_canary_lost_total[{w}]))", end))

@@ -14,7 +14,7 @@ from models.policy import Policy
 from models.strategies import build_learner
 from models.twin import load
 from replay.profiles import Profile, WorkloadSpec
-from testbed import agent, lifecycle, processes
+from testbed import lifecycle, processes
 from testbed.endpoints import live_pipeline
 from testbed.harness import BackgroundLoad
 from testbed.pipeline import PipelineSpec
@@ -60,7 +60,9 @@ def test_the_daemon_holds_while_the_agent_or_prometheus_is_down_and_resumes_afte
             processes.stop(recorded["agent"])
             held = daemon.step()
             assert held.action == "frozen" and not held.change, held.reason
-            assert f"pipeline unavailable (node {testbed.name}: agent at {agent.agent_url(testbed)}: " in held.reason
+            # The agent also serves the node's source metrics: the window is unreadable first, naming the node.
+            assert "pipeline unavailable (telemetry" in held.reason and "pipetune_source_events_total" in held.reason
+            assert f"not scraped: pipetune-agent 127.0.0.1:{testbed.agent.port} (node {testbed.name})" in held.reason
             _agent_back(testbed)
             assert pipeline.current() == in_force  # the agent put back what was in force, nothing more
             resumed = daemon.step()
