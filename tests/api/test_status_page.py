@@ -37,7 +37,7 @@ def live_api(tmp_path: Path) -> Iterator[tuple[str, StateStore, FastAPI]]:
     store = StateStore(tmp_path / "state")
     daemon = make_daemon(store, windows=400)
     daemon.name = "twin-under-test"
-    for _ in range(4):
+    for _ in range(5):  # window numbers start at 0: the status shows window 4 before the thread steps at all
         daemon.step()
     stop = threading.Event()
 
