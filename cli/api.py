@@ -100,7 +100,10 @@ def status_command(url: str = _URL, token_file: Optional[Path] = _TOKEN_FILE,
             ("rollbacks", _num((status.get("guardrail") or {}).get("rollbacks"), 0)),
             ("learner", f"{_num((status.get('learner') or {}).get('observations'), 0)} observations"),
             ("overrides", "; ".join(f"{o['id']} {o['params']} {o['remaining_s']:.0f}s left" for o in status["overrides"])
-             or "none")]
+             or "none"),
+            ("clock offsets", "; ".join(f"{node} {o['offset_s'] * 1000:+.0f} ms ± {o['error_s'] * 1000:.0f}"
+                                        + (" (WARNING: above 50 ms)" if o.get("warning") else "")
+                                        for node, o in (status.get("clock_offsets") or {}).items()) or "not measured")]
     for key, value in rows:
         table.add_row(key, value)
     out.print(table)

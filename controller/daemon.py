@@ -28,9 +28,12 @@ from typing import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from controller.clocks import offset_reports, offset_warnings
 from controller.pipelines import Pipeline, PipelineUnavailable
 from controller.state import (Action, Decision, GuardrailReport, Incumbent, LearnerReport, Override, StateStore,
                               Status)
+from models.clock_offset import ClockOffset
+from models.event_time import below_resolution
 from models.learning import Context, Learner, load_moved
 from models.observation import Observation
 from models.policy import Policy
@@ -108,6 +111,7 @@ class Daemon:
         self._restart_times: deque[float] = deque()  # within the last RESTART_BUDGET_S only
         self._vetoed: set[str] = store.vetoed_overrides() if store else set()  # rolled back: not re-applied
         self.paused = False
+        self.clock_offsets: dict[str, ClockOffset] = {}  # each node's, as last measured (live pipelines only)
         self.stop = threading.Event()  # set from anywhere (a signal handler): the run ends after this window
         if store:
             store.save_policy(policy)
@@ -175,13 +179,16 @@ class Daemon:
             self.violation_s += observation.duration_s
             self.metrics.violation_seconds.inc(observation.duration_s)
         context = Context(observation.offered_eps, self.incumbent.config if self.incumbent else None)
-        choice = self._decide(config, context, verdict)
+        choice = self._decide(config, context, verdict, observation.latency_resolution_s)
+        if observation.clock_offsets:
+            self.clock_offsets = observation.clock_offsets
         target, recommendation = choice.target, {}
         if choice.action is Action.ADVISE:  # advise names the learner's config as its target but never applies it
             recommendation = {k: [a, b] for k, (a, b) in config.diff(target).items()}
             target = config
         decision = Decision(window=self.window, t_s=self.t_s, config=dict(config), observed=_summary(observation),
-                            action=choice.action, reason=choice.reason, recommendation=recommendation,
+                            action=choice.action, reason="; ".join([choice.reason, *offset_warnings(self.clock_offsets)]),
+                            recommendation=recommendation,
                             predicted=choice.predicted, guardrail=verdict.messages,
                             incumbent_p95_s=self.incumbent.p95_s if self.incumbent else None)
         if target != config:
@@ -220,7 +227,7 @@ class Daemon:
             if self.store:
                 self.store.save_incumbent(self.incumbent)
 
-    def _decide(self, config: Config, context: Context, verdict: Verdict) -> Choice:
+    def _decide(self, config: Config, context: Context, verdict: Verdict, resolution_s: float) -> Choice:
         inc = self.incumbent
         override = self._active_override()
         person_hold = Action.PAUSED if self.paused else Action.FROZEN if self.policy.mode == "frozen" else None
@@ -253,6 +260,9 @@ class Daemon:
             return Choice(config, Action.HOLD, f"minimum dwell of {self.policy.min_dwell_windows} windows")
         if self.stop.is_set():  # a candidate applied now would never be measured: leave a verified config
             return Choice(config, Action.HOLD, "stopping: no new candidate, it could not be verified")
+        unresolved = below_resolution(inc.p95_s, resolution_s) if inc is not None else None
+        if unresolved is not None:
+            return Choice(config, Action.HOLD, unresolved)
         suggestion = self.learner.suggest(context)
         candidate = self.policy.enforce(suggestion.config)
         if candidate != config and _restarts(config, candidate) and not self._restart_allowed():
@@ -318,6 +328,7 @@ class Daemon:
             guardrail=GuardrailReport(last_breaches=last.guardrail if last else [], rollbacks=self.rollbacks,
                                       violation_s=self.violation_s),
             overrides=[o.report(o.id in self._vetoed) for o in (self.store.overrides() if self.store else [])],
+            clock_offsets=offset_reports(self.clock_offsets),
             learner=LearnerReport(observations=self.told, last_reason=last.reason if last else ""))
 
     def revert(self, config: Config) -> Decision:

@@ -54,6 +54,9 @@ class LatencySpec(_Spec):
     source: Literal["event_time", "canary", "worst"] = Field(
         default="event_time", description="which of the probe's latencies the learner optimises: each event's own "
                                           "write time, the agents' canary lines, or the worse of both per window")
+    clock_offsets_file: Path | None = Field(
+        default=None, description="the file the probe reads node clock offsets from (its --clock-offsets); the "
+                                  "daemon measures each node's offset every window and writes it there")
 
 
 class StartConfig(_Spec):
@@ -92,7 +95,8 @@ class Deployment(_Spec):
         def at(path: Path | None) -> Path | None:
             return None if path is None else path if path.is_absolute() else (base / path).resolve()
         nodes = [n.model_copy(update={"token_file": at(n.token_file), "ca_file": at(n.ca_file)}) for n in self.nodes]
-        return self.model_copy(update={"nodes": nodes, "testbed": at(self.testbed)})
+        latency = self.latency.model_copy(update={"clock_offsets_file": at(self.latency.clock_offsets_file)})
+        return self.model_copy(update={"nodes": nodes, "testbed": at(self.testbed), "latency": latency})
 
 
 def load_deployment(path: Path | str) -> Deployment:
@@ -148,7 +152,7 @@ def live_pipeline(deployment: Deployment) -> LivePipeline:
     kafka = deployment.kafka
     lag = LagWatch(GroupLag(kafka.bootstrap, kafka.consumer_group), span_s=2 * kafka.commit_interval_s)
     telemetry = PrometheusTelemetry(str(deployment.prometheus.url).rstrip("/"), deployment.latency.source, lag)
-    return LivePipeline(agents, telemetry, deployment.config.config())
+    return LivePipeline(agents, telemetry, deployment.config.config(), deployment.latency.clock_offsets_file)
 
 
 def _describe(error: dict) -> str:

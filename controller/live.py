@@ -8,6 +8,7 @@ import ssl
 import time
 from dataclasses import replace
 from functools import partial
+from pathlib import Path
 from typing import Callable, Iterable, Sequence, TypeVar
 
 import httpx
@@ -15,6 +16,7 @@ import httpx
 from agents.client import AgentClient, AgentError
 from agents.component import ChangeResult
 from controller.agent_changes import by_component, owned_params
+from controller.clocks import measure_offsets, write_offsets
 from controller.pipelines import ApplyReport, PipelineUnavailable
 from controller.telemetry import TelemetrySource
 from models.observation import Observation
@@ -41,10 +43,12 @@ class LivePipeline:
     at `base` and are kept as last applied: nothing acts on them.
     """
 
-    def __init__(self, agents: Sequence[AgentClient], telemetry: TelemetrySource, base: Config) -> None:
+    def __init__(self, agents: Sequence[AgentClient], telemetry: TelemetrySource, base: Config,
+                 clock_offsets_file: Path | None = None) -> None:
         self.agents = tuple(agents)
         self.telemetry = telemetry
         self._base = base
+        self.clock_offsets_file = clock_offsets_file
 
     def close(self) -> None:
         for agent in self.agents:
@@ -92,12 +96,18 @@ class LivePipeline:
 
     def observe(self, seconds: float) -> Observation:
         """Wait `seconds`, then summarise that window (the same `Observation` the twin returns, its stages
-        named as the twin names them, which is how the learner's per-stage models know them)."""
+        named as the twin names them, which is how the learner's per-stage models know them).
+
+        Each node's clock offset is measured as the window starts and written where the probe reads it,
+        so the probe corrects that window's event times by it."""
         start = time.time()
-        time.sleep(seconds)
+        offsets = measure_offsets({agent.node: agent for agent in self.agents})
+        if self.clock_offsets_file is not None and offsets:
+            write_offsets(self.clock_offsets_file, offsets)
+        time.sleep(max(0.0, seconds - (time.time() - start)))
         observation = self.telemetry.window(start, time.time())
         return replace(observation, stage_p95_s=_twin_stages(observation.stage_p95_s),
-                       stage_mean_s=_twin_stages(observation.stage_mean_s))
+                       stage_mean_s=_twin_stages(observation.stage_mean_s), clock_offsets=offsets)
 
 
 def _ask(agent: AgentClient, request: Callable[[], T]) -> T:

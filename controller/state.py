@@ -232,6 +232,7 @@ class StateStore:
                            verdict: Verdict) -> None:
         doc = asdict(observation)
         doc.pop("series", None)
+        doc.pop("clock_offsets", None)  # the node's clock, not the config's doing: the status shows the latest
         self._append("observations.jsonl", {"config": dict(config), "offered_eps": offered_eps, "observation": doc,
                                             "verdict": verdict.model_dump(mode="json")})
         if self._observation_lines is None:

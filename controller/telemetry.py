@@ -148,6 +148,9 @@ class PrometheusTelemetry:
                 raise TelemetryMissing(f"telemetry (Prometheus at {self.url}): no samples of {what} in the window"
                                        f"{self._down(end)}")
         latency = self._latency(start, end)
+        # Canaries are stamped in ms by the agent; the pipeline's own event times may be as coarse as 1 s.
+        resolution_s = 0.0 if self.latency_source == "canary" else \
+            _num(self.scalar("max(pipetune_event_time_resolution_seconds)", end))
         lost = _num(self.scalar(f"sum(increase(pipetune_lost_events_total[{w}]))", end)) + \
             _num(self.scalar(f"sum(increase(pipetune_canary_lost_total[{w}]))", end))
         batches = self.scalar(f"sum(increase(pipetune_filebeat_output_batches_total[{w}]))", end)
@@ -172,6 +175,7 @@ class PrometheusTelemetry:
             stage_mean_s=latency.stage_mean_s,
             backlog_events={k: round(v) for k, v in backlog.items() if math.isfinite(v)},
             cpu_cores={k: v for k, v in cpu.items() if math.isfinite(v)}, series=series,
+            latency_resolution_s=resolution_s,
         )
 
     def close(self) -> None:

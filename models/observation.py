@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from models.clock_offset import ClockOffset
+
 
 @dataclass
 class Observation:
@@ -31,6 +33,8 @@ class Observation:
     backlog_events: dict[str, int] = field(default_factory=dict)
     cpu_cores: dict[str, float] = field(default_factory=dict)
     series: dict[str, list[float]] = field(default_factory=dict)
+    latency_resolution_s: float = 0.0  # the clock step of the event times behind the latencies (0: finer than 1 ms)
+    clock_offsets: dict[str, ClockOffset] = field(default_factory=dict)  # each node's clock minus the controller's
 
     @property
     def throughput_ratio(self) -> float:

@@ -6,10 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from controller import deployment as deployment_file
-from controller.deployment import Deployment, KafkaSpec, NodeSpec, PrometheusSpec
+from controller.deployment import Deployment, KafkaSpec, LatencySpec, NodeSpec, PrometheusSpec
 from controller.live import LivePipeline
 from testbed import agent
 from testbed.pipeline import PipelineSpec
+from testbed.probe import clock_offsets_file
 from testbed.prometheus import prometheus_url
 
 
@@ -23,6 +24,7 @@ def deployment(spec: PipelineSpec, pipeline_file: Path | None = None) -> Deploym
     return Deployment(name=spec.name, nodes=[node],
                       kafka=KafkaSpec(bootstrap=spec.bootstrap, consumer_group=spec.probe.group_id),
                       prometheus=PrometheusSpec(url=prometheus_url(spec)), config=spec.config,
+                      latency=LatencySpec(clock_offsets_file=clock_offsets_file(spec)),
                       testbed=pipeline_file.resolve() if pipeline_file else None)
 
 

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from api.app import create_app
 from api.server import serve_in_thread
 from cli.main import app
-from controller.state import Action, Decision, StateStore
+from controller.state import Action, ClockOffsetReport, Decision, StateStore, Status
 from tests.conftest import free_ports
 
 TOKEN = "cli-test-token"
@@ -221,3 +221,12 @@ def test_autotune_api_off_loopback_names_its_own_flags(tmp_path: Path) -> None:
                            env={"PIPETUNE_API_TOKEN": "t0ken"})
     assert result.exit_code == 2 and "--api-tls-cert and --api-tls-key" in result.output
     assert "--api-insecure-http" in result.output
+
+
+def test_status_shows_every_nodes_clock_offset_and_warns_above_50_ms(served) -> None:
+    url, store = served
+    offsets = {"n1": ClockOffsetReport(offset_s=0.2, error_s=0.001, measured_at=0.0, warning="node n1: clock off"),
+               "n2": ClockOffsetReport(offset_s=-0.003, error_s=0.001, measured_at=0.0)}
+    store.save_status(Status(mode="auto", paused=False, clock_offsets=offsets))
+    shown = flat(cli(url, "status").output)
+    assert "n1 +200 ms ± 1 (WARNING: above 50 ms)" in shown and "n2 -3 ms ± 1" in shown

@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 from controller.daemon import Daemon
-from controller.pipelines import PipelineUnavailable, TwinPipeline
+from controller.pipelines import ApplyReport, PipelineUnavailable, TwinPipeline
 from controller.state import StateStore
+from models.clock_offset import ClockOffset
 from models.learning import Suggestion, TunedCube, tuned_names
 from models.observation import Observation
 from models.policy import Policy
@@ -273,3 +274,33 @@ def test_pipetune_converges_then_holds_and_a_load_step_reopens_the_search():
     assert all(d.action == "hold" for d in before[converged[0]:])
     after = [daemon.step() for _ in range(3)]
     assert any(d.reason.startswith("re-opened (load moved 300 → 600 ev/s)") for d in after), [d.reason for d in after]
+
+
+class CoarseClockPipeline:
+    """A pipeline whose event times have 1 s resolution and whose node's clock runs 200 ms ahead."""
+
+    def __init__(self) -> None:
+        self.config = preset("defaults")
+
+    def observe(self, seconds):
+        return Observation(seconds, 300.0, 300.0, 0.4, 0.5, 0.6, 0.4, events_in=9000, events_out=9000,
+                           latency_resolution_s=1.0, clock_offsets={"n1": ClockOffset(0.2, 0.001, 0.0)})
+
+    def current(self):
+        return self.config
+
+    def apply(self, config):
+        self.config = config
+        return ApplyReport(True, config, 0.0, "applied")
+
+
+def test_a_p95_below_twice_the_event_time_resolution_is_not_optimised_and_clock_offsets_are_reported(tmp_path):
+    learner = Scripted(PIPELINE_SPACE.config({"filebeat.backoff": 0.2}))
+    store = StateStore(tmp_path)
+    daemon = Daemon(CoarseClockPipeline(), learner, Policy(), window_s=WINDOW_S, store=store)
+    decisions = [daemon.step() for _ in range(3)]
+    assert [d.action for d in decisions] == ["hold"] * 3 and learner.last is None  # never asked
+    assert "below twice the event time's resolution (1000 ms)" in decisions[-1].reason
+    assert "node n1: clock +200 ms off" in decisions[-1].reason  # the decision log carries the warning
+    offset = store.load_status()["clock_offsets"]["n1"]
+    assert offset["offset_s"] == pytest.approx(0.2) and "node n1" in offset["warning"]

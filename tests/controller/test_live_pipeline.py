@@ -4,6 +4,7 @@ process is a stand-in (`sleep`: no broker runs here), and so is the telemetry (`
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Iterator
 
@@ -13,6 +14,7 @@ from agents.client import AgentClient
 from agents.config import AgentConfig
 from controller.live import LivePipeline
 from controller.pipelines import PipelineUnavailable
+from models.clock_offset import offsets_from_document
 from models.space import PIPELINE_SPACE
 from tests.agents.conftest import TOKEN, ServedAgent, write_wrapper
 from tests.conftest import FixedTelemetry, free_ports
@@ -88,3 +90,14 @@ def test_an_agent_that_does_not_answer_is_unavailable_naming_its_url():
         pipeline.current()
     with pytest.raises(PipelineUnavailable, match=f"agent at {url}: "):
         pipeline.apply(PIPELINE_SPACE.defaults())
+
+
+def test_each_window_measures_the_nodes_clock_and_writes_it_where_the_probe_reads_it(producer_agent, tmp_path):
+    offsets_file = tmp_path / "probe" / "clock-offsets.json"
+    pipeline = LivePipeline([AgentClient(producer_agent.url, TOKEN, timeout_s=30, node="n1")], FixedTelemetry(),
+                            PIPELINE_SPACE.defaults(), offsets_file)
+    observation = pipeline.observe(0.2)
+    # the agent runs in this process, on this clock: its offset is within the round trip of zero
+    offset = observation.clock_offsets["n1"]
+    assert abs(offset.offset_s) <= offset.error_s + 1e-3
+    assert offsets_from_document(json.loads(offsets_file.read_text())) == {"n1": offset}
