@@ -301,7 +301,10 @@ class Daemon:
         # a fair measurement of the new config (and when stopping, no window follows to measure).
         settle_s = self.window_s if decision.action is Action.ROLLBACK or report.pause_s > 0 else 0.0
         if settle_s > 0 and not self.stop.is_set():
-            self.pipeline.observe(settle_s)
+            try:
+                self.pipeline.observe(settle_s)
+            except PipelineUnavailable:
+                pass  # a settle window is not judged: whether it could be read does not matter
             self.t_s += settle_s
             decision.pause_s = settle_s
 

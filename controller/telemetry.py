@@ -34,6 +34,7 @@ LatencySource = Literal["event_time", "canary", "worst"]
 # `source=""` also matches a histogram without the label at all: the probe from before it had one.
 SOURCE_MATCHERS = {"event_time": 'source=~"event_time|"', "canary": 'source="canary"'}
 APPENDED = "pipetune_source_events_total"
+_COUNTED = "pipetune_records_total|pipetune_events_total|pipetune_source_events_total"  # probes' and agents' counters
 # Every record the probe consumed (`increase` or `rate`); a probe from before `pipetune_records_total`
 # counted them in two.
 CONSUMED = ("sum({f}(pipetune_records_total[{w}])) or (sum({f}(pipetune_events_total[{w}])) "
@@ -102,12 +103,22 @@ class PrometheusTelemetry:
         return [values.get(t, math.nan) for t in range(math.ceil(start), math.floor(end) + 1)]
 
     def _down(self, at: float) -> str:
-        """The targets Prometheus failed to scrape at `at` (`job instance (node N)`), as a clause, or ""."""
-        result = self._ask(lambda: self.client.custom_query("up == 0", params={"time": f"{at:.3f}"}))
-        down = [" ".join(filter(None, (row["metric"].get("job"), row["metric"].get("instance"),
-                                        f"(node {row['metric']['node']})" if "node" in row["metric"] else "")))
-                for row in result]
-        return f"; not scraped: {', '.join(sorted(down))}" if down else ""
+        """The targets Prometheus failed to scrape at `at`, as a clause, or ""."""
+        down = self._targets("up == 0", at)
+        return f"; not scraped: {', '.join(down)}" if down else ""
+
+    def _gaps(self, w: str, at: float) -> list[str]:
+        """The probe and agent targets Prometheus failed to scrape at least once in the window ending at `at`:
+        their counts miss what happened while they were down (a probe killed and restarted, say)."""
+        counted = f'count_over_time({{__name__=~"{_COUNTED}"}}[{w}])'
+        return self._targets(f"(min_over_time(up[{w}]) == 0) and on (job, instance) {counted}", at)
+
+    def _targets(self, query: str, at: float) -> list[str]:
+        """`job instance (node N)` of each series `query` returns."""
+        result = self._ask(lambda: self.client.custom_query(query, params={"time": f"{at:.3f}"}))
+        return sorted(" ".join(filter(None, (row["metric"].get("job"), row["metric"].get("instance"),
+                                             f"(node {row['metric']['node']})" if "node" in row["metric"] else "")))
+                      for row in result)
 
     def latency(self, source: str, start: float, end: float) -> Latency:
         """The e2e percentiles, mean, per-stage P95 and mean, and per-second P95 of one latency source."""
@@ -147,6 +158,10 @@ class PrometheusTelemetry:
             if math.isnan(value):
                 raise TelemetryMissing(f"telemetry (Prometheus at {self.url}): no samples of {what} in the window"
                                        f"{self._down(end)}")
+        gaps = self._gaps(w, end)
+        if gaps:
+            raise TelemetryMissing(f"telemetry (Prometheus at {self.url}): {', '.join(gaps)} not scraped for part of "
+                                   f"the window: its counts miss that time, nothing to judge")
         latency = self._latency(start, end)
         # Canaries are stamped in ms by the agent; the pipeline's own event times may be as coarse as 1 s.
         resolution_s = 0.0 if self.latency_source == "canary" else \

@@ -29,10 +29,14 @@ class Exporter:
 
     def __init__(self, port: int) -> None:
         self.registry = CollectorRegistry()
+        self.down = False  # answers 503 while set: Prometheus records the target as not scraped (up 0)
         exporter = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 — http.server's name
+                if exporter.down:
+                    self.send_error(503)
+                    return
                 body = generate_latest(exporter.registry)
                 self.send_response(200)
                 self.send_header("Content-Type", CONTENT_TYPE_LATEST)
@@ -205,3 +209,25 @@ def test_a_window_without_the_agents_sources_is_telemetry_missing_naming_them(pr
     start_s, end_s = _window(exporter, telemetry, fill, "pipetune_records_total")
     with pytest.raises(TelemetryMissing, match="pipetune_source_events_total"):
         telemetry.window(end_s - 1, end_s)
+
+
+def test_a_window_in_which_the_probe_was_not_scraped_for_a_while_is_telemetry_missing(prometheus):
+    """A probe killed mid-window (and restarted) counted nothing while it was down: that window is not judged."""
+    exporter, telemetry = prometheus
+
+    def fill(registry: CollectorRegistry):
+        records = Counter("pipetune_records", "", registry=registry)
+        _sources(registry, 0, 0)
+        return lambda: records.inc(10)
+
+    start_s, end_s = _window(exporter, telemetry, fill, "pipetune_records_total")
+    telemetry.window(start_s, end_s)  # scraped throughout: readable
+    exporter.down = True
+    deadline = time.monotonic() + 60
+    while not _scalar(telemetry, "up") == 0:
+        assert time.monotonic() < deadline, "Prometheus did not record the exporter down within 60 s"
+        time.sleep(0.2)
+    exporter.down = False
+    _scraped_after(telemetry, "pipetune_records_total", time.time())
+    with pytest.raises(TelemetryMissing, match="not scraped for part of the window"):
+        telemetry.window(start_s, time.time())
