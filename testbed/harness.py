@@ -46,6 +46,7 @@ class LiveRun:
     ended_at: float  # the replay's last write
     events: int
     report: RunReport
+    offered_eps: float  # what the schedule offers: a replay that falls behind on a busy machine offers it later
 
 
 def new_run_id() -> str:
@@ -83,20 +84,20 @@ def replay_and_check(spec: PipelineSpec, schedule: Schedule, run_id: str | None 
     result = replay_into(spec, schedule, run_id)
     ended_at = result.started_at + result.duration_s
     report = wait_for_report(spec, run_id, spec.probe.late_after_s + 5.0)
-    return LiveRun(run_id, result.started_at, ended_at, result.events, report)
+    return LiveRun(run_id, result.started_at, ended_at, result.events, report, schedule.events / schedule.duration_s)
 
 
 def observe_run(spec: PipelineSpec, live_run: LiveRun, scrape_s: float, warmup_s: float = 0.0) -> Observation:
-    """The run's observation: latency of the events that arrived after the warm-up; rates over the
-    replay's length, the output window shifted by the median latency so that a pipeline that keeps
-    up shows throughput = offered."""
+    """The run's observation: latency of the events that arrived after the warm-up; the offered load its
+    schedule's; throughput over the replay's length, the output window shifted by the median latency so
+    that a pipeline that keeps up shows throughput = offered."""
     time.sleep(2.5 * scrape_s)  # the last arrivals' scrape
     telemetry = PrometheusTelemetry(prometheus_url(spec))
     latency = telemetry.window(live_run.started_at + warmup_s, time.time())
     lag = latency.p50_s if math.isfinite(latency.p50_s) else 0.0
     length = live_run.ended_at - live_run.started_at
     consumed = telemetry.scalar(f"increase(pipetune_events_total[{max(round(length), 1)}s])", live_run.ended_at + lag)
-    return replace(latency, offered_eps=live_run.events / length,
+    return replace(latency, offered_eps=live_run.offered_eps,
                    throughput_eps=consumed / length if math.isfinite(consumed) else 0.0,
                    events_in=live_run.events, events_out=live_run.report.received,
                    lost_events=live_run.report.lost_events)
