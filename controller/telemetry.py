@@ -34,7 +34,7 @@ LatencySource = Literal["event_time", "canary", "worst"]
 # `source=""` also matches a histogram without the label at all: the probe from before it had one.
 SOURCE_MATCHERS = {"event_time": 'source=~"event_time|"', "canary": 'source="canary"'}
 APPENDED = "pipetune_source_events_total"
-_COUNTED = "pipetune_records_total|pipetune_events_total|pipetune_source_events_total"  # probes' and agents' counters
+_COUNTED = ("pipetune_records_total", "pipetune_events_total", APPENDED)  # the probes' and the agents' counters
 # Every record the probe consumed (`increase` or `rate`); a probe from before `pipetune_records_total`
 # counted them in two.
 CONSUMED = ("sum({f}(pipetune_records_total[{w}])) or (sum({f}(pipetune_events_total[{w}])) "
@@ -110,8 +110,10 @@ class PrometheusTelemetry:
     def _gaps(self, w: str, at: float) -> list[str]:
         """The probe and agent targets Prometheus failed to scrape at least once in the window ending at `at`:
         their counts miss what happened while they were down (a probe killed and restarted, say)."""
-        counted = f'count_over_time({{__name__=~"{_COUNTED}"}}[{w}])'
-        return self._targets(f"(min_over_time(up[{w}]) == 0) and on (job, instance) {counted}", at)
+        # one function per metric: a target exports several of them, and one call over all would hold series
+        # that differ only by their dropped names, which Prometheus refuses
+        counted = " or ".join(f"max_over_time({name}[{w}])" for name in _COUNTED)
+        return self._targets(f"(min_over_time(up[{w}]) == 0) and on (job, instance) ({counted})", at)
 
     def _targets(self, query: str, at: float) -> list[str]:
         """`job instance (node N)` of each series `query` returns."""

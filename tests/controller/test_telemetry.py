@@ -217,8 +217,9 @@ def test_a_window_in_which_the_probe_was_not_scraped_for_a_while_is_telemetry_mi
 
     def fill(registry: CollectorRegistry):
         records = Counter("pipetune_records", "", registry=registry)
+        events = Counter("pipetune_events", "", registry=registry)  # a probe exports both
         _sources(registry, 0, 0)
-        return lambda: records.inc(10)
+        return lambda: (records.inc(10), events.inc(10))
 
     start_s, end_s = _window(exporter, telemetry, fill, "pipetune_records_total")
     telemetry.window(start_s, end_s)  # scraped throughout: readable
