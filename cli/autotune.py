@@ -17,9 +17,11 @@ import typer
 from rich.console import Console
 
 from cli.api import require_token
-from cli.listening import tls_options
 from cli.autotune_view import WindowView, plot_run, print_summary
+from cli.listening import tls_options
 from controller.daemon import Daemon
+from controller.deployment import DeploymentError, is_deployment_file, load_deployment
+from controller.deployment import live_pipeline as deployment_pipeline
 from controller.fresh_windows import measure_fresh
 from controller.live import LivePipeline
 from controller.pipelines import Pipeline, PipelineUnavailable
@@ -31,8 +33,6 @@ from models.presets import preset
 from models.strategies import STRATEGIES
 from models.twin import available, load as load_calibration
 from replay.profiles import GENERATED_NAMES, WorkloadSpec
-from controller.deployment import DeploymentError, is_deployment_file, load_deployment
-from controller.deployment import live_pipeline as deployment_pipeline
 from testbed.endpoints import deployment as testbed_deployment
 from testbed.harness import BackgroundLoad
 from testbed.pipeline import PipelineError, PipelineSpec, load_pipeline
@@ -97,7 +97,8 @@ def _live_pipeline(pipeline: str, load: str | None) -> tuple[PipelineSpec | None
         said = (f"the testbed's agent does not answer ({exc}); start the testbed with "
                 f"`pipetune testbed up --pipeline {pipeline}`") if testbed else f"an agent does not answer ({exc})"
         raise typer.BadParameter(said, param_hint="--pipeline") from None
-    return (testbed if (load or ("replay" if testbed else "none")) == "replay" else None), live
+    drives_replay = (load or ("replay" if testbed else "none")) == "replay"
+    return (testbed if drives_replay else None), live
 
 
 def autotune_command(

@@ -8,7 +8,8 @@ marks that region unsafe. The daemon's incumbent is the one incumbent: the learn
 it (`Context.incumbent`). When the offered load changes clearly (`models.learning.LOAD_SHIFT`), the
 incumbent is measured again before its old figure is trusted. Once the learner has converged it holds
 the incumbent, and the daemon changes nothing, until a load move, a breach, a drift of the incumbent's
-P95 or a policy change re-opens the search (the learner's reason says which). Modes: `auto` applies, `advise` only recommends, `frozen` holds.
+P95 or a policy change re-opens the search (the learner's reason says which). Modes: `auto` applies,
+`advise` only recommends, `frozen` holds.
 While the pipeline cannot be observed or reached (`PipelineUnavailable`), the daemon holds as in
 `frozen` on its own, and picks up again with the first window it can read.
 
@@ -169,6 +170,8 @@ class Daemon:
             return self._finish(self._unavailable(err))
         verdict = judge(observation, self.policy, config, self.previous)
         self.previous = observation
+        if observation.clock_offsets:
+            self.clock_offsets = observation.clock_offsets
         if observation.events_in > 0:  # a window without load says nothing about the config
             self._tell(config, Context(observation.offered_eps), observation, verdict)
             if self.store:
@@ -180,16 +183,14 @@ class Daemon:
             self.metrics.violation_seconds.inc(observation.duration_s)
         context = Context(observation.offered_eps, self.incumbent.config if self.incumbent else None)
         choice = self._decide(config, context, verdict, observation.latency_resolution_s)
-        if observation.clock_offsets:
-            self.clock_offsets = observation.clock_offsets
         target, recommendation = choice.target, {}
         if choice.action is Action.ADVISE:  # advise names the learner's config as its target but never applies it
             recommendation = {k: [a, b] for k, (a, b) in config.diff(target).items()}
             target = config
         decision = Decision(window=self.window, t_s=self.t_s, config=dict(config), observed=_summary(observation),
-                            action=choice.action, reason="; ".join([choice.reason, *offset_warnings(self.clock_offsets)]),
-                            recommendation=recommendation,
-                            predicted=choice.predicted, guardrail=verdict.messages,
+                            action=choice.action, recommendation=recommendation, predicted=choice.predicted,
+                            reason="; ".join([choice.reason, *offset_warnings(self.clock_offsets)]),
+                            guardrail=verdict.messages,
                             incumbent_p95_s=self.incumbent.p95_s if self.incumbent else None)
         if target != config:
             try:
