@@ -57,15 +57,15 @@ def test_the_agent_counts_what_is_appended_and_the_backlog_drains(testbed):
     """The offered load and the source backlog come from the node agent (its /metrics, scraped with its token)."""
     telemetry = PrometheusTelemetry(prometheus_url(testbed))
     appended = "sum(pipetune_source_events_total)"
+    # timestamp() of an aggregate is the query's own time; of the bare series, the time of its last scrape
+    scraped = "min(timestamp(pipetune_source_events_total))"
     started = time.time()
-    _wait_until(lambda: telemetry.scalar(f"timestamp({appended})", time.time()) > started, 60,
-                "a scrape of the agent")
+    _wait_until(lambda: telemetry.scalar(scraped, time.time()) > started, 60, "a scrape of the agent")
     before = telemetry.scalar(appended, time.time())
     run = replay_and_check(testbed, arrivals.steady(500, 4))
     assert run.report.complete
     written = time.time()
-    _wait_until(lambda: telemetry.scalar(f"timestamp({appended})", time.time()) > written, 60,
-                "a scrape of the agent after the run")
+    _wait_until(lambda: telemetry.scalar(scraped, time.time()) > written, 60, "a scrape of the agent after the run")
     # Canary lines the agent writes into the same log, if any, are appended events too (a few a second).
     counted = telemetry.scalar(appended, time.time()) - before
     assert run.events <= counted <= run.events + 10 * (time.time() - started)
