@@ -95,7 +95,9 @@ class Probe:
         """Records between the consumer's position and the end of each assigned partition; None (the gauge
         keeps its last value) before the first fetch has told the end."""
         lag = 0
-        for part in self.consumer.assignment():
+        assigned = self.consumer.assignment()
+        self.reader.metrics.partitions.set(len(assigned))
+        for part in assigned:
             # The end as of the last fetch response: asking the broker would queue behind a fetch that may
             # block for the whole fetch.wait.max.ms, and every record waiting meanwhile would be measured
             # that much later (seen on the testbed: the probe's own consume stage at ~1 s P95).

@@ -27,6 +27,9 @@ The contract telemetry reads (names as exported; counters carry Prometheus' `_to
 - Also: `pipetune_unparsed_events_total` (records that are not JSON events), the replay ledger's
   `pipetune_duplicate_events_total`, `pipetune_late_events_total`, `pipetune_lost_events_total`, and
   `pipetune_kafka_consumer_lag_events`.
+- `pipetune_probe_partitions`: the partitions this member is assigned. Several probes in one consumer
+  group share the topic's partitions; their counters and histograms add up in Prometheus (every query
+  above sums over instances), so a probe that cannot keep up is scaled out by starting another.
 """
 
 from __future__ import annotations
@@ -116,6 +119,8 @@ class ProbeMetrics:
         self.lost = Counter("pipetune_lost_events", "Events of finished runs that never arrived", registry=r)
         self.lag = Gauge("pipetune_kafka_consumer_lag_events", "Records in the topic not yet consumed",
                          registry=r)
+        self.partitions = Gauge("pipetune_probe_partitions", "Partitions of the topic this group member consumes",
+                                registry=r)
 
     def observe(self, latencies: dict[str, float], source: str, node: str) -> None:
         self.latency.observe(latencies, source, node)

@@ -12,6 +12,7 @@ import secrets
 import tarfile
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
@@ -71,14 +72,21 @@ class ServedAgent:
                 component.runtime.stop()
 
 
-@pytest.fixture
-def kafka_topic(testbed) -> Iterator[str]:
-    """A one-partition topic of the test's own on the session's broker, deleted after the test."""
+@contextmanager
+def own_topic(bootstrap: str, partitions: int = 1) -> Iterator[str]:
+    """A topic of the test's own on the session's broker, deleted after the test."""
     name = f"agent-test-{secrets.token_hex(4)}"
-    admin = AdminClient({"bootstrap.servers": testbed.bootstrap})
-    admin.create_topics([NewTopic(name, 1, 1)])[name].result(30)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
     yield name
     admin.delete_topics([name])[name].result(30)
+
+
+@pytest.fixture
+def kafka_topic(testbed) -> Iterator[str]:
+    """A one-partition topic of the test's own."""
+    with own_topic(testbed.bootstrap) as name:
+        yield name
 
 
 def wider_range(agent: ServedAgent, component: str, param: str, high: float) -> ManagedComponent:
