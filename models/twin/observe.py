@@ -28,7 +28,7 @@ def window_observation(stamps: "Stamps", stages: Sequence[Stage], cpu: Cpu, star
     written = int(np.searchsorted(write, end_s, "left"))
     offered = written - int(np.searchsorted(write, start_s, "left"))
     head = sink[:written]
-    arrived = np.flatnonzero((head >= start_s) & (head < end_s))
+    arrived = delivered(stamps, start_s, end_s)
     latency = head[arrived] - write[arrived]
     stage_mean: dict[str, float] = {}
     stage_p95: dict[str, float] = {}
@@ -58,6 +58,12 @@ def window_observation(stamps: "Stamps", stages: Sequence[Stage], cpu: Cpu, star
         cpu_cores=cores,
         series=per_second(stamps, stages, cpu, start_s, end_s),
     )
+
+
+def delivered(stamps: "Stamps", start_s: float, end_s: float) -> np.ndarray:
+    """Indices of the events that arrived at the end of the pipeline in [start_s, end_s)."""
+    head = stamps.sink[:int(np.searchsorted(stamps.write, end_s, "left"))]
+    return np.flatnonzero((head >= start_s) & (head < end_s))
 
 
 def backlog(stamps: "Stamps", stages: Sequence[Stage], t_s: float) -> dict[str, int]:

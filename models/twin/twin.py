@@ -15,16 +15,18 @@ the output took, so nothing acknowledged or in flight is lost); a sink setting r
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 
+from models.canary import LatencyHistogram
 from models.observation import Observation
 from models.space import PIPELINE_SPACE, ChangeCost, Config
 from models.twin.calibration import Calibration
 from models.twin.core import Clock, Cpu, Jitter
 from models.twin.filebeat import Harvester, LumberjackOutput, MemQueue
 from models.twin.logstash import DirectKafka, Logstash
-from models.twin.observe import window_observation
+from models.twin.observe import delivered, window_observation
 from models.twin.sink import ConsumerSink, SparkSink
 
 STAGES: dict[str, tuple[tuple[str, str, str], ...]] = {
@@ -138,6 +140,13 @@ class Twin:
         if end_s > self.clock.now + 1e-9:
             raise ValueError(f"observe({start_s}, {end_s}) lies beyond the simulated time {self.clock.now}")
         return window_observation(self.stamps, self.stages, self.cpu, start_s, end_s)
+
+    def latency_histogram(self, start_s: float, end_s: float, upper_bounds_s: Sequence[float]) -> LatencyHistogram:
+        """The E2E latencies of the events that arrived in [start_s, end_s), in the probe's kind of buckets."""
+        if end_s > self.clock.now + 1e-9:
+            raise ValueError(f"latency_histogram({start_s}, {end_s}) lies beyond the simulated time {self.clock.now}")
+        arrived = delivered(self.stamps, start_s, end_s)
+        return LatencyHistogram.of(self.stamps.sink[arrived] - self.stamps.write[arrived], upper_bounds_s)
 
 
 def steady_arrivals(rate_eps: float, duration_s: float) -> np.ndarray:

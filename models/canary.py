@@ -1,0 +1,154 @@
+"""Judging a canary against its pool's control nodes over the same window, from latency histograms.
+
+The figure is a difference in differences of P95: (canary after − canary before) − (controls after −
+controls before). Load that moves every node of the pool (the diurnal cycle, a burst) moves the controls
+as much as the canary and cancels; what remains is the change the new config made (Kayenta judges a canary
+against a baseline running at the same time on the same traffic the same way).
+
+The interval is a bootstrap over per-event latencies, drawn from the bucket counts: each of the four
+histograms is resampled as a multinomial over its buckets (its own event count, its own bucket shares),
+and each resample's P95 is read the way Prometheus' `histogram_quantile` reads it (linear inside the
+bucket). A bootstrap, not a Mann–Whitney interval, because the question is about the P95 a user tunes,
+not a shift of the median; because four independent samples combine into one difference of differences
+by resampling each, which a rank test has no form for; and because it works on the histogram the probe
+exports without the events themselves. What the interval covers is the sampling noise of the events in
+the four windows; load that moves the canary alone is not in it, and is why a pool needs several controls.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Iterable, Sequence
+
+import numpy as np
+
+QUANTILE = 0.95
+MIN_EVENTS = 200  # a P95 rests on the slowest 5 %: below 10 events there, one event moves it by a bucket
+RESAMPLES = 1000  # interval bounds at 95 % move by ~2 % of the interval's width between seeds
+
+
+@dataclass(frozen=True)
+class LatencyHistogram:
+    """One node's latencies over one window: non-cumulative event counts per bucket.
+
+    Bucket i holds the events with latency ≤ upper_bounds_s[i] and above the bound before it (Prometheus'
+    `le`); the last bound may be math.inf.
+    """
+
+    upper_bounds_s: tuple[float, ...]
+    counts: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        bounds, counts = self.upper_bounds_s, self.counts
+        if not bounds:
+            raise ValueError("upper_bounds_s: needs at least one bucket")
+        if len(counts) != len(bounds):
+            raise ValueError(f"counts: {len(counts)} counts for {len(bounds)} buckets (upper_bounds_s)")
+        if bounds[0] <= 0 or any(b <= a for a, b in zip(bounds, bounds[1:])):
+            raise ValueError(f"upper_bounds_s: must be > 0 and strictly increasing, got {bounds}")
+        if any(not isinstance(c, (int, np.integer)) or c < 0 for c in counts):
+            raise ValueError(f"counts: must be whole numbers ≥ 0, got {counts}")
+
+    @classmethod
+    def of(cls, latencies_s: Sequence[float] | np.ndarray, upper_bounds_s: Sequence[float]) -> "LatencyHistogram":
+        """The histogram of per-event `latencies_s` in buckets `upper_bounds_s` (an event above the last
+        finite bound goes to an +Inf bucket, added when the bounds lack one)."""
+        bounds = tuple(float(b) for b in upper_bounds_s)
+        if bounds and math.isfinite(bounds[-1]):
+            bounds = (*bounds, math.inf)
+        index = np.searchsorted(np.asarray(bounds), np.asarray(latencies_s, dtype=np.float64), side="left")
+        return cls(bounds, tuple(int(c) for c in np.bincount(index, minlength=len(bounds))))
+
+    @classmethod
+    def merge(cls, histograms: Iterable["LatencyHistogram"]) -> "LatencyHistogram":
+        """Several nodes' histograms of one window as one (sum of counts); all must share their buckets."""
+        items = list(histograms)
+        if not items:
+            raise ValueError("histograms: nothing to merge")
+        bounds = items[0].upper_bounds_s
+        for i, h in enumerate(items):
+            if h.upper_bounds_s != bounds:
+                raise ValueError(f"histograms.{i}: buckets differ from histograms.0's")
+        return cls(bounds, tuple(int(c) for c in np.sum([h.counts for h in items], axis=0)))
+
+    @property
+    def total(self) -> int:
+        return int(sum(self.counts))
+
+    def quantile_s(self, q: float = QUANTILE) -> float:
+        """The `q` quantile as `histogram_quantile` gives it (nan for an empty histogram)."""
+        if self.total == 0:
+            return math.nan
+        return float(_quantiles(np.asarray(self.upper_bounds_s), np.asarray([self.counts]), q)[0])
+
+
+class CanaryOutcome(StrEnum):
+    BETTER = "better"  # the whole interval of the effect lies below 0: the canary's P95 fell
+    WORSE = "worse"  # the whole interval lies above 0
+    UNCLEAR = "unclear"
+
+
+@dataclass(frozen=True)
+class CanaryJudgement:
+    """The effect on P95 of the canary's change, net of what the controls did, with its interval."""
+
+    outcome: CanaryOutcome
+    effect_s: float  # (canary after − before) − (controls after − before), of P95
+    low_s: float
+    high_s: float
+    reason: str
+
+
+def judge_canary(canary_before: LatencyHistogram, canary_after: LatencyHistogram,
+                 controls_before: LatencyHistogram, controls_after: LatencyHistogram, *, confidence: float = 0.95,
+                 seed: int = 0, min_events: int = MIN_EVENTS, resamples: int = RESAMPLES) -> CanaryJudgement:
+    """BETTER when the `confidence` interval of the difference in differences of P95 lies wholly below 0,
+    WORSE when wholly above, else UNCLEAR; UNCLEAR too when a window has fewer than `min_events` events.
+    The same arguments and `seed` always give the same judgement. `controls_*`: the control nodes merged."""
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence: {confidence} is outside (0, 1)")
+    if resamples < 100:
+        raise ValueError(f"resamples: {resamples} is below 100")
+    windows = {"canary_before": canary_before, "canary_after": canary_after,
+               "controls_before": controls_before, "controls_after": controls_after}
+    bounds = canary_before.upper_bounds_s
+    for name, h in windows.items():
+        if h.upper_bounds_s != bounds:
+            raise ValueError(f"{name}: buckets differ from canary_before's; all four windows need the same buckets")
+    p95 = {name: h.quantile_s() for name, h in windows.items()}
+    few = [f"{name} has {h.total} events" for name, h in windows.items() if h.total < min_events]
+    if few:
+        return CanaryJudgement(CanaryOutcome.UNCLEAR, math.nan, math.nan, math.nan,
+                               f"too few events for a P95: {', '.join(few)} (< {min_events})")
+    effect = (p95["canary_after"] - p95["canary_before"]) - (p95["controls_after"] - p95["controls_before"])
+    rng = np.random.default_rng(seed)
+    upper = np.asarray(bounds)
+    drawn = [_quantiles(upper, rng.multinomial(h.total, np.asarray(h.counts) / h.total, size=resamples), QUANTILE)
+             for h in windows.values()]
+    effects = (drawn[1] - drawn[0]) - (drawn[3] - drawn[2])
+    tail = (1.0 - confidence) / 2
+    low, high = (float(v) for v in np.quantile(effects, [tail, 1.0 - tail]))
+    outcome = CanaryOutcome.BETTER if high < 0 else CanaryOutcome.WORSE if low > 0 else CanaryOutcome.UNCLEAR
+    ms = {name: f"{v * 1e3:.1f}" for name, v in p95.items()}
+    reason = (f"P95 canary {ms['canary_before']} → {ms['canary_after']} ms, controls {ms['controls_before']} → "
+              f"{ms['controls_after']} ms: effect {effect * 1e3:+.1f} ms, {confidence:.0%} interval "
+              f"{low * 1e3:+.1f} .. {high * 1e3:+.1f} ms")
+    return CanaryJudgement(outcome, effect, low, high, reason)
+
+
+def _quantiles(upper_bounds_s: np.ndarray, counts: np.ndarray, q: float) -> np.ndarray:
+    """The `q` quantile of each row of `counts` (rows: histograms over `upper_bounds_s`), interpolated
+    linearly inside its bucket from the bound below (0 for the first); a quantile in the +Inf bucket is
+    the last finite bound, as in Prometheus."""
+    cumulative = np.cumsum(counts, axis=1)
+    rank = q * cumulative[:, -1]
+    index = np.argmax(cumulative >= rank[:, None], axis=1)
+    rows = np.arange(counts.shape[0])
+    lower = np.where(index > 0, upper_bounds_s[np.maximum(index - 1, 0)], 0.0)
+    upper = upper_bounds_s[index]
+    below = np.where(index > 0, cumulative[rows, np.maximum(index - 1, 0)], 0)
+    inside = np.maximum(counts[rows, index], 1)
+    value = lower + (np.where(np.isfinite(upper), upper, lower) - lower) * (rank - below) / inside
+    return value
