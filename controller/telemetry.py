@@ -26,6 +26,7 @@ from prometheus_api_client import PrometheusApiClientException, PrometheusConnec
 
 from controller.kafka_lag import LagWatch
 from controller.pipelines import PipelineUnavailable
+from models.canary import LatencyHistogram
 from models.observation import Observation
 
 HISTOGRAM = "pipetune_e2e_latency_seconds"
@@ -94,6 +95,26 @@ class PrometheusTelemetry:
     def by_label(self, query: str, label: str, at: float) -> dict[str, float]:
         result = self._ask(lambda: self.client.custom_query(query, params={"time": f"{at:.3f}"}))
         return {row["metric"].get(label, ""): float(row["value"][1]) for row in result}
+
+    def node_histograms(self, start: float, end: float) -> dict[str, LatencyHistogram]:
+        """Each node's end-to-end latencies over [start, end] (the event-time source unless the deployment
+        optimises canaries), as non-cumulative bucket counts; the canary rollout judges nodes on them."""
+        source = "canary" if self.latency_source == "canary" else "event_time"
+        w = f"{max(round(end - start), 1)}s"
+        query = (f'sum by (node, le) (increase({HISTOGRAM}_bucket{{stage="e2e", {SOURCE_MATCHERS[source]}}}[{w}]))')
+        result = self._ask(lambda: self.client.custom_query(query, params={"time": f"{end:.3f}"}))
+        cumulative: dict[str, dict[float, float]] = {}
+        for row in result:
+            cumulative.setdefault(row["metric"].get("node", ""), {})[float(row["metric"]["le"])] = float(row["value"][1])
+        histograms = {}
+        for node, by_bound in cumulative.items():
+            bounds = sorted(by_bound)
+            # increase() extrapolates to the window's edges: counts come back fractional, and rounding can
+            # leave a bucket a hair below the one before it
+            running = [round(by_bound[b]) for b in bounds]
+            counts = [max(b - a, 0) for a, b in zip([0, *running], running)]
+            histograms[node] = LatencyHistogram(tuple(bounds), tuple(counts))
+        return histograms
 
     def series(self, query: str, start: float, end: float) -> list[float]:
         """The query's values at every second of [start, end] (NaN where missing)."""

@@ -138,6 +138,33 @@ def test_the_latency_source_is_the_one_the_deployment_names(prometheus):
     assert event_time.events_out > 0 and event_time.throughput_eps > 0  # every record, of both sources
 
 
+def test_each_nodes_latency_histogram_is_read_apart_for_the_canary_judgement(prometheus):
+    exporter, telemetry = prometheus
+
+    def fill(registry: CollectorRegistry):
+        latency = Histogram("pipetune_e2e_latency_seconds", "", ["stage", "source", "node"], buckets=BUCKETS,
+                            registry=registry)
+        records = Counter("pipetune_records", "", registry=registry)
+        for node in ("edge-1", "edge-2"):
+            latency.labels(stage="e2e", source="event_time", node=node)
+        records.inc(0)
+        _sources(registry, 0, 0)
+
+        def counters() -> None:
+            for node, seconds in (("edge-1", 0.008), ("edge-2", 0.3)):
+                for _ in range(100):
+                    latency.labels(stage="e2e", source="event_time", node=node).observe(seconds)
+            records.inc(200)
+        return counters
+
+    start_s, end_s = _window(exporter, telemetry, fill, "pipetune_records_total")
+    histograms = telemetry.node_histograms(start_s, end_s)
+    assert set(histograms) == {"edge-1", "edge-2"}
+    assert 0.005 < histograms["edge-1"].quantile_s() <= 0.01 and 0.1 < histograms["edge-2"].quantile_s() <= 0.5
+    assert histograms["edge-1"].total == histograms["edge-2"].total >= 100
+    assert histograms["edge-1"].upper_bounds_s[-1] == math.inf
+
+
 def test_a_histogram_without_a_source_label_reads_as_event_time(prometheus):
     exporter, telemetry = prometheus
 

@@ -1,0 +1,266 @@
+"""A pool's changes, canary first: the `Pipeline` the daemon drives for a pool of several nodes.
+
+A candidate goes to the plan's canary nodes only; the pool's other nodes keep the promoted config and
+are the controls. The next full window judges it (`models.canary.judge_canary`): the change of the
+canary's P95 against the window before the change, minus the same change on the controls over the same
+windows, with its interval. Load that moves the whole pool cancels out of that comparison.
+- Better: promoted to the other nodes in the plan's steps (at most `max_unavailable` at once). Each
+  node's change goes through its agent, which checks health and rolls back what fails: such a node
+  stays on the promoted config alone, the others keep the candidate.
+- Worse or unclear: the canary nodes go back to the promoted config.
+Either way the daemon sees the candidate as the config of the window that judged it, and the learner
+is told the measured effect, not a raw window: the window's P95 is the canary's, scaled by how the
+controls' P95 moved since the window before the change (an unclear effect counts as none). A window that follows a restart only settles the
+canary and judges nothing.
+
+Each node's version and state are written to the state file after every step, so a restarted daemon
+finishes a promotion that was judged better and reverts a canary that was not judged yet.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field, replace
+from enum import StrEnum
+from pathlib import Path
+from typing import Mapping, Protocol
+
+from controller.live import LivePipeline
+from controller.pipelines import ApplyReport, PipelineUnavailable
+from controller.telemetry import PrometheusTelemetry
+from models.canary import CanaryJudgement, CanaryOutcome, LatencyHistogram, judge_canary
+from models.observation import Observation
+from models.rollout import NodeState, NodeVersion, RolloutPlan
+from models.space import Config
+
+
+class NodeConfig(Protocol):
+    """One node's config, changed through its agent (a `LivePipeline` over that node's agent is one)."""
+
+    def apply(self, config: Config) -> ApplyReport: ...
+
+    def current(self) -> Config: ...
+
+
+@dataclass(frozen=True)
+class PoolWindow:
+    """One window of a pool: the whole pool's observation and each node's end-to-end latencies."""
+
+    observation: Observation
+    latency: dict[str, LatencyHistogram]
+
+
+class PoolWindows(Protocol):
+    def observe(self, seconds: float) -> PoolWindow:
+        """Measure the next `seconds`; `PipelineUnavailable` when that window cannot be read."""
+        ...
+
+
+class Phase(StrEnum):
+    STEADY = "steady"  # every node runs the promoted config (or failed on the last candidate)
+    CANARY = "canary"  # the canary nodes run the candidate, not judged yet
+    PROMOTING = "promoting"  # judged better: going to the other nodes step by step
+
+
+@dataclass
+class RolloutState:
+    """What the state file holds: the pool's promoted config, the candidate, and each node's record."""
+
+    promoted: dict
+    version: int = 0  # of the promoted config; a candidate is version + 1
+    candidate: dict | None = None
+    phase: Phase = Phase.STEADY
+    nodes: list[NodeVersion] = field(default_factory=list)
+    judgement: str = ""
+
+
+class CanaryPool:
+    """The `Pipeline` seam over a pool of two or more nodes, every change canary first."""
+
+    def __init__(self, nodes: Mapping[str, NodeConfig], windows: PoolWindows, plan: RolloutPlan,
+                 state_file: Path | None = None, *, confidence: float = 0.95) -> None:
+        if not plan.steps:
+            raise ValueError("plan: a canary pool needs control nodes besides its canaries")
+        self.nodes = dict(nodes)
+        self.windows = windows
+        self.plan = plan
+        self.state_file = state_file
+        self.confidence = confidence
+        self._before: PoolWindow | None = None  # the last window observed: the baseline of a new canary
+        self._settling = False  # the candidate restarted the canary: its first window is not judged
+        self._judged: Config | None = None  # the candidate the last window judged: in force for that window
+        self.state = self._load() or RolloutState(dict(self.nodes[plan.canary[0]].current()))
+        if not self.state.nodes:
+            self.state.nodes = [NodeVersion(node, 0, NodeState.PROMOTED) for node in self._order()]
+        self._recover()
+
+    # -- the Pipeline seam --------------------------------------------------------------------------
+
+    def current(self) -> Config:
+        """The candidate while it is on the canary (and for the window that judged it), else the promoted."""
+        if self._judged is not None:
+            return self._judged
+        return Config(self.state.candidate if self.state.phase is Phase.CANARY else self.state.promoted)
+
+    def apply(self, config: Config) -> ApplyReport:
+        """A new config goes to the canary nodes; the promoted one (a rollback) takes the canary back."""
+        self._judged = None
+        if self.state.phase is Phase.CANARY:
+            if config == Config(self.state.candidate):
+                return ApplyReport(True, config, 0.0, "already on the canary")
+            self._revert_canary("replaced before it was judged")
+        if config == Config(self.state.promoted):
+            return ApplyReport(True, config, 0.0, "the pool's promoted config")
+        reports = self._change(self.plan.canary, config)
+        failed = {node: r for node, r in reports.items() if not r.ok}
+        if failed:
+            self._change([n for n in reports if n not in failed], Config(self.state.promoted))
+            said = "; ".join(f"{node}: {r.message}" for node, r in failed.items())
+            return ApplyReport(False, Config(self.state.promoted), 0.0, f"canary refused the change ({said})")
+        self.state.candidate, self.state.phase = dict(config), Phase.CANARY
+        self._set(self.plan.canary, self.state.version + 1, NodeState.CANARY)
+        pause_s = max((r.pause_s for r in reports.values()), default=0.0)
+        self._settling = pause_s > 0
+        return ApplyReport(True, config, pause_s, f"on canary {', '.join(self.plan.canary)}")
+
+    def observe(self, seconds: float) -> Observation:
+        """Measure the pool; a canary's first full window decides it (promote or take back)."""
+        self._judged = None
+        window = self.windows.observe(seconds)
+        before, self._before = self._before, window
+        if self.state.phase is not Phase.CANARY or before is None:
+            return window.observation
+        if self._settling:
+            self._settling = False
+            self._before = before  # still the baseline: this window was the canary's restart
+            return window.observation
+        judgement = self._judge(before, window)
+        self._judged = Config(self.state.candidate)
+        self.state.judgement = judgement.reason
+        if judgement.outcome is CanaryOutcome.BETTER:
+            self._promote()
+        else:
+            self._revert_canary(f"{judgement.outcome}: {judgement.reason}")
+        return replace(window.observation, p95_s=self._told_p95_s(judgement, before, window))
+
+    def _told_p95_s(self, judgement: CanaryJudgement, before: PoolWindow, after: PoolWindow) -> float:
+        """The candidate's P95 at the load of the window before it: the canary's P95 scaled by how the
+        controls' P95 moved (load acts as a factor, and a P95 stays positive). An effect the interval cannot
+        tell from none counts as none, so noise never makes the candidate the daemon's incumbent."""
+        def p95(window: PoolWindow, nodes: tuple[str, ...] | list[str]) -> float:
+            return LatencyHistogram.merge(window.latency[n] for n in nodes).quantile_s()
+        if not math.isfinite(judgement.effect_s):
+            return after.observation.p95_s
+        if judgement.outcome is CanaryOutcome.UNCLEAR:
+            return p95(before, self.plan.canary)
+        controls = self._controls()
+        return p95(after, self.plan.canary) * p95(before, controls) / p95(after, controls)
+
+    # -- the rollout --------------------------------------------------------------------------------
+
+    def node_versions(self) -> list[NodeVersion]:
+        return list(self.state.nodes)
+
+    def _order(self) -> list[str]:
+        return [*self.plan.canary, *(node for step in self.plan.steps for node in step)]
+
+    def _controls(self) -> list[str]:
+        return [node for step in self.plan.steps for node in step]
+
+    def _judge(self, before: PoolWindow, after: PoolWindow) -> CanaryJudgement:
+        missing = sorted({n for window in (before, after) for n in self._order() if n not in window.latency})
+        if missing:
+            return CanaryJudgement(CanaryOutcome.UNCLEAR, math.nan, math.nan, math.nan,
+                                   f"no latency of node(s) {', '.join(missing)} in the windows compared")
+
+        def merged(window: PoolWindow, nodes: list[str] | tuple[str, ...]) -> LatencyHistogram:
+            return LatencyHistogram.merge(window.latency[n] for n in nodes)
+        return judge_canary(merged(before, self.plan.canary), merged(after, self.plan.canary),
+                            merged(before, self._controls()), merged(after, self._controls()),
+                            confidence=self.confidence, seed=self.state.version)
+
+    def _promote(self) -> None:
+        self.state.phase = Phase.PROMOTING
+        self._set(self._controls(), self.state.version, NodeState.PENDING)
+        self._finish_promotion()
+
+    def _finish_promotion(self) -> None:
+        candidate, version = Config(self.state.candidate), self.state.version + 1
+        for node in self.plan.canary:
+            self._set([node], version, NodeState.PROMOTED)
+        for step in self.plan.steps:
+            pending = [n for n in step if self._record(n).state is NodeState.PENDING]
+            for node, report in self._change(pending, candidate).items():
+                # the agent rolled a node that failed its health check back: it stays on the promoted config
+                self._set([node], version if report.ok else self.state.version,
+                          NodeState.PROMOTED if report.ok else NodeState.ROLLED_BACK)
+        self.state = replace(self.state, promoted=dict(candidate), version=version, candidate=None,
+                             phase=Phase.STEADY)
+        self._save()
+
+    def _revert_canary(self, why: str) -> None:
+        promoted = Config(self.state.promoted)
+        reports = self._change(self.plan.canary, promoted)
+        for node, report in reports.items():
+            self._set([node], self.state.version, NodeState.ROLLED_BACK if report.ok else NodeState.FAILED)
+        self.state.candidate, self.state.phase, self.state.judgement = None, Phase.STEADY, why
+        self._save()
+
+    def _recover(self) -> None:
+        """After a restart: a promotion judged better is finished, a canary not judged is taken back."""
+        if self.state.phase is Phase.PROMOTING:
+            self._finish_promotion()
+        elif self.state.phase is Phase.CANARY:
+            self._revert_canary("the daemon restarted before the canary was judged")
+
+    def _change(self, nodes: list[str] | tuple[str, ...], config: Config) -> dict[str, ApplyReport]:
+        """`config` on each of `nodes` at once (a step restarts at most that many); a node whose agent does
+        not answer is reported as not changed."""
+        def one(node: str) -> ApplyReport:
+            try:
+                return self.nodes[node].apply(config)
+            except PipelineUnavailable as err:
+                return ApplyReport(False, config, 0.0, str(err))
+        if not nodes:
+            return {}
+        with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
+            return dict(zip(nodes, pool.map(one, nodes)))
+
+    def _record(self, node: str) -> NodeVersion:
+        return next(v for v in self.state.nodes if v.node == node)
+
+    def _set(self, nodes: list[str] | tuple[str, ...], version: int, state: NodeState) -> None:
+        self.state.nodes = [NodeVersion(v.node, version, state) if v.node in nodes else v for v in self.state.nodes]
+        self._save()
+
+    def _save(self) -> None:
+        if self.state_file is None:
+            return
+        doc = {**asdict(self.state), "nodes": [asdict(v) for v in self.state.nodes]}
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(doc, indent=1))
+        tmp.replace(self.state_file)
+
+    def _load(self) -> RolloutState | None:
+        if self.state_file is None or not self.state_file.exists():
+            return None
+        doc = json.loads(self.state_file.read_text())
+        nodes = [NodeVersion(v["node"], v["version"], NodeState(v["state"])) for v in doc.pop("nodes")]
+        return RolloutState(**{**doc, "phase": Phase(doc["phase"]), "nodes": nodes})
+
+
+class LivePoolWindows:
+    """`PoolWindows` of a live pool: the observation of the pool's `LivePipeline` (its nodes' agents) and
+    each node's latency histograms from Prometheus over the same window."""
+
+    def __init__(self, pipeline: LivePipeline, telemetry: PrometheusTelemetry) -> None:
+        self.pipeline = pipeline
+        self.telemetry = telemetry
+
+    def observe(self, seconds: float) -> PoolWindow:
+        start = time.time()
+        observation = self.pipeline.observe(seconds)
+        return PoolWindow(observation, self.telemetry.node_histograms(start, time.time()))

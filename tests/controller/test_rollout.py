@@ -1,0 +1,193 @@
+"""A pool's changes canary first: judged against the controls over the same windows, promoted in steps or
+taken back, each node's version recorded, and a restarted daemon finishing or reverting what it found.
+
+The nodes here are in-memory stand-ins for node agents (the agent's own apply, health check and rollback
+are tested in tests/agents); what is under test is the order and the bookkeeping of the rollout."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from controller.pipelines import ApplyReport, PipelineUnavailable
+from controller.rollout import CanaryPool, Phase, PoolWindow
+from models.canary import LatencyHistogram
+from models.observation import Observation
+from models.rollout import NodeState, plan_rollout
+from models.space import PIPELINE_SPACE, Config
+
+TIMEOUT = "filebeat.queue.mem.flush.timeout"
+DEFAULTS = PIPELINE_SPACE.defaults()
+FASTER = PIPELINE_SPACE.config({TIMEOUT: 0.1}, base=DEFAULTS)
+SLOWER = PIPELINE_SPACE.config({TIMEOUT: 5.0}, base=DEFAULTS)
+BOUNDS = tuple(0.001 * 1.25 ** i for i in range(60))
+NODES = ("node-1", "node-2", "node-3", "node-4")
+
+
+class Node:
+    """A node whose agent puts a config in force, or refuses it (and keeps what it ran) when `refuses`."""
+
+    def __init__(self, config: Config, changes: list, lock: threading.Lock) -> None:
+        self.config = config
+        self.refuses: Config | None = None
+        self.changes, self.lock = changes, lock
+
+    def apply(self, config: Config) -> ApplyReport:
+        if config == self.refuses:
+            return ApplyReport(False, self.config, 0.0, "not healthy after the change: rolled back")
+        with self.lock:  # a step changes its nodes from threads of its own
+            self.changes.append((self, config))
+        self.config = config
+        return ApplyReport(True, config, 0.0, "reloaded")
+
+    def current(self) -> Config:
+        return self.config
+
+
+class Windows:
+    """Each node's latencies: its flush timeout times the pool's load, which moves every window."""
+
+    def __init__(self, nodes: dict[str, Node], loads: list[float]) -> None:
+        self.nodes, self.loads = nodes, list(loads)
+        self.rng = np.random.default_rng(7)
+        self.silent: set[str] = set()
+
+    def observe(self, seconds: float) -> PoolWindow:
+        load = self.loads.pop(0)
+        latency = {}
+        for name, node in self.nodes.items():
+            if name not in self.silent:
+                median_s = (0.02 + node.config[TIMEOUT] * 0.5) * load
+                latency[name] = LatencyHistogram.of(self.rng.lognormal(np.log(median_s), 0.3, 3000), BOUNDS)
+        p95 = LatencyHistogram.merge(latency.values()).quantile_s()
+        return PoolWindow(Observation(seconds, 1000.0, 1000.0, p95 / 2, p95, p95, p95 / 2), latency)
+
+
+def _pool(tmp_path: Path, loads: list[float], canary_nodes: int = 1, max_unavailable: int = 1,
+          ) -> tuple[CanaryPool, dict[str, Node], Windows, list]:
+    changes: list = []
+    lock = threading.Lock()
+    nodes = {name: Node(DEFAULTS, changes, lock) for name in NODES}
+    windows = Windows(nodes, loads)
+    plan = plan_rollout(NODES, canary_nodes, max_unavailable)
+    return CanaryPool(nodes, windows, plan, tmp_path / "rollout.json"), nodes, windows, changes
+
+
+def _versions(pool: CanaryPool) -> dict[str, tuple[int, NodeState]]:
+    return {v.node: (v.version, v.state) for v in pool.node_versions()}
+
+
+def test_a_better_canary_is_promoted_in_steps_although_the_load_rose_on_every_node(tmp_path):
+    pool, nodes, _, changes = _pool(tmp_path, loads=[1.0, 1.6], max_unavailable=2)
+    pool.observe(30)
+    assert pool.apply(FASTER).ok
+    assert [n.config for n in nodes.values()] == [FASTER, DEFAULTS, DEFAULTS, DEFAULTS]
+    judged = pool.observe(30)  # every node's latency rose with the load; the canary's fell against them
+    assert all(n.config == FASTER for n in nodes.values())
+    changed = [node for node, _ in changes]  # the canary, then two controls at once, then the last
+    assert changed[0] is nodes["node-1"] and set(changed[1:3]) == {nodes["node-2"], nodes["node-3"]}
+    assert changed[3:] == [nodes["node-4"]]
+    assert _versions(pool) == {name: (1, NodeState.PROMOTED) for name in NODES}
+    assert pool.current() == FASTER and pool.state.phase is Phase.STEADY
+    # told at the load before the change: FASTER's P95 there is ~0.1 s; the raw window, at 1.6x, ~0.18 s
+    assert 0.07 < judged.p95_s < 0.13
+    assert "interval" in pool.state.judgement
+
+
+def test_a_worse_canary_is_taken_back_and_the_controls_are_never_touched(tmp_path):
+    pool, nodes, _, changes = _pool(tmp_path, loads=[1.0, 0.7, 1.0])
+    before = pool.observe(30)
+    pool.apply(SLOWER)
+    judged = pool.observe(30)  # the load fell everywhere: the canary's raw P95 alone would hide the harm
+    assert [n for n, _ in changes] == [nodes["node-1"], nodes["node-1"]]  # on, then back
+    assert all(n.config == DEFAULTS for n in nodes.values())
+    assert pool.current() == SLOWER  # the config the judged window measured
+    assert judged.p95_s > before.p95_s
+    assert _versions(pool)["node-1"] == (0, NodeState.ROLLED_BACK) and "worse" in pool.state.judgement
+    pool.observe(30)
+    assert pool.current() == DEFAULTS
+
+
+def test_a_node_failing_its_health_check_in_promotion_stays_back_alone(tmp_path):
+    pool, nodes, _, _ = _pool(tmp_path, loads=[1.0, 1.0])
+    nodes["node-3"].refuses = FASTER
+    pool.observe(30)
+    pool.apply(FASTER)
+    pool.observe(30)
+    assert [n.config for n in nodes.values()] == [FASTER, FASTER, DEFAULTS, FASTER]
+    versions = _versions(pool)
+    assert versions["node-3"] == (0, NodeState.ROLLED_BACK)
+    assert all(versions[n] == (1, NodeState.PROMOTED) for n in ("node-1", "node-2", "node-4"))
+    recorded = json.loads((tmp_path / "rollout.json").read_text())
+    assert {v["node"]: v["state"] for v in recorded["nodes"]}["node-3"] == "rolled_back"
+
+
+def test_a_restart_finishes_a_promotion_judged_better(tmp_path):
+    pool, nodes, windows, _ = _pool(tmp_path, loads=[1.0, 1.0])
+    nodes["node-4"].refuses = FASTER  # the daemon "dies" before node-4's step: it is left pending
+    pool.observe(30)
+    pool.apply(FASTER)
+    pool.observe(30)
+    state = json.loads((tmp_path / "rollout.json").read_text())
+    state["phase"], state["candidate"], state["version"], state["promoted"] = "promoting", dict(FASTER), 0, dict(DEFAULTS)
+    state["nodes"][3] = {"node": "node-4", "version": 0, "state": "pending"}
+    (tmp_path / "rollout.json").write_text(json.dumps(state))
+    nodes["node-4"].refuses = None
+    restarted = CanaryPool(nodes, windows, pool.plan, tmp_path / "rollout.json")
+    assert nodes["node-4"].config == FASTER and restarted.current() == FASTER
+    assert _versions(restarted)["node-4"] == (1, NodeState.PROMOTED)
+
+
+def test_a_restart_reverts_a_canary_not_yet_judged(tmp_path):
+    pool, nodes, windows, _ = _pool(tmp_path, loads=[1.0])
+    pool.observe(30)
+    pool.apply(FASTER)
+    restarted = CanaryPool(nodes, windows, pool.plan, tmp_path / "rollout.json")
+    assert nodes["node-1"].config == DEFAULTS and restarted.current() == DEFAULTS
+    assert "restarted" in restarted.state.judgement
+
+
+def test_a_restart_of_the_canary_settles_a_window_before_it_is_judged(tmp_path):
+    pool, nodes, _, _ = _pool(tmp_path, loads=[1.0, 3.0, 1.0])
+
+    def restarting(config: Config) -> ApplyReport:
+        nodes["node-1"].config = config
+        return ApplyReport(True, config, 4.0, "restarted")
+    nodes["node-1"].apply = restarting
+    pool.observe(30)
+    pool.apply(FASTER)
+    pool.observe(30)  # the restart's window: not judged
+    assert pool.state.phase is Phase.CANARY
+    pool.observe(30)
+    assert pool.state.phase is Phase.STEADY and all(n.config == FASTER for n in nodes.values())
+
+
+def test_a_node_without_latency_leaves_the_canary_unjudged_and_taken_back(tmp_path):
+    pool, nodes, windows, _ = _pool(tmp_path, loads=[1.0, 1.0])
+    pool.observe(30)
+    pool.apply(FASTER)
+    windows.silent.add("node-3")
+    pool.observe(30)
+    assert nodes["node-1"].config == DEFAULTS and "node-3" in pool.state.judgement
+
+
+def test_an_agent_that_does_not_answer_during_promotion_is_recorded_not_fatal(tmp_path):
+    pool, nodes, _, _ = _pool(tmp_path, loads=[1.0, 1.0])
+
+    def gone(config: Config) -> ApplyReport:
+        raise PipelineUnavailable("node node-2: agent at http://127.0.1.2:1: connection refused")
+    nodes["node-2"].apply = gone
+    pool.observe(30)
+    pool.apply(FASTER)
+    pool.observe(30)
+    assert _versions(pool)["node-2"] == (0, NodeState.ROLLED_BACK)
+    assert nodes["node-3"].config == FASTER and nodes["node-4"].config == FASTER
+
+
+def test_a_pool_without_controls_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="control nodes"):
+        CanaryPool({}, Windows({}, []), plan_rollout(["only"], 1, 1))
