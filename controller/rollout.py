@@ -28,8 +28,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Mapping, Protocol
 
+from agents.probe.metrics import LATENCY_BUCKETS_S
 from controller.live import LivePipeline
-from controller.pipelines import ApplyReport, PipelineUnavailable
+from controller.pipelines import ApplyReport, PipelineUnavailable, TwinPipeline
 from controller.telemetry import PrometheusTelemetry
 from models.canary import CanaryJudgement, CanaryOutcome, LatencyHistogram, judge_canary
 from models.observation import Observation
@@ -264,3 +265,38 @@ class LivePoolWindows:
         start = time.time()
         observation = self.pipeline.observe(seconds)
         return PoolWindow(observation, self.telemetry.node_histograms(start, time.time()))
+
+
+class TwinPoolWindows:
+    """`PoolWindows` of twin nodes, each a `TwinPipeline` fed its own traffic, advanced together: the
+    pool's figures are the nodes' summed (rates, events, backlog, CPU) and its percentiles those of
+    every node's events merged, as Prometheus merges the probe's histograms."""
+
+    def __init__(self, nodes: Mapping[str, TwinPipeline], upper_bounds_s: tuple[float, ...] = LATENCY_BUCKETS_S
+                 ) -> None:
+        self.nodes = dict(nodes)
+        self.upper_bounds_s = upper_bounds_s
+
+    def observe(self, seconds: float) -> PoolWindow:
+        observations, latency = [], {}
+        for name, node in self.nodes.items():
+            start_s = node.now_s
+            observations.append(node.observe(seconds))
+            latency[name] = node.twin.latency_histogram(start_s, node.now_s, self.upper_bounds_s)
+        merged = LatencyHistogram.merge(latency.values())
+        out = sum(o.events_out for o in observations)
+
+        def summed(part: str) -> dict[str, float]:
+            keys = {k for o in observations for k in getattr(o, part)}
+            return {k: sum(getattr(o, part).get(k, 0) for o in observations) for k in keys}
+        observation = Observation(
+            duration_s=seconds, offered_eps=sum(o.offered_eps for o in observations),
+            throughput_eps=sum(o.throughput_eps for o in observations),
+            p50_s=merged.quantile_s(0.5), p95_s=merged.quantile_s(0.95), p99_s=merged.quantile_s(0.99),
+            mean_s=sum(o.mean_s * o.events_out for o in observations) / out if out else 0.0,
+            events_in=sum(o.events_in for o in observations), events_out=out,
+            lost_events=sum(o.lost_events for o in observations),
+            stage_p95_s={k: max(o.stage_p95_s.get(k, 0.0) for o in observations)
+                         for k in observations[0].stage_p95_s},
+            backlog_events=summed("backlog_events"), cpu_cores=summed("cpu_cores"))
+        return PoolWindow(observation, latency)

@@ -13,12 +13,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from controller.pipelines import ApplyReport, PipelineUnavailable
-from controller.rollout import CanaryPool, Phase, PoolWindow
+from controller.daemon import Daemon
+from controller.pipelines import ApplyReport, PipelineUnavailable, TwinPipeline
+from controller.rollout import CanaryPool, Phase, PoolWindow, TwinPoolWindows
 from models.canary import LatencyHistogram
+from models.learning import Suggestion
 from models.observation import Observation
+from models.policy import Policy
 from models.rollout import NodeState, plan_rollout
 from models.space import PIPELINE_SPACE, Config
+from models.twin import load
+from replay.profiles import Profile, WorkloadSpec, build_schedule
 
 TIMEOUT = "filebeat.queue.mem.flush.timeout"
 DEFAULTS = PIPELINE_SPACE.defaults()
@@ -191,3 +196,53 @@ def test_an_agent_that_does_not_answer_during_promotion_is_recorded_not_fatal(tm
 def test_a_pool_without_controls_is_refused(tmp_path):
     with pytest.raises(ValueError, match="control nodes"):
         CanaryPool({}, Windows({}, []), plan_rollout(["only"], 1, 1))
+
+
+class Scripted:
+    """A learner that proposes the given configs in turn, then holds the last."""
+
+    def __init__(self, *configs: Config) -> None:
+        self.queue, self.last = list(configs), configs[0]
+
+    def suggest(self, context) -> Suggestion:
+        self.last = self.queue.pop(0) if self.queue else self.last
+        return Suggestion(self.last, "scripted")
+
+    def tell(self, config, context, observation, verdict) -> None:
+        pass
+
+    def update_policy(self, policy) -> None:
+        pass
+
+
+def _twin_pool(tmp_path: Path, rates_eps: tuple[float, ...]) -> tuple[CanaryPool, dict[str, TwinPipeline]]:
+    nodes = {f"node-{i + 1}": TwinPipeline(DEFAULTS, build_schedule(WorkloadSpec(Profile.steady, rate, 600, seed=i))
+                                           .schedule.times_s, load("paper-2vcpu"), seed=i)
+             for i, rate in enumerate(rates_eps)}
+    plan = plan_rollout(list(nodes), 1, 1)
+    return CanaryPool(nodes, TwinPoolWindows(nodes), plan, tmp_path / "rollout.json"), nodes
+
+
+def test_the_twin_pool_sums_its_nodes_and_keeps_each_nodes_latency(tmp_path):
+    pool, nodes = _twin_pool(tmp_path, (300.0, 450.0, 600.0))
+    window = pool.windows.observe(30)
+    assert window.observation.offered_eps == pytest.approx(1350, rel=0.05)
+    assert set(window.latency) == set(nodes)
+    assert sum(h.total for h in window.latency.values()) == window.observation.events_out
+
+
+def test_the_daemon_drives_a_twin_pool_canary_first_better_promoted_worse_taken_back(tmp_path):
+    faster = PIPELINE_SPACE.config({"filebeat.backoff": 0.1, "filebeat.max_backoff": 0.5,
+                                    "filebeat.queue.mem.flush.timeout": 0.05}, base=DEFAULTS)
+    slower = PIPELINE_SPACE.config({"filebeat.backoff": 5.0, "filebeat.max_backoff": 30.0}, base=faster)
+    pool, nodes = _twin_pool(tmp_path, (450.0, 450.0, 450.0))
+    daemon = Daemon(pool, Scripted(faster, slower, faster), Policy(min_dwell_windows=1), window_s=30.0)
+    daemon.warm_up()
+    for _ in range(6):
+        daemon.step()
+        if pool.state.version == 1 and pool.state.phase is Phase.STEADY and "worse" in pool.state.judgement:
+            break
+    assert all(node.current() == faster for node in nodes.values())  # faster promoted, slower taken back
+    assert pool.state.promoted == dict(faster) and "worse" in pool.state.judgement
+    assert _versions(pool)["node-1"] == (1, NodeState.ROLLED_BACK)
+    assert all(_versions(pool)[n] == (1, NodeState.PROMOTED) for n in ("node-2", "node-3"))
