@@ -1,0 +1,232 @@
+"""How the controller's cost grows with the fleet: twin fleets of 20, 100 and 200 nodes in pools of 10,
+each pool a canary-first `CanaryPool` with its learner in a Ray actor of its own, stepped round by round.
+
+Per round (every pool decides once) it prints the controller's own seconds: each pool's daemon step
+minus the time spent inside the twin (the simulated fleet, standing in for the network wait of a real
+one) and inside the learner's actor (Ray: more Ray nodes run more of them at once). Those two are
+printed apart. Pools are stepped one after the other, so no pool's time hides inside another's. Memory:
+the controller process's RSS, and the learner actors' RSS summed. Goals: ≤ 2 s of controller time per
+round at 200 nodes, ≤ 1 GB controller memory, time growing no faster than the node count.
+
+    python -m bench.fleet_scale [--sizes 20,100,200] [--pool-nodes 10] [--rounds 6] [--window 30]
+                                [--rate 50] [--out docs/evidence/bench/fleet-scale]
+
+The learners run without their twin pre-screen (it runs as Ray tasks, the learners' cost, not the
+controller's). Writes fleet_scale.txt, .json and .png to --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import ray
+from threadpoolctl import threadpool_limits
+
+from bench.soak import rss_mib
+from controller.daemon import Daemon
+from controller.pipelines import ApplyReport, TwinPipeline
+from controller.ray_learner import start_ray
+from controller.rollout import CanaryPool, PoolWindow, TwinPoolWindows
+from controller.state import StateStore
+from controller.tuning_run import LearnerSetup, tuning_learner, twin_pipeline
+from models.learning import Context, Learner, Suggestion
+from models.observation import Observation
+from models.policy import Policy
+from models.presets import preset
+from models.rollout import plan_rollout
+from models.space import Config
+from models.twin import load
+from models.verdict import Verdict
+from replay.profiles import WorkloadSpec
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class Stopwatch:
+    """Seconds spent inside the calls it wraps, summed."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+
+    def time(self, call, *args):
+        started = time.perf_counter()
+        try:
+            return call(*args)
+        finally:
+            self.seconds += time.perf_counter() - started
+
+
+class TimedNode:
+    def __init__(self, node: TwinPipeline, watch: Stopwatch) -> None:
+        self.node, self.watch = node, watch
+
+    def apply(self, config: Config) -> ApplyReport:
+        return self.watch.time(self.node.apply, config)
+
+    def current(self) -> Config:
+        return self.watch.time(self.node.current)
+
+
+class TimedWindows:
+    def __init__(self, windows: TwinPoolWindows, watch: Stopwatch) -> None:
+        self.windows, self.watch = windows, watch
+
+    def observe(self, seconds: float) -> PoolWindow:
+        return self.watch.time(self.windows.observe, seconds)
+
+
+class TimedLearner:
+    def __init__(self, learner: Learner, watch: Stopwatch) -> None:
+        self.learner, self.watch = learner, watch
+
+    def suggest(self, context: Context) -> Suggestion:
+        return self.watch.time(self.learner.suggest, context)
+
+    def tell(self, config: Config, context: Context, observation: Observation, verdict: Verdict) -> None:
+        self.watch.time(self.learner.tell, config, context, observation, verdict)
+
+    def update_policy(self, policy: Policy) -> None:
+        self.watch.time(self.learner.update_policy, policy)
+
+
+@dataclass
+class SizeResult:
+    nodes: int
+    pools: int
+    controller_s: list[float]  # per round, summed over pools
+    learner_s: list[float]
+    fleet_s: list[float]  # inside the twins
+    controller_rss_mib: float
+    learners_rss_mib: float
+
+
+def _pool(index: int, size: int, args: argparse.Namespace, directory: Path, fleet: Stopwatch,
+          learners: Stopwatch) -> Daemon:
+    cal, policy, start = load(args.calibration), Policy(), preset("defaults")
+    # the twins' traffic must outlast the warm-up, the rounds and a settle window after each change
+    windows = 2 * (args.rounds + 1)
+    names = [f"pool{index}-node{i + 1}" for i in range(size)]
+    nodes = {name: twin_pipeline(start, cal, WorkloadSpec("steady", args.rate, seed=index * 1000 + i), windows,
+                                 args.window) for i, name in enumerate(names)}
+    pool = CanaryPool({name: TimedNode(node, fleet) for name, node in nodes.items()},
+                      TimedWindows(TwinPoolWindows(nodes), fleet), plan_rollout(names, 1, 2),
+                      directory / "rollout.json")
+    learner = tuning_learner(LearnerSetup("pipetune", policy, start, cal.topology, seed=index), remote=True)
+    return Daemon(pool, TimedLearner(learner, learners), policy, window_s=args.window, store=StateStore(directory),
+                  name=f"pool{index}")
+
+
+def _learners_rss_mib() -> float:
+    """The resident memory of every learner actor's process (Ray titles them `ray::LearnerActor...`)."""
+    total_kib = 0
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and b"LearnerActor" in (proc / "cmdline").read_bytes():
+                status = (proc / "status").read_text().splitlines()
+                total_kib += next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+        except (OSError, StopIteration):
+            continue  # gone between the listing and the read, or a kernel thread
+    return total_kib / 1024
+
+
+def measure(nodes: int, args: argparse.Namespace) -> SizeResult:
+    fleet, learners = Stopwatch(), Stopwatch()
+    pools = nodes // args.pool_nodes
+    with tempfile.TemporaryDirectory(prefix="pipetune-fleet-") as tmp:
+        daemons = []
+        for index in range(pools):
+            directory = Path(tmp) / f"pool{index}"
+            directory.mkdir()
+            daemons.append(_pool(index, args.pool_nodes, args, directory, fleet, learners))
+        for daemon in daemons:
+            daemon.warm_up()
+        result = SizeResult(nodes, pools, [], [], [], 0.0, 0.0)
+        for round_ in range(args.rounds):
+            fleet_before, learners_before, started = fleet.seconds, learners.seconds, time.perf_counter()
+            for daemon in daemons:
+                daemon.step()
+            wall = time.perf_counter() - started
+            result.fleet_s.append(fleet.seconds - fleet_before)
+            result.learner_s.append(learners.seconds - learners_before)
+            result.controller_s.append(wall - result.fleet_s[-1] - result.learner_s[-1])
+            print(f"  {nodes} nodes, round {round_ + 1}/{args.rounds}: controller "
+                  f"{result.controller_s[-1]:.2f} s, learners {result.learner_s[-1]:.1f} s, "
+                  f"twins {result.fleet_s[-1]:.1f} s", flush=True)
+        result.controller_rss_mib, result.learners_rss_mib = rss_mib(), _learners_rss_mib()
+        for daemon in daemons:  # the learners' actors go with their size: the next size starts its own
+            ray.kill(daemon.learner.learner.actor)
+    return result
+
+
+def report(results: list[SizeResult]) -> str:
+    lines = ["controller seconds per decision round (every pool once), median and max",
+             f"{'nodes':>5} {'pools':>5} {'ctrl med':>8} {'ctrl max':>8} {'learners':>8} {'twins':>7} "
+             f"{'ctrl MiB':>8} {'learn MiB':>9}"]
+    for r in results:
+        lines.append(f"{r.nodes:>5} {r.pools:>5} {statistics.median(r.controller_s):>8.2f} "
+                     f"{max(r.controller_s):>8.2f} {statistics.median(r.learner_s):>8.1f} "
+                     f"{statistics.median(r.fleet_s):>7.1f} {r.controller_rss_mib:>8.0f} {r.learners_rss_mib:>9.0f}")
+    first, last = results[0], results[-1]
+    growth = statistics.median(last.controller_s) / statistics.median(first.controller_s)
+    lines.append(f"controller time x{growth:.1f} for x{last.nodes / first.nodes:.0f} nodes "
+                 f"({'at most linear' if growth <= last.nodes / first.nodes else 'faster than linear'}); "
+                 f"goal at {last.nodes}: <= 2 s ({statistics.median(last.controller_s):.2f} s), "
+                 f"<= 1024 MiB ({last.controller_rss_mib:.0f} MiB)")
+    return "\n".join(lines) + "\n"
+
+
+def _plot(results: list[SizeResult], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    nodes = [r.nodes for r in results]
+    ax.plot(nodes, [statistics.median(r.controller_s) for r in results], "o-", label="controller (median)")
+    first_s = statistics.median(results[0].controller_s)
+    ax.plot(nodes, [first_s * n / nodes[0] for n in nodes], ":", color="grey", label="linear from the first")
+    ax.axhline(2.0, color="red", lw=0.8, label="goal 2 s")
+    ax.set(xlabel="nodes", ylabel="s per decision round", title="controller time per round")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="20,100,200", help="fleet sizes in nodes, each a multiple of --pool-nodes")
+    parser.add_argument("--pool-nodes", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--window", type=float, default=30.0, help="window length, simulated seconds")
+    parser.add_argument("--rate", type=float, default=50.0, help="each node's offered load, events/s")
+    parser.add_argument("--calibration", default="paper-2vcpu")
+    parser.add_argument("--out", type=Path, default=ROOT / "docs/evidence/bench/fleet-scale")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    if args.pool_nodes < 2:
+        parser.error(f"--pool-nodes must be >= 2 (a canary and a control), got {args.pool_nodes}")
+    for size in sizes:
+        if size < args.pool_nodes or size % args.pool_nodes:
+            parser.error(f"--sizes: {size} is not a multiple of --pool-nodes {args.pool_nodes}")
+    start_ray()
+    with threadpool_limits(1):
+        results = [measure(size, args) for size in sizes]
+    text = report(results)
+    print(text)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "fleet_scale.txt").write_text(text)
+    (args.out / "fleet_scale.json").write_text(json.dumps([asdict(r) for r in results], indent=1))
+    _plot(results, args.out / "fleet_scale.png")
+    print(f"wrote {args.out / 'fleet_scale.txt'}, .json, .png")
+
+
+if __name__ == "__main__":
+    main()
