@@ -23,10 +23,13 @@ from models.verdict import Verdict
 
 
 def start_ray(address: str | None = None) -> None:
-    """Connect to `address`, or start a local Ray without dashboard or log noise (once per process)."""
+    """Connect to `address`, or start a local Ray without dashboard or log noise (once per process).
+
+    Ray's servers listen on every interface of the machine whatever address they are given, so a local
+    Ray keeps Ray's own token authentication (its token in ~/.ray/auth_token): without it anyone who can
+    reach the machine could run code in the learners' processes."""
     if ray.is_initialized():
         return
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     os.environ.setdefault("RAY_TMPDIR", "/tmp/pipetune-ray")
     if address:
         ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
