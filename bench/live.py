@@ -269,8 +269,9 @@ def main() -> None:
             tuned = tune(args.pipeline, args, args.out, ["--load", "replay", "--profile", "burst"])
             ended = time.time()
         else:
-            # Ray's start and restarts' settle windows come on top of the windows: the traffic outlasts them.
-            length_s = 1.5 * args.tune_minutes * 60 + 120
+            # Ray's start and restarts' settle windows come on top of the windows: the traffic outlasts them
+            # (36 windows of 30 s took 1.7 x their length on a busy machine, and 1.5 x ran out before the end).
+            length_s = 2.0 * args.tune_minutes * 60 + 120
             trace = args.trace or write_trace(args.out / "trace.log", args.rate, length_s, args.seed)
             replay, run_id = start_operator_traffic(spec, trace, length_s)
             try:
