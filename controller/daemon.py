@@ -176,11 +176,11 @@ class Daemon:
             self._tell(config, Context(observation.offered_eps), observation, verdict)
             if self.store:
                 self.store.append_observation(config, observation.offered_eps, observation, verdict)
-        if verdict.ok:
-            self._update_incumbent(config, observation)
-        else:
+        if not verdict.ok:
             self.violation_s += observation.duration_s
             self.metrics.violation_seconds.inc(observation.duration_s)
+        elif observation.events_in > 0:  # nor does it say anything of the incumbent (its P95 is not a number)
+            self._update_incumbent(config, observation)
         context = Context(observation.offered_eps, self.incumbent.config if self.incumbent else None)
         choice = self._decide(config, context, verdict, observation.latency_resolution_s)
         target, recommendation = choice.target, {}

@@ -304,3 +304,24 @@ def test_a_p95_below_twice_the_event_time_resolution_is_not_optimised_and_clock_
     assert "node n1: clock +200 ms off" in decisions[-1].reason  # the decision log carries the warning
     offset = store.load_status()["clock_offsets"]["n1"]
     assert offset["offset_s"] == pytest.approx(0.2) and "node n1" in offset["warning"]
+
+
+class QuietAfterPipeline(CoarseClockPipeline):
+    """Traffic for `loaded` windows, then none (the operator's traffic stopped)."""
+
+    def __init__(self, loaded: int) -> None:
+        super().__init__()
+        self.loaded = loaded
+
+    def observe(self, seconds):
+        self.loaded -= 1
+        if self.loaded >= 0:
+            return Observation(seconds, 300.0, 300.0, 0.04, 0.05, 0.06, 0.04, events_in=9000, events_out=9000)
+        return Observation(seconds, 0.0, 0.0, math.nan, math.nan, math.nan, math.nan)
+
+
+def test_a_window_without_traffic_leaves_the_incumbent_as_measured():
+    daemon = Daemon(QuietAfterPipeline(loaded=2), Scripted(preset("defaults")), Policy(), window_s=WINDOW_S)
+    decisions = [daemon.step() for _ in range(4)]
+    assert daemon.incumbent.p95_s == pytest.approx(0.05)
+    assert "nan" not in decisions[-1].reason
