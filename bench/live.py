@@ -43,7 +43,7 @@ from rich.table import Table
 
 from controller.agent_changes import changes_for_agent, changes_not_in_audit, owned_params
 from controller.state import StateStore
-from controller.telemetry import PrometheusTelemetry
+from controller.telemetry import PrometheusTelemetry, TelemetryMissing
 from models.policy import Policy
 from models.presets import preset
 from models.space import PIPELINE_SPACE, Config
@@ -127,14 +127,20 @@ def operator_ledger(spec: PipelineSpec, replay: subprocess.Popen, run_id: str) -
 
 
 def behind_windows(spec: PipelineSpec, start: float, end: float, window_s: float) -> list[dict]:
-    """Every window of [start, end] (settling after restarts included) with its output over input and P95."""
+    """Every window of [start, end] (settling after restarts included) with its output over input and P95.
+    A window in which Prometheus missed a scrape of the probe or an agent (a restart of the probe to
+    change its consumer settings) cannot be judged: it is marked unobserved, and not behind."""
     telemetry = PrometheusTelemetry(prometheus_url(spec))
     rows = []
     t = start
     while t + window_s <= end:
-        o = telemetry.window(t, t + window_s)
-        rows.append({"t_s": t - start, "out_in": o.throughput_ratio, "p95_s": o.p95_s,
-                     "behind": not judge(o, Policy(min_throughput_ratio=MIN_THROUGHPUT_RATIO), None).ok})
+        try:
+            o = telemetry.window(t, t + window_s)
+            rows.append({"t_s": t - start, "out_in": o.throughput_ratio, "p95_s": o.p95_s, "unobserved": False,
+                         "behind": not judge(o, Policy(min_throughput_ratio=MIN_THROUGHPUT_RATIO), None).ok})
+        except TelemetryMissing:
+            rows.append({"t_s": t - start, "out_in": math.nan, "p95_s": math.nan, "unobserved": True,
+                         "behind": False})
         t += window_s
     return rows
 
@@ -301,6 +307,7 @@ def main() -> None:
         "p95_defaults_over_pipetune": summary["defaults"]["p95_s"] / summary["pipetune"]["p95_s"],
         "longest_behind_streak_windows": longest_streak([row["behind"] for row in timeline]),
         "behind_windows": sum(row["behind"] for row in timeline), "windows": len(timeline),
+        "unobserved_windows": sum(row["unobserved"] for row in timeline),
         "lost_events_tuning": lost_tuning, "ledger_tuning": tuned["ledger"],
         "lost_events_side_by_side": sum(m["lost"] for m in summary.values()),
         "changes_logged": logged, "changes_in_agent_audit": matched,
@@ -320,7 +327,8 @@ def main() -> None:
          f"{'equal' if equal else 'UNEQUAL'} throughput"),
         (result["longest_behind_streak_windows"] <= 1,
          f"output behind input in {result['behind_windows']} of {result['windows']} windows of the tuning run, "
-         f"at most {result['longest_behind_streak_windows']} in a row (goal <= 1)"),
+         f"at most {result['longest_behind_streak_windows']} in a row (goal <= 1; "
+         f"{result['unobserved_windows']} not scraped whole)"),
         (lost_tuning == 0 and result["lost_events_side_by_side"] == 0,
          f"events lost: {lost_tuning} of {tuned['ledger']['expected']} while tuning, "
          f"{result['lost_events_side_by_side']} side by side (goal 0)"),
