@@ -1,5 +1,8 @@
 """The REST API over one daemon's state directory: status, policy, overrides, pause, history, metrics.
 
+A daemon tunes one or more pools: each pool's routes are under `/pools/{name}`, and those of the only
+pool (or of the pool `default`) also without the prefix, as before pools. `GET /pools` lists them all.
+
 Everything goes through `StateStore`, which the daemon re-reads at each decision, so the API works the
 same inside the daemon's process (`pipetune autotune --api-port`) and on its own (`pipetune api`).
 GET endpoints are readable without a token; every mutating call needs the bearer token.
@@ -10,9 +13,11 @@ from __future__ import annotations
 import itertools
 import math
 import threading
-from typing import Annotated, Any
+from pathlib import Path
+from typing import Annotated, Any, Callable, Mapping
 
-from fastapi import Body, Depends, FastAPI, HTTPException, Query, Request
+from fastapi import APIRouter, Body, Depends, FastAPI, HTTPException, Query, Request
+from fastapi import Path as FastApiPath
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 from fastapi.routing import APIRoute
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -24,8 +29,9 @@ from api.limits import MAX_BODY_BYTES, BodyLimit
 from api.metrics import state_registry
 from api.page import page_html
 from api.schemas import (POLICY_EXAMPLE, DecisionOut, DecisionPage, DeletedOut, ErrorOut, HealthOut, OverrideOut,
-                         OverrideRequest, PausedOut, PolicyPatch, RecommendationsOut, StatusOut, ValidationErrorOut)
-from controller.state import Override, StateStore
+                         OverrideRequest, PausedOut, PolicyPatch, PoolOut, RecommendationsOut, StatusOut,
+                         ValidationErrorOut)
+from controller.state import DEFAULT_POOL, Override, PoolDir, StateStore, load_pool_dirs
 from models.policy import Policy
 from models.space import PIPELINE_SPACE, ParamError, Value
 
@@ -126,10 +132,68 @@ def _override_values(body: OverrideRequest, policy: Policy) -> tuple[dict[str, V
     return values, [str(loc[-1]) for loc, _, _ in outside]
 
 
-def create_app(store: StateStore, token: str, metrics_registry: CollectorRegistry | None = None) -> FastAPI:
-    """The API over `store`; `/metrics` serves `metrics_registry` (the daemon's) or figures read from the store."""
+class Pools:
+    """The pools behind the API, as the state directory's `pools.json` lists them (re-read at each request, so
+    `pipetune api` over a daemon's directory sees what the daemon wrote); one `StateStore` per pool."""
+
+    def __init__(self, root: StateStore, registries: Mapping[str, CollectorRegistry] | None = None) -> None:
+        self.root = root
+        self._registries = dict(registries or {})
+        self._stores: dict[Path, StateStore] = {root.dir: root}
+        self._lock = threading.Lock()
+
+    def listed(self) -> list[PoolDir]:
+        return load_pool_dirs(self.root.dir)
+
+    def store(self, pool: PoolDir) -> StateStore:
+        with self._lock:
+            if pool.directory not in self._stores:
+                self._stores[pool.directory] = StateStore(pool.directory)
+            return self._stores[pool.directory]
+
+    def registry(self, pool: PoolDir) -> CollectorRegistry:
+        store = self.store(pool)
+        with self._lock:
+            if pool.name not in self._registries:
+                self._registries[pool.name] = state_registry(store)
+            return self._registries[pool.name]
+
+    def named(self, name: str) -> PoolDir:
+        """The pool called `name`; 404 naming the known ones."""
+        pools = self.listed()
+        for pool in pools:
+            if pool.name == name:
+                return pool
+        raise HTTPException(404, f"no pool {name!r}; pools: {', '.join(p.name for p in pools)}")
+
+    def default(self) -> PoolDir:
+        """What the unprefixed routes address: the only pool, or the one called `default`."""
+        pools = self.listed()
+        if len(pools) == 1:
+            return pools[0]
+        for pool in pools:
+            if pool.name == DEFAULT_POOL:
+                return pool
+        raise HTTPException(404, f"this daemon tunes pools {', '.join(p.name for p in pools)}: "
+                                 "address one as /pools/{name}/...")
+
+
+def _addressed_store(request: Request) -> StateStore | None:
+    """The state of the pool the request addresses, set by its router's dependency (None when the pool's name
+    was invalid: FastAPI answers 422 then, without calling the route)."""
+    return getattr(request.state, "store", None)
+
+
+_STORE = Depends(_addressed_store)
+_POOL_NAME = FastApiPath(pattern=r"^[A-Za-z0-9_-]{1,64}$", description="the pool's name, as the deployment file has it")
+
+
+def create_app(store: StateStore, token: str, registries: Mapping[str, CollectorRegistry] | None = None) -> FastAPI:
+    """The API over the state directory of `store`: each pool's routes under `/pools/{name}`, and the only (or
+    `default`) pool's also without the prefix. `/metrics` serves `registries[pool]` (the daemon's) or
+    figures read from the pool's state directory."""
+    pools = Pools(store, registries)
     require_token = Depends(bearer_guard(token))
-    registry = metrics_registry or state_registry(store)
     lock = threading.Lock()  # read-modify-write of the state files, one request at a time
 
     app = FastAPI(title="pipetune", version="0.1.0", description=DESCRIPTION)
@@ -142,17 +206,6 @@ def create_app(store: StateStore, token: str, metrics_registry: CollectorRegistr
                           for m in r.methods})
         return JSONResponse({"detail": "Method Not Allowed"}, 405, headers={"Allow": ", ".join(allowed)})
 
-    def policy_now() -> Policy:
-        return store.load_policy() or Policy()
-
-    def overrides_out() -> list[dict]:
-        vetoed = store.vetoed_overrides()
-        return [_override_out(o, o.id in vetoed) for o in store.overrides()]
-
-    def audit(request: Request, action: str, **details: Any) -> None:
-        store.append_audit({"actor": "api", "client": request.client.host if request.client else None,
-                            "action": action, **details})
-
     @app.get("/", response_class=HTMLResponse, summary="Status page", tags=["page"])
     def page() -> str:
         return page_html()
@@ -161,108 +214,20 @@ def create_app(store: StateStore, token: str, metrics_registry: CollectorRegistr
     def healthz() -> dict:
         return {"status": "ok"}
 
-    @app.get("/status", response_model=StatusOut, tags=["status"],
-             summary="Mode, pipeline, incumbent, last observation, guardrails, overrides, learner progress")
-    def status() -> dict:
-        policy = policy_now()
-        return _finite(store.load_status()) | {"mode": policy.mode, "paused": store.paused(),
-                                               "policy": policy.model_dump(), "overrides": overrides_out()}
+    @app.get("/pools", response_model=list[PoolOut], tags=["status"],
+             summary="Every pool: its nodes, the config version each runs, and its status")
+    def list_pools() -> list[dict]:
+        return [{"name": pool.name, "nodes": list(pool.nodes), "status": _status(pools.store(pool))}
+                for pool in pools.listed()]
 
-    @app.get("/policy", response_model=Policy, tags=["policy"], responses=_POLICY_OK,
-             summary="The policy the learner follows")
-    def get_policy() -> Policy:
-        return policy_now()
+    def default_pool() -> PoolDir:
+        return pools.default()
 
-    @app.put("/policy", response_model=Policy, tags=["policy"], responses=_WRITE | _POLICY_OK,
-             dependencies=[require_token], summary="Replace the policy (takes effect at the next decision)")
-    def put_policy(request: Request, body: Annotated[Policy, Body(openapi_examples={"pin and bound": {
-            "value": POLICY_EXAMPLE}})], raw: bytes = Depends(_raw_body)) -> Policy:
-        policy = _checked(_strict(Policy, raw))
-        with lock:
-            store.save_policy(policy)
-            audit(request, "policy_set", policy=policy.model_dump())
-        return policy
+    def named_pool(name: Annotated[str, _POOL_NAME]) -> PoolDir:
+        return pools.named(name)
 
-    @app.patch("/policy", response_model=Policy, tags=["policy"], responses=_WRITE | _POLICY_OK,
-               dependencies=[require_token], summary="Change some fields of the policy (takes effect at the next decision)")
-    def patch_policy(request: Request, body: PolicyPatch,  # type: ignore[valid-type]
-                     raw: bytes = Depends(_raw_body)) -> Policy:
-        changes = _strict(PolicyPatch, raw).model_dump(exclude_unset=True)
-        with lock:
-            try:
-                policy = Policy.model_validate(policy_now().model_dump() | changes)
-            except ValidationError as exc:
-                raise _from_pydantic(exc) from None
-            policy = _checked(policy)
-            store.save_policy(policy)
-            audit(request, "policy_patched", changes=changes)
-        return policy
-
-    @app.get("/overrides", response_model=list[OverrideOut], tags=["overrides"], summary="Active overrides")
-    def list_overrides() -> list[dict]:
-        return overrides_out()
-
-    @app.post("/overrides", response_model=OverrideOut, status_code=201, tags=["overrides"], responses=_WRITE,
-              dependencies=[require_token],
-              summary="Force parameters for ttl_s seconds (applied at the next decision, guardrails still apply)")
-    def add_override(request: Request, body: OverrideRequest) -> dict:
-        with lock:
-            values, outside = _override_values(body, policy_now())
-            override = store.add_override(values, body.ttl_s, body.reason, override_bounds=body.override_bounds)
-            audit(request, "override_added", id=override.id, params=values, ttl_s=body.ttl_s, reason=body.reason,
-                  override_bounds=body.override_bounds, outside_policy=outside)
-        return _override_out(override, False)
-
-    @app.delete("/overrides/{override_id}", response_model=DeletedOut, tags=["overrides"],
-                responses={**_WRITE, 404: {"model": ErrorOut}}, dependencies=[require_token],
-                summary="End an override now; control returns to the learner")
-    def delete_override(request: Request, override_id: str) -> dict:
-        with lock:
-            if not store.delete_override(override_id):
-                raise HTTPException(404, f"no active override {override_id!r}")
-            audit(request, "override_deleted", id=override_id)
-        return {"deleted": override_id}
-
-    def set_paused(request: Request, paused: bool) -> dict:
-        with lock:
-            store.set_paused(paused)
-            audit(request, "paused" if paused else "resumed")
-        return {"paused": paused}
-
-    @app.post("/pause", response_model=PausedOut, tags=["control"], responses=_WRITE, dependencies=[require_token],
-              summary="Hold the current config (overrides and guardrails still act)")
-    def pause(request: Request) -> dict:
-        return set_paused(request, True)
-
-    @app.post("/resume", response_model=PausedOut, tags=["control"], responses=_WRITE, dependencies=[require_token],
-              summary="Give control back to the learner")
-    def resume(request: Request) -> dict:
-        return set_paused(request, False)
-
-    @app.get("/decisions", response_model=DecisionPage, tags=["history"], responses=_READ,
-             summary="Decisions, newest first, each with its config diff, predicted vs observed and reason")
-    def decisions(limit: int = Query(50, ge=1, le=1000, description="decisions per page"),
-                  before: int | None = Query(None, ge=0, description="only decisions with seq < before")) -> dict:
-        # newest first across the rotated files; one more than the page tells whether an older page exists
-        older = (d for d in store.decisions_newest_first() if before is None or d["seq"] < before)
-        page = list(itertools.islice(older, limit + 1))
-        items = [_decision_out(d) for d in page[:limit]]
-        return {"items": items, "next_before": items[-1].seq if len(page) > limit else None}
-
-    @app.get("/recommendations", response_model=RecommendationsOut, tags=["history"], responses=_READ,
-             summary="In advise mode: the learner's recommendations, newest first")
-    def recommendations(limit: int = Query(10, ge=1, le=1000)) -> dict:
-        mode = policy_now().mode
-        if mode != "advise":
-            return {"mode": mode, "items": []}
-        advised = (d for d in store.decisions_newest_first() if d.get("action") == "advise" and d.get("recommendation"))
-        return {"mode": mode, "items": [_decision_out(d) for d in itertools.islice(advised, limit)]}
-
-    @app.get("/metrics", response_class=PlainTextResponse, tags=["status"], summary="Prometheus metrics",
-             responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}})
-    def metrics() -> PlainTextResponse:
-        return PlainTextResponse(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
-
+    for resolve, prefix in ((default_pool, ""), (named_pool, "/pools/{name}")):
+        app.include_router(_pool_router(pools, resolve, require_token, lock), prefix=prefix)
     generate = app.openapi
 
     def openapi() -> dict[str, Any]:
@@ -272,6 +237,140 @@ def create_app(store: StateStore, token: str, metrics_registry: CollectorRegistr
 
     app.openapi = openapi  # type: ignore[method-assign]
     return app
+
+
+def _status(store: StateStore) -> dict:
+    """The daemon's last report with the steering now in force (the policy, pause and overrides people set)."""
+    policy = store.load_policy() or Policy()
+    return _finite(store.load_status()) | {"mode": policy.mode, "paused": store.paused(),
+                                           "policy": policy.model_dump(), "overrides": _overrides_out(store)}
+
+
+def _overrides_out(store: StateStore) -> list[dict]:
+    vetoed = store.vetoed_overrides()
+    return [_override_out(o, o.id in vetoed) for o in store.overrides()]
+
+
+def _pool_router(pools: Pools, resolve: Callable[..., PoolDir], require_token: Any, lock: threading.Lock) -> APIRouter:
+    """One pool's routes; `resolve` says which pool a request addresses (404 naming the pools when none)."""
+    def addressed(request: Request, pool: PoolDir = Depends(resolve)) -> None:
+        request.state.pool = pool
+        request.state.store = pools.store(pool)
+
+    router = APIRouter(responses={404: {"model": ErrorOut}}, dependencies=[Depends(addressed)])
+
+    def policy_now(store: StateStore) -> Policy:
+        return store.load_policy() or Policy()
+
+    def audit(store: StateStore, request: Request, action: str, **details: Any) -> None:
+        store.append_audit({"actor": "api", "client": request.client.host if request.client else None,
+                            "action": action, **details})
+
+    @router.get("/status", response_model=StatusOut, tags=["status"],
+                summary="Mode, pipeline, incumbent, last observation, guardrails, overrides, learner progress")
+    def status(store: StateStore = _STORE) -> dict:
+        return _status(store)
+
+    @router.get("/policy", response_model=Policy, tags=["policy"], responses=_POLICY_OK,
+                summary="The policy the learner follows")
+    def get_policy(store: StateStore = _STORE) -> Policy:
+        return policy_now(store)
+
+    @router.put("/policy", response_model=Policy, tags=["policy"], responses=_WRITE | _POLICY_OK,
+                dependencies=[require_token], summary="Replace the policy (takes effect at the next decision)")
+    def put_policy(request: Request, body: Annotated[Policy, Body(openapi_examples={"pin and bound": {
+            "value": POLICY_EXAMPLE}})], raw: bytes = Depends(_raw_body), store: StateStore = _STORE) -> Policy:
+        policy = _checked(_strict(Policy, raw))
+        with lock:
+            store.save_policy(policy)
+            audit(store, request, "policy_set", policy=policy.model_dump())
+        return policy
+
+    @router.patch("/policy", response_model=Policy, tags=["policy"], responses=_WRITE | _POLICY_OK,
+                  dependencies=[require_token],
+                  summary="Change some fields of the policy (takes effect at the next decision)")
+    def patch_policy(request: Request, body: PolicyPatch,  # type: ignore[valid-type]
+                     raw: bytes = Depends(_raw_body), store: StateStore = _STORE) -> Policy:
+        changes = _strict(PolicyPatch, raw).model_dump(exclude_unset=True)
+        with lock:
+            try:
+                policy = Policy.model_validate(policy_now(store).model_dump() | changes)
+            except ValidationError as exc:
+                raise _from_pydantic(exc) from None
+            policy = _checked(policy)
+            store.save_policy(policy)
+            audit(store, request, "policy_patched", changes=changes)
+        return policy
+
+    @router.get("/overrides", response_model=list[OverrideOut], tags=["overrides"], summary="Active overrides")
+    def list_overrides(store: StateStore = _STORE) -> list[dict]:
+        return _overrides_out(store)
+
+    @router.post("/overrides", response_model=OverrideOut, status_code=201, tags=["overrides"], responses=_WRITE,
+                 dependencies=[require_token],
+                 summary="Force parameters for ttl_s seconds (applied at the next decision, guardrails still apply)")
+    def add_override(request: Request, body: OverrideRequest, store: StateStore = _STORE) -> dict:
+        with lock:
+            values, outside = _override_values(body, policy_now(store))
+            override = store.add_override(values, body.ttl_s, body.reason, override_bounds=body.override_bounds)
+            audit(store, request, "override_added", id=override.id, params=values, ttl_s=body.ttl_s,
+                  reason=body.reason, override_bounds=body.override_bounds, outside_policy=outside)
+        return _override_out(override, False)
+
+    @router.delete("/overrides/{override_id}", response_model=DeletedOut, tags=["overrides"],
+                   responses={**_WRITE, 404: {"model": ErrorOut}}, dependencies=[require_token],
+                   summary="End an override now; control returns to the learner")
+    def delete_override(request: Request, override_id: str, store: StateStore = _STORE) -> dict:
+        with lock:
+            if not store.delete_override(override_id):
+                raise HTTPException(404, f"no active override {override_id!r}")
+            audit(store, request, "override_deleted", id=override_id)
+        return {"deleted": override_id}
+
+    def set_paused(store: StateStore, request: Request, paused: bool) -> dict:
+        with lock:
+            store.set_paused(paused)
+            audit(store, request, "paused" if paused else "resumed")
+        return {"paused": paused}
+
+    @router.post("/pause", response_model=PausedOut, tags=["control"], responses=_WRITE, dependencies=[require_token],
+                 summary="Hold the current config (overrides and guardrails still act)")
+    def pause(request: Request, store: StateStore = _STORE) -> dict:
+        return set_paused(store, request, True)
+
+    @router.post("/resume", response_model=PausedOut, tags=["control"], responses=_WRITE,
+                 dependencies=[require_token], summary="Give control back to the learner")
+    def resume(request: Request, store: StateStore = _STORE) -> dict:
+        return set_paused(store, request, False)
+
+    @router.get("/decisions", response_model=DecisionPage, tags=["history"], responses=_READ,
+                summary="Decisions, newest first, each with its config diff, predicted vs observed and reason")
+    def decisions(limit: int = Query(50, ge=1, le=1000, description="decisions per page"),
+                  before: int | None = Query(None, ge=0, description="only decisions with seq < before"),
+                  store: StateStore = _STORE) -> dict:
+        # newest first across the rotated files; one more than the page tells whether an older page exists
+        older = (d for d in store.decisions_newest_first() if before is None or d["seq"] < before)
+        page = list(itertools.islice(older, limit + 1))
+        items = [_decision_out(d) for d in page[:limit]]
+        return {"items": items, "next_before": items[-1].seq if len(page) > limit else None}
+
+    @router.get("/recommendations", response_model=RecommendationsOut, tags=["history"], responses=_READ,
+                summary="In advise mode: the learner's recommendations, newest first")
+    def recommendations(limit: int = Query(10, ge=1, le=1000), store: StateStore = _STORE) -> dict:
+        mode = policy_now(store).mode
+        if mode != "advise":
+            return {"mode": mode, "items": []}
+        advised = (d for d in store.decisions_newest_first() if d.get("action") == "advise" and d.get("recommendation"))
+        return {"mode": mode, "items": [_decision_out(d) for d in itertools.islice(advised, limit)]}
+
+    @router.get("/metrics", response_class=PlainTextResponse, tags=["status"], summary="Prometheus metrics",
+                responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}},
+                           404: {"description": "no such pool", "content": {  # JSON, unlike the metrics
+                               "application/json": {"schema": ErrorOut.model_json_schema()}}}})
+    def metrics(request: Request) -> PlainTextResponse:
+        return PlainTextResponse(generate_latest(pools.registry(request.state.pool)), media_type=CONTENT_TYPE_LATEST)
+
+    return router
 
 
 def _plain_tuples(schema: Any) -> Any:

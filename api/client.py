@@ -30,15 +30,20 @@ def _explain(response: httpx.Response) -> str:
 
 
 class ApiClient:
-    """Calls the pipetune API at `url`, sending the bearer token when one is given."""
+    """Calls the pipetune API at `url`, sending the bearer token when one is given; a pool's routes when `pool`
+    is named, else the only (or `default`) pool's."""
 
     def __init__(self, url: str | None = None, token: str | None = None, timeout_s: float = 10.0,
-                 transport: httpx.BaseTransport | None = None) -> None:
+                 transport: httpx.BaseTransport | None = None, pool: str | None = None) -> None:
         self.url = url or os.environ.get(URL_ENV, DEFAULT_URL)
+        self._prefix = f"/pools/{pool}" if pool else ""
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout_s, transport=transport)
 
     def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+        return self._request(method, self._prefix + path, **kwargs)
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> Any:
         try:
             response = self._http.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
@@ -51,6 +56,10 @@ class ApiClient:
 
     def status(self) -> dict:
         return self._call("GET", "/status")
+
+    def pools(self) -> list[dict]:
+        """Every pool of the daemon with its nodes and status (whichever pool this client addresses)."""
+        return self._request("GET", "/pools")
 
     def policy(self) -> dict:
         return self._call("GET", "/policy")

@@ -136,3 +136,12 @@ class StatusOut(Status):
 
     overrides: list[OverrideOut]
     policy: Policy
+
+
+class PoolOut(BaseModel):
+    """A pool of the daemon: its nodes (the config version each runs is in `status.nodes`) and its status."""
+
+    name: str = Field(examples=["edge"])
+    nodes: list[str] = Field(examples=[["node-1", "node-2"]], description="empty when the state directory "
+                                                                          "predates pools")
+    status: StatusOut

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Mapping
 
 import uvicorn
 from fastapi import FastAPI
@@ -29,7 +30,8 @@ def serve_in_thread(app: FastAPI, host: str, port: int, *, startup_timeout_s: fl
     return server
 
 
-def serve_state_in_thread(store: StateStore, token: str, registry: CollectorRegistry, host: str,
+def serve_state_in_thread(store: StateStore, token: str, registries: Mapping[str, CollectorRegistry], host: str,
                           port: int, **ssl: str) -> uvicorn.Server:
-    """Serve the API over `store` from a thread of this process, `/metrics` from `registry` (the daemon's)."""
-    return serve_in_thread(create_app(store, token, registry), host, port, **ssl)
+    """Serve the API over `store` from a thread of this process, each pool's `/metrics` from its registry in
+    `registries` (its daemon's)."""
+    return serve_in_thread(create_app(store, token, registries), host, port, **ssl)

@@ -1,5 +1,6 @@
 """`pipetune api` (serve the REST API over a state dir) and the client commands that steer a daemon through it:
-`status`, `policy show|set|pin|unpin`, `override`, `overrides`, `pause`, `resume`, `decisions`."""
+`status`, `policy show|set|pin|unpin`, `override`, `overrides`, `pause`, `resume`, `decisions`; each addresses
+one pool with `--pool` (`status` without it shows every pool)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ err = Console(stderr=True)
 _URL = typer.Option(DEFAULT_URL, "--url", envvar=URL_ENV, help="The API's address.")
 _TOKEN_FILE = typer.Option(None, "--token-file", help=f"File holding the API token (default: ${TOKEN_ENV}).",
                            exists=True, dir_okay=False)
+_POOL = typer.Option(None, "--pool", envvar="PIPETUNE_POOL",
+                     help="The pool to address (default: the daemon's only pool, or the one named default).")
 _POLICY_FIELDS = ("mode", "min_throughput_ratio", "p95_ceiling_s", "min_dwell_windows", "max_restarts_per_hour", "tuned")
 
 
@@ -46,8 +49,8 @@ def _value(text: str) -> Any:
         return text
 
 
-def _client(url: str, token_file: Optional[Path]) -> ApiClient:
-    return ApiClient(url, load_token(token_file))
+def _client(url: str, token_file: Optional[Path], pool: Optional[str]) -> ApiClient:
+    return ApiClient(url, load_token(token_file), pool=pool)
 
 
 def _run(call: Callable[[], Any]) -> Any:
@@ -82,17 +85,26 @@ def api_command(
 
 
 def status_command(url: str = _URL, token_file: Optional[Path] = _TOKEN_FILE,
+                   pool: Optional[str] = typer.Option(None, "--pool", envvar="PIPETUNE_POOL",
+                                                      help="Show this pool only (default: every pool)."),
                    as_json: bool = typer.Option(False, "--json", help="Print the raw JSON.")) -> None:
-    """Mode, incumbent, last window, guardrails and overrides of the daemon behind the API."""
-    status = _run(_client(url, token_file).status)
+    """Every pool's mode, nodes and the config version each runs, incumbent, last window, guardrails, overrides."""
+    client = _client(url, token_file, pool)
+    pools = [{"name": pool, "nodes": None, "status": _run(client.status)}] if pool else _run(client.pools)
     if as_json:
-        out.print_json(data=status)
+        out.print_json(data=pools[0]["status"] if pool else pools)
         return
+    for entry in pools:
+        _print_status(entry["name"], entry["nodes"], entry["status"])
+
+
+def _print_status(pool: str, nodes: list[str] | None, status: dict) -> None:
     last = status.get("last_decision") or {}
     observed = last.get("observed") or {}
     inc = status.get("incumbent") or {}
-    table = Table(title=f"pipetune: {status.get('pipeline') or '(daemon not started)'}", show_header=False)
+    table = Table(title=f"pipetune pool {pool}: {status.get('pipeline') or '(daemon not started)'}", show_header=False)
     rows = [("mode", status["mode"] + (" (paused)" if status["paused"] else "")),
+            ("nodes", _nodes(nodes, status.get("nodes") or {})),
             ("window", _num(status.get("window"), 0)),
             ("last window", f"P95 {_num(observed.get('p95_s'))} s, out/in {_num(observed.get('throughput_ratio'))}, "
                             f"{last.get('action', '–')}: {last.get('reason', '')}"),
@@ -109,6 +121,19 @@ def status_command(url: str = _URL, token_file: Optional[Path] = _TOKEN_FILE,
     out.print(table)
 
 
+def _nodes(names: list[str] | None, versions: dict[str, dict | None]) -> str:
+    """Each node and the config version each of its components runs, as the daemon last read them."""
+    def running(node: str) -> str:
+        if node not in versions:
+            return "not read yet"
+        if versions[node] is None:
+            return "agent not answering"
+        return ", ".join(f"{component} v{version}" for component, version in versions[node].items())
+
+    listed = list(names or []) + [n for n in versions if n not in (names or [])]
+    return "; ".join(f"{node}: {running(node)}" for node in listed) or "–"
+
+
 def _num(value: Any, digits: int = 3) -> str:
     return f"{value:.{digits}f}" if isinstance(value, (int, float)) else "–"
 
@@ -117,9 +142,9 @@ policy_app = typer.Typer(help="Show or change the policy the learner follows.", 
 
 
 @policy_app.command("show")
-def policy_show(url: str = _URL, token_file: Optional[Path] = _TOKEN_FILE) -> None:
+def policy_show(url: str = _URL, token_file: Optional[Path] = _TOKEN_FILE, pool: Optional[str] = _POOL) -> None:
     """Print the policy as JSON."""
-    out.print_json(data=_run(_client(url, token_file).policy))
+    out.print_json(data=_run(_client(url, token_file, pool).policy))
 
 
 @policy_app.command("set")
@@ -128,10 +153,10 @@ def policy_set(
                                                     "or bounds.PARAM=LOW:HIGH (VALUE none clears it)."),
     file: Optional[Path] = typer.Option(None, "--file", exists=True, dir_okay=False,
                                         help="Replace the whole policy with this JSON file."),
-    url: str = _URL, token_file: Optional[Path] = _TOKEN_FILE,
+    url: str = _URL, token_file: Optional[Path] = _TOKEN_FILE, pool: Optional[str] = _POOL,
 ) -> None:
     """Change policy fields (or replace the policy from a file); takes effect at the next decision."""
-    client = _client(url, token_file)
+    client = _client(url, token_file, pool)
     if file is not None:
         out.print_json(data=_run(lambda: client.put_policy(json.loads(file.read_text()))))
         return
@@ -160,18 +185,18 @@ def policy_set(
 
 @policy_app.command("pin")
 def policy_pin(pins: list[str] = typer.Argument(..., help="PARAM=VALUE to hold."),
-               url: str = _URL, token_file: Optional[Path] = _TOKEN_FILE) -> None:
+               url: str = _URL, token_file: Optional[Path] = _TOKEN_FILE, pool: Optional[str] = _POOL) -> None:
     """Hold parameters at a value; the learner never moves them."""
-    client = _client(url, token_file)
+    client = _client(url, token_file, pool)
     merged = dict(_run(client.policy)["pins"]) | {k: _value(v) for k, v in _pairs(pins, "PINS").items()}
     out.print_json(data=_run(lambda: client.patch_policy({"pins": merged})))
 
 
 @policy_app.command("unpin")
 def policy_unpin(names: list[str] = typer.Argument(..., help="Parameters to release."),
-                 url: str = _URL, token_file: Optional[Path] = _TOKEN_FILE) -> None:
+                 url: str = _URL, token_file: Optional[Path] = _TOKEN_FILE, pool: Optional[str] = _POOL) -> None:
     """Give pinned parameters back to the learner."""
-    client = _client(url, token_file)
+    client = _client(url, token_file, pool)
     pins = dict(_run(client.policy)["pins"])
     missing = [n for n in names if n not in pins]
     if missing:
@@ -187,10 +212,10 @@ def override_command(
     override_bounds: bool = typer.Option(False, "--override-bounds",
                                          help="Allow values outside the policy's bounds and pins (audited)."),
     cancel: Optional[str] = typer.Option(None, help="End the override with this id instead."),
-    url: str = _URL, token_file: Optional[Path] = _TOKEN_FILE,
+    url: str = _URL, token_file: Optional[Path] = _TOKEN_FILE, pool: Optional[str] = _POOL,
 ) -> None:
     """Force parameters for a while (applied at the next decision, guardrails still roll back); or --cancel one."""
-    client = _client(url, token_file)
+    client = _client(url, token_file, pool)
     if cancel:
         _run(lambda: client.delete_override(cancel))
         out.print(f"override {cancel} ended; the learner is back in control")
@@ -207,22 +232,22 @@ def override_command(
     out.print(f"override {made['id']} holds {made['params']} for {made['remaining_s']:.0f} s")
 
 
-def overrides_command(url: str = _URL, token_file: Optional[Path] = _TOKEN_FILE) -> None:
+def overrides_command(url: str = _URL, token_file: Optional[Path] = _TOKEN_FILE, pool: Optional[str] = _POOL) -> None:
     """List active overrides with their remaining TTL."""
-    for o in _run(_client(url, token_file).overrides) or []:
+    for o in _run(_client(url, token_file, pool).overrides) or []:
         flag = " (rolled back by a guardrail)" if o["vetoed"] else ""
         out.print(f"{o['id']}  {o['params']}  {o['remaining_s']:.0f}s left  {o['reason']}{flag}")
 
 
-def pause_command(url: str = _URL, token_file: Optional[Path] = _TOKEN_FILE) -> None:
+def pause_command(url: str = _URL, token_file: Optional[Path] = _TOKEN_FILE, pool: Optional[str] = _POOL) -> None:
     """Hold the current config from the next decision on (overrides and guardrails still act)."""
-    _run(_client(url, token_file).pause)
+    _run(_client(url, token_file, pool).pause)
     out.print("paused")
 
 
-def resume_command(url: str = _URL, token_file: Optional[Path] = _TOKEN_FILE) -> None:
+def resume_command(url: str = _URL, token_file: Optional[Path] = _TOKEN_FILE, pool: Optional[str] = _POOL) -> None:
     """Give control back to the learner."""
-    _run(_client(url, token_file).resume)
+    _run(_client(url, token_file, pool).resume)
     out.print("resumed")
 
 
@@ -230,10 +255,10 @@ def decisions_command(
     limit: int = typer.Option(20, min=1, max=1000, help="How many, newest first."),
     before: Optional[int] = typer.Option(None, min=0, help="Only decisions with seq below this (paging)."),
     as_json: bool = typer.Option(False, "--json", help="Print the raw JSON page."),
-    url: str = _URL, token_file: Optional[Path] = _TOKEN_FILE,
+    url: str = _URL, token_file: Optional[Path] = _TOKEN_FILE, pool: Optional[str] = _POOL,
 ) -> None:
     """The daemon's decisions: config change, predicted vs observed, and why."""
-    page = _run(lambda: _client(url, token_file).decisions(limit, before))
+    page = _run(lambda: _client(url, token_file, pool).decisions(limit, before))
     if as_json:
         out.print_json(data=page)
         return

@@ -9,7 +9,7 @@ import threading
 import time
 from collections import deque
 from contextlib import contextmanager, nullcontext
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterator, Optional
 
@@ -17,21 +17,24 @@ import typer
 from rich.console import Console
 
 from cli.api import require_token
-from cli.autotune_view import WindowView, plot_run, print_summary
+from cli.autotune_view import WindowView, plot_run, pool_line, print_summary
 from cli.listening import tls_options
 from controller.daemon import Daemon
-from controller.deployment import DeploymentError, is_deployment_file, load_deployment
+from controller.deployment import Deployment, DeploymentError, is_deployment_file, load_deployment, pool_pipelines
 from controller.deployment import live_pipeline as deployment_pipeline
 from controller.fresh_windows import measure_fresh
 from controller.live import LivePipeline
 from controller.pipelines import Pipeline, PipelineUnavailable
-from controller.state import Decision, StateStore
+from controller.pools import PoolRunner, pool_runs
+from controller.state import Decision, StateStore, load_pool_dirs, plan_pool_dirs, save_pool_dirs
 from controller.tuning_run import LearnerSetup, tuning_learner, twin_pipeline
+from models.learning import Learner
 from models.listening import ListenFlags
 from models.policy import Policy
 from models.presets import preset
+from models.space import Config
 from models.strategies import STRATEGIES
-from models.twin import available, load as load_calibration
+from models.twin import Calibration, available, load as load_calibration
 from replay.profiles import GENERATED_NAMES, WorkloadSpec
 from testbed.endpoints import deployment as testbed_deployment
 from testbed.harness import BackgroundLoad
@@ -63,7 +66,7 @@ def stop_on_signals(stop: threading.Event) -> Iterator[None]:
 LOADS = ("none", "replay")
 
 
-def _live_pipeline(pipeline: str, load: str | None) -> tuple[PipelineSpec | None, LivePipeline] | None:
+def _live_pipeline(pipeline: str, load: str | None) -> tuple[PipelineSpec | None, LivePipeline, Deployment] | None:
     """None for the twin; else the file's pipeline through its agents: a deployment file (an operator's, or
     the one `testbed up` wrote) or a testbed pipeline file. The testbed spec comes along when autotune
     drives its replay (`load` replay, the testbed's default); with `none` the windows measure the traffic
@@ -98,7 +101,7 @@ def _live_pipeline(pipeline: str, load: str | None) -> tuple[PipelineSpec | None
                 f"`pipetune testbed up --pipeline {pipeline}`") if testbed else f"an agent does not answer ({exc})"
         raise typer.BadParameter(said, param_hint="--pipeline") from None
     drives_replay = (load or ("replay" if testbed else "none")) == "replay"
-    return (testbed if drives_replay else None), live
+    return (testbed if drives_replay else None), live, described
 
 
 def autotune_command(
@@ -147,7 +150,7 @@ def autotune_command(
     scheme, api_ssl = tls_options(api_host, api_tls_cert, api_tls_key, api_insecure_http, "pipetune autotune API",
                                   ListenFlags("--api-tls-cert", "--api-tls-key", "--api-insecure-http")) \
         if api_port is not None else ("http", {})
-    spec, live = _live_pipeline(pipeline, load) or (None, None)
+    spec, live, described = _live_pipeline(pipeline, load) or (None, None, None)
     if windows is None and not live:
         windows = TWIN_WINDOWS
     if live and not spec:
@@ -161,6 +164,14 @@ def autotune_command(
     policy = Policy(mode=mode, min_throughput_ratio=min_throughput_ratio, p95_ceiling_s=slo_p95)
     token = require_token(token_file) if api_port is not None else ""
     directory = state_dir or Path.home() / ".cache" / "pipetune" / "runs" / time.strftime("%Y%m%d-%H%M%S")
+    if described is not None and len(described.pool_specs()) > 1:
+        live.close()  # it asked every agent once; each pool gets a pipeline over its own nodes
+        _autotune_pools(described, spec, PoolsSetup(policy, strategy, cal, seed, WorkloadSpec(profile, rate, seed=seed),
+                                                     window, windows, directory, ray_address, on_exit),
+                        api=(token, api_host, api_port, scheme, api_ssl) if api_port is not None else None)
+        return
+    if described is not None:  # the API names the pool and lists its nodes
+        save_pool_dirs(directory, plan_pool_dirs(directory, {p.name: p.nodes for p in described.pool_specs()}))
     store = StateStore(directory)
     stored = store.load_policy()
     if stored is not None:
@@ -183,7 +194,8 @@ def autotune_command(
     if api_port is not None:
         from api.server import serve_state_in_thread  # FastAPI loads only when the API is asked for
 
-        serve_state_in_thread(store, token, daemon.metrics.registry, api_host, api_port, **api_ssl)
+        pool = load_pool_dirs(directory)[0].name
+        serve_state_in_thread(store, token, {pool: daemon.metrics.registry}, api_host, api_port, **api_ssl)
         err.print(f"API and status page on {scheme}://{api_host}:{api_port}/")
     if resumed:
         err.print(f"resumed {resumed} observations from {directory}; incumbent P95 {resumed_incumbent.p95_s:.3f}s"
@@ -230,3 +242,66 @@ def autotune_command(
                "rollbacks": daemon.rollbacks,
                "violation_s": daemon.violation_s, "state_dir": str(directory), "ledger": ledger}
         json_path.write_text(json.dumps(doc, indent=1, default=str))
+
+
+@dataclass(frozen=True)
+class PoolsSetup:
+    """What every pool's daemon shares: the policy a pool without a stored one starts with, the learner's
+    strategy, calibration and seed, the windows, the state directory and the Ray cluster."""
+
+    policy: Policy
+    strategy: str
+    calibration: Calibration
+    seed: int
+    workload: WorkloadSpec  # what the testbed's replay offers, when autotune drives it
+    window_s: float
+    windows: int | None
+    directory: Path
+    ray_address: str | None
+    on_exit: str
+
+
+def _autotune_pools(deployment: Deployment, spec: PipelineSpec | None, setup: PoolsSetup,
+                    api: tuple[str, str, int, str, dict] | None) -> None:
+    """Every pool of `deployment` in this process: a daemon each, in a thread of its own, its learner a Ray
+    actor of its own, its state in `pools/NAME` of the state directory; one line per decision, pool first."""
+    from controller.ray_learner import start_ray
+
+    err.print(f"[dim]starting Ray{' at ' + setup.ray_address if setup.ray_address else ''}; "
+              f"state in {setup.directory}[/]")
+    start_ray(setup.ray_address)
+    runs = pool_runs(pool_pipelines(deployment, setup.directory), setup.directory)
+
+    def learner(pool: str, start: Config, policy: Policy) -> Learner:
+        cal = setup.calibration
+        return tuning_learner(LearnerSetup(setup.strategy, policy, start, cal.topology, setup.seed, screen=cal),
+                              remote=True)
+
+    runner = PoolRunner(runs, learner, setup.policy, window_s=setup.window_s)
+    if api is not None:
+        from api.server import serve_state_in_thread
+
+        token, host, port, scheme, ssl = api
+        serve_state_in_thread(StateStore(setup.directory), token, {r.name: r.metrics.registry for r in runs}, host,
+                              port, **ssl)
+        err.print(f"API and status page on {scheme}://{host}:{port}/ (a pool's routes under /pools/NAME)")
+    err.print("pools: " + "; ".join(f"{r.name} ({', '.join(r.pool.nodes)})" for r in runs))
+    span_s = (setup.windows or TWIN_WINDOWS) * setup.window_s
+    background = BackgroundLoad(spec, replace(setup.workload, duration_s=span_s)) if spec else None
+    with background or nullcontext(), stop_on_signals(runner.stop):
+        runner.start(setup.windows, on_decision=lambda pool, d: err.print(pool_line(pool, d, setup.windows),
+                                                                          markup=False, highlight=False, soft_wrap=True))
+        while not runner.join(1.0):
+            pass  # wakes every second so a signal is handled at once
+    for run in runs:
+        if setup.on_exit == "revert" and run.daemon is not None and run.started_from is not None:
+            err.print(pool_line(run.name, run.daemon.revert(run.started_from), setup.windows),
+                      markup=False, highlight=False, soft_wrap=True)
+        run.pipeline.close()
+        daemon = run.daemon
+        said = (f"ended: {run.error}" if run.error else "never answered: nothing tuned" if daemon is None else
+                f"{daemon.window} windows, rollbacks {daemon.rollbacks}, seconds in guardrail violation "
+                f"{daemon.violation_s:g}, decision log {run.store.dir / 'decisions.jsonl'}")
+        err.print(f"pool {run.name}: {said}")
+    if any(run.error for run in runs):
+        raise typer.Exit(1)

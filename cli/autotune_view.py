@@ -30,6 +30,17 @@ WINDOW_COLUMNS = (Column("window"), Column("action", "left", plain="{value}"),
                   Column("why", "left", 3, flexible=True, max_width=64, plain="why: {value}"))
 
 
+def _row(d: Decision, total: int | None, best: str) -> tuple[str, ...]:
+    return (f"{d.window + 1}/{total}" if total else f"{d.window + 1}", d.action, _short_change(d.change),
+            f"{d.observed['p95_s']:.3f}", f"{d.observed['throughput_ratio']:.1%}", f"{d.observed['offered_eps']:.0f}",
+            best, d.reason)
+
+
+def pool_line(pool: str, d: Decision, total: int | None) -> str:
+    """One pool's window as one plain line, the pool first: the pools' windows interleave as they come."""
+    return f"pool {pool}: " + plain_line(WINDOW_COLUMNS, _row(d, total, ""))
+
+
 class WindowView:
     """The windows as they come: in a terminal, a live table of the last ones that fits its width; anywhere
     else, one plain line per window (a pipe or a log file cannot redraw)."""
@@ -53,9 +64,7 @@ class WindowView:
     def add(self, d: Decision) -> None:
         if not d.guardrail:
             self.best = min(self.best, d.observed["p95_s"])
-        row = (f"{d.window + 1}/{self.total}" if self.total else f"{d.window + 1}", d.action, _short_change(d.change), f"{d.observed['p95_s']:.3f}",
-               f"{d.observed['throughput_ratio']:.1%}", f"{d.observed['offered_eps']:.0f}", f"{self.best:.3f}",
-               d.reason)
+        row = _row(d, self.total, f"{self.best:.3f}")
         self.rows.append(row)
         if self._live:
             self._live.update(self._render())

@@ -25,7 +25,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Protocol, runtime_checkable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
@@ -87,6 +87,14 @@ def _unobserved(duration_s: float) -> dict:
 
 def _restarts(old: Config, new: Config) -> bool:
     return ChangeCost.dearest(PIPELINE_SPACE[name].cost for name in old.diff(new)) is ChangeCost.RESTART
+
+
+@runtime_checkable
+class NodeVersions(Protocol):
+    """A pipeline of nodes that can say which config version each node's components run (a live one)."""
+
+    def node_versions(self) -> dict[str, dict[str, int] | None]:
+        ...
 
 
 class Daemon:
@@ -333,6 +341,7 @@ class Daemon:
                                       violation_s=self.violation_s),
             overrides=[o.report(o.id in self._vetoed) for o in (self.store.overrides() if self.store else [])],
             clock_offsets=offset_reports(self.clock_offsets),
+            nodes=self.pipeline.node_versions() if isinstance(self.pipeline, NodeVersions) else {},
             learner=LearnerReport(observations=self.told, last_reason=last.reason if last else ""))
 
     def revert(self, config: Config) -> Decision:

@@ -1,9 +1,12 @@
 """The deployment file: a pipeline as its operator runs it, and the `LivePipeline` built from it.
 
-Nodes (name, agent URL, token file, CA file), the Kafka bootstrap and the consumer group whose lag
+Nodes (name, agent URL, token file, CA file), the pools they are tuned in, the Kafka bootstrap and the consumer group whose lag
 matters, Prometheus, where latency comes from, and the config to assume for parameters no agent takes.
 `load_deployment` returns a validated `Deployment` or raises `DeploymentError` naming the file and the
 field (`nodes.0.token_file`) and what is allowed. Relative paths are relative to the file's directory.
+
+Pools group nodes of the same role and comparable traffic: each pool has one config and one learner.
+Without `pools:` every node is in one pool, `default`; with it, every node is in exactly one pool.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, ValidationError, 
 from agents.client import AgentClient
 from controller.kafka_lag import GroupLag, LagWatch
 from controller.live import LivePipeline
+from controller.state import DEFAULT_POOL, PoolDir, plan_pool_dirs
 from controller.telemetry import PrometheusTelemetry
 from models.presets import preset
 from models.space import PIPELINE_SPACE, Config, ParamError, Value
@@ -59,6 +63,16 @@ class LatencySpec(_Spec):
                                   "daemon measures each node's offset every window and writes it there")
 
 
+class PoolSpec(_Spec):
+    """Nodes tuned together: one config, one learner; a change goes to `canary_nodes` of them first."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    nodes: list[str] = Field(min_length=1, description="names from `nodes:`; every node in exactly one pool")
+    canary_nodes: int = Field(default=1, ge=1, description="nodes a candidate goes to first; fewer than the "
+                                                           "pool's nodes when it has more than one")
+    max_unavailable: int = Field(default=1, ge=1, description="nodes restarting at once during a promotion")
+
+
 class StartConfig(_Spec):
     """The config to assume at start: a named preset with single parameters overridden."""
 
@@ -75,6 +89,8 @@ class StartConfig(_Spec):
 class Deployment(_Spec):
     name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
     nodes: list[NodeSpec] = Field(min_length=1)
+    pools: list[PoolSpec] | None = Field(default=None, min_length=1,
+                                         description=f"absent: one pool, {DEFAULT_POOL!r}, of every node")
     kafka: KafkaSpec
     prometheus: PrometheusSpec
     latency: LatencySpec = LatencySpec()
@@ -89,6 +105,41 @@ class Deployment(_Spec):
             if name in names[:i]:
                 raise ValueError(f"nodes.{i}.name: {name!r} is used by another node; each node needs its own name")
         return self
+
+    @model_validator(mode="after")
+    def _every_node_in_one_pool(self) -> "Deployment":
+        nodes = {n.name for n in self.nodes}
+        owner: dict[str, str] = {}
+        for i, pool in enumerate(self.pools or ()):
+            if any(p.name == pool.name for p in self.pools[:i]):
+                raise ValueError(f"pools.{i}.name: {pool.name!r} is used by another pool; each pool needs its own name")
+            for j, node in enumerate(pool.nodes):
+                if node not in nodes:
+                    raise ValueError(f"pools.{i}.nodes.{j}: {node!r} is not a node of this deployment; "
+                                     f"nodes: {', '.join(sorted(nodes))}")
+                if node in owner:
+                    raise ValueError(f"pools.{i}.nodes.{j}: {node!r} is already in pool {owner[node]!r}; "
+                                     "every node is in exactly one pool")
+                owner[node] = pool.name
+            if len(pool.nodes) > 1 and pool.canary_nodes >= len(pool.nodes):
+                raise ValueError(f"pools.{i}.canary_nodes: {pool.canary_nodes} leaves no control node in a pool of "
+                                 f"{len(pool.nodes)} nodes; allowed: 1 to {len(pool.nodes) - 1}")
+        left = [n.name for n in self.nodes if n.name not in owner]
+        if self.pools and left:
+            raise ValueError(f"pools: {', '.join(left)} in no pool; every node is in exactly one pool")
+        return self
+
+    def pool_specs(self) -> list[PoolSpec]:
+        """The pools as written, or the one pool `default` of every node when the file has none."""
+        return list(self.pools or [PoolSpec(name=DEFAULT_POOL, nodes=[n.name for n in self.nodes])])
+
+    def pool(self, name: str) -> PoolSpec:
+        """The pool called `name`; `KeyError` naming the known ones."""
+        pools = self.pool_specs()
+        for pool in pools:
+            if pool.name == name:
+                return pool
+        raise KeyError(f"no pool {name!r} in deployment {self.name!r}; pools: {', '.join(p.name for p in pools)}")
 
     def resolved(self, base: Path) -> "Deployment":
         """The same deployment with relative file paths made relative to `base` (the file's directory)."""
@@ -145,14 +196,22 @@ def agent_client(node: NodeSpec, *, timeout_s: float = 120.0) -> AgentClient:
     return AgentClient(str(node.agent_url).rstrip("/"), token, node.ca_file, timeout_s=timeout_s, node=node.name)
 
 
-def live_pipeline(deployment: Deployment) -> LivePipeline:
-    """One agent client per node; the telemetry in Prometheus (latency from `latency.source`) and the consumer
-    group's lag (sampled from now on, until the pipeline is closed), from the deployment alone."""
-    agents = [agent_client(node) for node in deployment.nodes]
+def live_pipeline(deployment: Deployment, pool: str | None = None) -> LivePipeline:
+    """One agent client per node (of `pool` only, when named); the telemetry in Prometheus (latency from
+    `latency.source`) and the consumer group's lag (sampled from now on, until the pipeline is closed), from
+    the deployment alone."""
+    members = set(deployment.pool(pool).nodes) if pool is not None else {n.name for n in deployment.nodes}
+    agents = [agent_client(node) for node in deployment.nodes if node.name in members]
     kafka = deployment.kafka
     lag = LagWatch(GroupLag(kafka.bootstrap, kafka.consumer_group), span_s=2 * kafka.commit_interval_s)
     telemetry = PrometheusTelemetry(str(deployment.prometheus.url).rstrip("/"), deployment.latency.source, lag)
     return LivePipeline(agents, telemetry, deployment.config.config(), deployment.latency.clock_offsets_file)
+
+
+def pool_pipelines(deployment: Deployment, directory: Path) -> list[tuple[PoolDir, LivePipeline]]:
+    """Each pool's state directory under `directory` and its `LivePipeline` over only its nodes."""
+    dirs = plan_pool_dirs(directory, {p.name: p.nodes for p in deployment.pool_specs()})
+    return [(pool, live_pipeline(deployment, pool.name)) for pool in dirs]
 
 
 def _describe(error: dict) -> str:

@@ -94,6 +94,16 @@ class LivePipeline:
                 in_force |= component["params"]
         return Config({**self._base, **in_force})
 
+    def node_versions(self) -> dict[str, dict[str, int] | None]:
+        """Each node's components and the config version each runs; None for a node whose agent does not answer."""
+        versions: dict[str, dict[str, int] | None] = {}
+        for agent in self.agents:
+            try:
+                versions[agent.node] = {c["name"]: int(c["version"]) for c in _ask(agent, agent.components)}
+            except (PipelineUnavailable, AgentError):
+                versions[agent.node] = None
+        return versions
+
     def observe(self, seconds: float) -> Observation:
         """Wait `seconds`, then summarise that window (the same `Observation` the twin returns, its stages
         named as the twin names them, which is how the learner's per-stage models know them).

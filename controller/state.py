@@ -8,6 +8,8 @@ Files (JSON, so a person can read them), each with one writer:
   per measured window: config, offered load, the observation without its time series, its `Verdict`)
   and `decisions.jsonl` (one `Decision` a line: time, config diff, predicted vs observed, reason);
 - appended by both: `audit.jsonl` (every change people made, and every override the daemon applied).
+A daemon tuning several pools keeps one such directory per pool, `pools/NAME`, and lists them with each
+pool's nodes in `pools.json`; a single pool keeps the directory itself (so state from before pools resumes).
 Appends are flushed line by line; whole-file writes go through a temp file and a rename, so a
 process killed at any moment leaves a readable directory that a restarted daemon resumes from.
 
@@ -135,6 +137,9 @@ class Status(BaseModel):
     learner: LearnerReport | None = None
     overrides: list[OverrideReport] = Field(default_factory=list)
     clock_offsets: dict[str, ClockOffsetReport] = Field(default_factory=dict, description="node -> its clock offset")
+    nodes: dict[str, dict[str, int] | None] = Field(
+        default_factory=dict, description="node -> the config version each of its components runs (null: unknown, "
+                                          "its agent did not answer); empty on the twin")
 
 
 @dataclass
@@ -346,3 +351,44 @@ class StateStore:
     def vetoed_overrides(self) -> set[str]:
         """Ids of overrides a guardrail rolled back (the daemon audits each); they are not applied again."""
         return {e["id"] for e in self.audit() if e.get("action") == "override_rolled_back" and "id" in e}
+
+
+POOLS_FILE = "pools.json"
+DEFAULT_POOL = "default"
+
+
+@dataclass(frozen=True)
+class PoolDir:
+    """Where one pool keeps its state, and the nodes it tunes."""
+
+    name: str
+    directory: Path
+    nodes: tuple[str, ...]
+
+
+def plan_pool_dirs(directory: Path, pools: dict[str, list[str]]) -> list[PoolDir]:
+    """Each pool's state directory under `directory`: the directory itself for a single pool (today's layout,
+    which resumes state from before pools), `pools/NAME` for each of several."""
+    if len(pools) == 1:
+        ((name, nodes),) = pools.items()
+        return [PoolDir(name, directory, tuple(nodes))]
+    return [PoolDir(name, directory / "pools" / name, tuple(nodes)) for name, nodes in pools.items()]
+
+
+def save_pool_dirs(directory: Path, pools: list[PoolDir]) -> None:
+    """Write `pools.json`, which tells the API (in this process or in `pipetune api`) which pools there are."""
+    directory.mkdir(parents=True, exist_ok=True)
+    doc = {p.name: {"dir": str(p.directory.relative_to(directory)), "nodes": list(p.nodes)} for p in pools}
+    tmp = directory / f".{POOLS_FILE}.tmp"
+    tmp.write_text(json.dumps(doc, indent=1))
+    os.replace(tmp, directory / POOLS_FILE)
+
+
+def load_pool_dirs(directory: Path) -> list[PoolDir]:
+    """The pools `pools.json` lists; a directory without it (a daemon from before pools) is the one pool
+    `default`, whose nodes are unknown."""
+    path = directory / POOLS_FILE
+    if not path.exists():
+        return [PoolDir(DEFAULT_POOL, directory, ())]
+    doc = json.loads(path.read_text())
+    return [PoolDir(name, directory / entry["dir"], tuple(entry["nodes"])) for name, entry in doc.items()]

@@ -78,6 +78,18 @@ class FixedTelemetry:
 
 
 @pytest.fixture(scope="session")
+def ray_session() -> Iterator[None]:
+    """One local Ray for the whole session (its temp dir under $RAY_TMPDIR when set)."""
+    import ray
+
+    from controller.ray_learner import start_ray
+
+    start_ray()
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="session")
 def make_pipeline():
     """Writes a pipeline file like the default one, with free ports and its run dir in a given directory."""
     return _write_pipeline

@@ -254,7 +254,7 @@ def test_metrics_standalone_come_from_the_state_dir(client: TestClient, store: S
 def test_metrics_in_the_daemon_serve_its_registry(store: StateStore) -> None:
     registry = CollectorRegistry()
     Counter("pipetune_decisions_total", "d", ["action"], registry=registry).labels("explore").inc(3)
-    text = TestClient(create_app(store, TOKEN, registry)).get("/metrics").text
+    text = TestClient(create_app(store, TOKEN, {"default": registry})).get("/metrics").text
     assert 'pipetune_decisions_total{action="explore"} 3.0' in text and "pipetune_paused" not in text
 
 

@@ -1,4 +1,5 @@
-"""The status page in headless Chromium, over the API of a twin daemon that is running meanwhile."""
+"""The status page in headless Chromium, over the API of a twin daemon that is running meanwhile, and over a
+daemon's pools: each listed with its nodes and their config versions, the one in the address shown and steered."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from fastapi.responses import HTMLResponse
 
 from api.app import create_app
 from api.server import serve_in_thread
-from controller.state import StateStore
+from controller.state import Action, Decision, StateStore, Status, plan_pool_dirs, save_pool_dirs
 from testbed.install import PrerequisiteError
 from tests.api.browser import install_chromium, run_chromium
 from tests.api.conftest import AUTH, TOKEN
@@ -91,7 +92,7 @@ def test_status_page_shows_live_daemon_data(chromium: Path, live_api, tmp_path: 
 
 
 # Loads the status page in a same-origin frame, types a token into it and clicks one of its buttons.
-CLICKER = """<iframe id="page" src="/" width="1280" height="900"></iframe><pre id="result">waiting</pre>
+CLICKER = """<iframe id="page" src="%(src)s" width="1280" height="900"></iframe><pre id="result">waiting</pre>
 <script>
 const frame = document.getElementById("page");
 frame.addEventListener("load", () => {
@@ -113,7 +114,7 @@ def test_pause_and_resume_buttons_use_the_token(chromium: Path, live_api, tmp_pa
 
     def click(button: str, token: str) -> str:
         path = f"click-{next(clicks)}"
-        html = CLICKER % {"token": token, "button": button}
+        html = CLICKER % {"token": token, "button": button, "src": "/"}
         app.add_api_route("/" + path, lambda: html, response_class=HTMLResponse)
         dom = run_chromium(chromium, url + path, tmp_path / f"profile-{path}", "--dump-dom")
         return re.search(r'id="result">([^<]*)<', dom).group(1)
@@ -124,3 +125,59 @@ def test_pause_and_resume_buttons_use_the_token(chromium: Path, live_api, tmp_pa
     assert store.paused()
     assert click("resume", TOKEN) == "resume: done"
     assert not store.paused()
+
+
+@pytest.fixture
+def pools_api(tmp_path: Path) -> Iterator[tuple[str, dict[str, StateStore], FastAPI]]:
+    """Two pools: edge, a twin daemon that has run five windows; core, paused, its nodes' versions read."""
+    dirs = plan_pool_dirs(tmp_path / "state", {"edge": ["node-1", "node-2"], "core": ["node-3"]})
+    save_pool_dirs(tmp_path / "state", dirs)
+    stores = {d.name: StateStore(d.directory) for d in dirs}
+    daemon = make_daemon(stores["edge"], windows=20)
+    daemon.name = "edge"
+    for _ in range(5):
+        daemon.step()
+    stores["core"].append_decision(Decision(window=0, t_s=10.0, config={}, action=Action.HOLD, reason="core's own",
+                                            observed={"p95_s": 0.25, "throughput_ratio": 1.0, "offered_eps": 300.0}))
+    stores["core"].save_status(Status(pipeline="core", mode="auto", paused=False, window=0,
+                                      nodes={"node-3": {"filebeat": 2}}))
+    stores["core"].set_paused(True)
+    port = free_ports(1)[0]
+    app = create_app(StateStore(tmp_path / "state"), TOKEN)
+    server = serve_in_thread(app, "127.0.0.1", port)
+    try:
+        yield f"http://127.0.0.1:{port}/", stores, app
+    finally:
+        server.should_exit = True
+
+
+def _pool_rows(dom: str) -> dict[str, str]:
+    rows = re.findall(r'<tr (?:class="selected" )?data-pool="([^"]+)"[^>]*>(.*?)</tr>', dom)
+    return {name: re.sub(r"<[^>]+>", " ", cells) for name, cells in rows}
+
+
+def test_status_page_lists_the_pools_and_shows_the_one_addressed(chromium: Path, pools_api, tmp_path: Path) -> None:
+    url, stores, _ = pools_api
+    dom = run_chromium(chromium, url + "#pool=core", tmp_path / "profile-core", "--dump-dom")
+    assert 'data-loaded="1"' in dom, "the page's script did not render the API's data"
+    rows = _pool_rows(dom)
+    assert list(rows) == ["edge", "core"]
+    assert "node-3: filebeat v2" in rows["core"] and "auto (paused)" in rows["core"]
+    assert "node-1: not read yet; node-2: not read yet" in rows["edge"]  # the twin has no agents to ask
+    assert 'class="selected" data-pool="core"' in dom
+    assert _text(dom, "pool") == "core" and _text(dom, "pipeline") == "core"
+    assert "core's own" in dom and 'class="badge paused"' in dom
+    edge = run_chromium(chromium, url, tmp_path / "profile-first", "--dump-dom")  # no pool named: the first
+    assert _text(edge, "pool") == "edge" and _text(edge, "pipeline") == "edge" and "core's own" not in edge
+    shown = [int(seq) for seq in re.findall(r'<tr class="[a-z]+" data-seq="(\d+)"', edge)]
+    assert len(shown) >= 4 and len(re.findall(r'class="point"', edge)) >= 4
+
+
+def test_the_pause_button_pauses_the_pool_shown(chromium: Path, pools_api, tmp_path: Path) -> None:
+    url, stores, app = pools_api
+    stores["core"].set_paused(False)
+    app.add_api_route("/click", lambda: CLICKER % {"token": TOKEN, "button": "pause", "src": "/#pool=core"},
+                      response_class=HTMLResponse)
+    dom = run_chromium(chromium, url + "click", tmp_path / "profile-click", "--dump-dom")
+    assert re.search(r'id="result">([^<]*)<', dom).group(1) == "pause: done"
+    assert stores["core"].paused() and not stores["edge"].paused()

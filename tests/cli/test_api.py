@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from api.app import create_app
 from api.server import serve_in_thread
 from cli.main import app
-from controller.state import Action, ClockOffsetReport, Decision, StateStore, Status
+from controller.state import Action, ClockOffsetReport, Decision, StateStore, Status, plan_pool_dirs, save_pool_dirs
 from tests.conftest import free_ports
 
 TOKEN = "cli-test-token"
@@ -230,3 +230,50 @@ def test_status_shows_every_nodes_clock_offset_and_warns_above_50_ms(served) -> 
     store.save_status(Status(mode="auto", paused=False, clock_offsets=offsets))
     shown = flat(cli(url, "status").output)
     assert "n1 +200 ms ± 1 (WARNING: above 50 ms)" in shown and "n2 -3 ms ± 1" in shown
+
+
+@pytest.fixture
+def served_pools(tmp_path: Path) -> Iterator[tuple[str, dict[str, StateStore]]]:
+    """An API over a daemon's directory with two pools, edge (two nodes) and core (one)."""
+    dirs = plan_pool_dirs(tmp_path / "state", {"edge": ["node-1", "node-2"], "core": ["node-3"]})
+    save_pool_dirs(tmp_path / "state", dirs)
+    port = free_ports(1)[0]
+    server = serve_in_thread(create_app(StateStore(tmp_path / "state"), TOKEN), "127.0.0.1", port)
+    yield f"http://127.0.0.1:{port}", {d.name: StateStore(d.directory) for d in dirs}
+    server.should_exit = True
+
+
+def test_pool_steers_one_pool_only(served_pools) -> None:
+    url, stores = served_pools
+    assert cli(url, "pause", "--pool", "core").exit_code == 0
+    assert stores["core"].paused() and not stores["edge"].paused()
+    assert cli(url, "policy", "pin", "filebeat.backoff=0.5", "--pool", "edge").exit_code == 0
+    assert stores["edge"].load_policy().pins == {"filebeat.backoff": 0.5} and stores["core"].load_policy() is None
+    made = cli(url, "override", "--pool", "edge", "--param", "filebeat.output.bulk_max_size=256", "--reason", "x", "--ttl", "5m")
+    assert made.exit_code == 0 and len(stores["edge"].overrides()) == 1 and stores["core"].overrides() == []
+    assert "bulk_max_size" in cli(url, "overrides", "--pool", "edge").output
+    assert json.loads(cli(url, "decisions", "--json", "--pool", "core").output)["items"] == []
+
+
+def test_an_unknown_pool_names_the_known_ones(served_pools) -> None:
+    url, stores = served_pools
+    result = cli(url, "pause", "--pool", "cache")
+    assert result.exit_code == 1 and "no pool 'cache'; pools: edge, core" in flat(result.output)
+    unnamed = cli(url, "pause")  # two pools, neither called default: the daemon says which there are
+    assert unnamed.exit_code == 1 and "edge, core" in flat(unnamed.output)
+    assert not any(s.paused() for s in stores.values())
+
+
+def test_status_shows_every_pool_its_nodes_and_the_version_each_runs(served_pools) -> None:
+    url, stores = served_pools
+    stores["edge"].save_status(Status(pipeline="edge", mode="auto", paused=False, window=7,
+                                      nodes={"node-1": {"filebeat": 4}, "node-2": None}))
+    stores["core"].set_paused(True)
+    shown = flat(cli(url, "status").output)
+    assert "pipetune pool edge" in shown and "pipetune pool core" in shown
+    assert "node-1: filebeat v4; node-2: agent not answering" in shown
+    assert "node-3: not read yet" in shown and "(paused)" in shown
+    one = flat(cli(url, "status", "--pool", "core").output)
+    assert "pipetune pool core" in one and "pipetune pool edge" not in one
+    listed = json.loads(cli(url, "status", "--json").output)
+    assert [p["name"] for p in listed] == ["edge", "core"] and listed[0]["status"]["window"] == 7

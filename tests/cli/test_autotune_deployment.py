@@ -1,14 +1,22 @@
 """`pipetune autotune --pipeline` with an operator's deployment file: a node that does not answer is exit 2
-naming it, before Ray starts; a bad file is exit 2 naming the file and field."""
+naming it, before Ray starts; a bad file is exit 2 naming the file and field; every pool of a deployment runs
+in the one daemon, each with its own state directory."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
+from typing import Iterator
 
+import pytest
 from typer.testing import CliRunner
 
+from agents.config import AgentConfig
+from agents.service import create_app
+from api.server import serve_in_thread
 from cli.main import app
+from controller.state import StateStore, load_pool_dirs
 from tests.conftest import free_ports, write_deployment
 
 runner = CliRunner()
@@ -48,3 +56,42 @@ def test_load_is_refused_on_the_twin():
     result = runner.invoke(app, ["autotune", "--load", "none", "--windows", "1"])
     said = " ".join(re.sub(r"[│╭╮╰╯─]", " ", result.output).split())
     assert result.exit_code == 2 and "--load is for a --pipeline FILE" in said
+
+
+@pytest.fixture
+def three_agents(tmp_path: Path) -> Iterator[list[str]]:
+    """Three real node agents on loopback (no components: each answers for its node, none has a config)."""
+    servers, urls = [], []
+    for i, port in enumerate(free_ports(3), start=1):
+        config = AgentConfig.model_validate({"state_dir": str(tmp_path / f"agent-{i}"), "port": port,
+                                             "components": [{"name": "broker", "kind": "kafka",
+                                                             "bootstrap": "127.0.0.1:1"}]})
+        servers.append(serve_in_thread(create_app(config, "secret", components={}), "127.0.0.1", port))
+        urls.append(f"http://127.0.0.1:{port}")
+    yield urls
+    for server in servers:
+        server.should_exit = True
+
+
+@pytest.mark.slow
+def test_one_daemon_runs_every_pool_of_a_deployment(tmp_path, three_agents, ray_session):
+    nodes = [{"name": f"node-{i}", "agent_url": url, "token_file": "edge-1.token"}
+             for i, url in enumerate(three_agents, start=1)]
+    path = write_deployment(tmp_path, three_agents[0], nodes=nodes,
+                            pools=[{"name": "edge", "nodes": ["node-1", "node-2"]}, {"name": "core", "nodes": ["node-3"]}])
+    state = tmp_path / "state"
+    result = runner.invoke(app, ["autotune", "--pipeline", str(path), "--windows", "2", "--window", "0.2",
+                                 "--state-dir", str(state)])
+    assert result.exit_code == 0, result.output
+    pools = load_pool_dirs(state)
+    assert [(p.name, p.nodes) for p in pools] == [("edge", ("node-1", "node-2")), ("core", ("node-3",))]
+    for pool in pools:
+        decisions = StateStore(pool.directory).decisions()
+        # no Prometheus runs here: each pool holds, saying why, in its own decision log
+        assert len(decisions) >= 2 and {d["action"] for d in decisions} == {"frozen"}
+        assert "Prometheus" in decisions[-1]["reason"]
+        assert json.loads((pool.directory / "status.json").read_text())["pipeline"] == pool.name
+    said = " ".join(result.output.split())
+    # the warm-up window, unreadable too, is recorded as well: three windows each
+    assert "pools: edge (node-1, node-2); core (node-3)" in said and "pool core: 3 windows" in said
+    assert "pool edge: window 3/2 frozen" in said

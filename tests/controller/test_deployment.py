@@ -56,3 +56,61 @@ def test_the_daemon_freezes_naming_the_node_that_does_not_answer(tmp_path):
     assert [d.action for d in decisions] == ["frozen", "frozen"]
     assert all(f"node edge-1: agent at http://127.0.0.1:{closed}: " in d.reason and not d.change for d in decisions)
     pipeline.close()
+
+
+def _three_nodes(tmp_path: Path, pools: object) -> Path:
+    nodes = [{"name": f"node-{i}", "agent_url": f"https://127.0.1.{i}:8765", "token_file": "edge-1.token"}
+             for i in (1, 2, 3)]
+    return _write(tmp_path, nodes=nodes, pools=pools)
+
+
+def test_without_pools_every_node_is_in_the_pool_default(tmp_path):
+    deployment = load_deployment(_write(tmp_path))
+    (pool,) = deployment.pool_specs()
+    assert (pool.name, pool.nodes, pool.canary_nodes, pool.max_unavailable) == ("default", ["edge-1"], 1, 1)
+    assert "pools" not in (tmp_path / "deployment.yaml").read_text()
+
+
+def test_pools_group_the_nodes_and_each_pipeline_asks_only_its_own(tmp_path):
+    path = _three_nodes(tmp_path, [{"name": "edge", "nodes": ["node-1", "node-2"], "max_unavailable": 2},
+                                   {"name": "core", "nodes": ["node-3"]}])
+    deployment = load_deployment(path)
+    assert [(p.name, p.nodes, p.canary_nodes, p.max_unavailable) for p in deployment.pool_specs()] == [
+        ("edge", ["node-1", "node-2"], 1, 2), ("core", ["node-3"], 1, 1)]
+    pipeline = live_pipeline(deployment, "edge")
+    assert [a.node for a in pipeline.agents] == ["node-1", "node-2"]
+    pipeline.close()
+    with pytest.raises(KeyError, match="no pool 'edge-2' in deployment 'shop'; pools: edge, core"):
+        deployment.pool("edge-2")
+
+
+@pytest.mark.parametrize("pools,expected", [
+    ([{"name": "edge", "nodes": ["node-1", "node-2", "node-9"]}, {"name": "core", "nodes": ["node-3"]}],
+     "pools.0.nodes.2: 'node-9' is not a node of this deployment; nodes: node-1, node-2, node-3"),
+    ([{"name": "edge", "nodes": ["node-1", "node-2"]}, {"name": "core", "nodes": ["node-3", "node-1"]}],
+     "pools.1.nodes.1: 'node-1' is already in pool 'edge'; every node is in exactly one pool"),
+    ([{"name": "edge", "nodes": ["node-1", "node-2"]}],
+     "pools: node-3 in no pool; every node is in exactly one pool"),
+    ([{"name": "edge", "nodes": ["node-1"]}, {"name": "edge", "nodes": ["node-2", "node-3"]}],
+     "pools.1.name: 'edge' is used by another pool"),
+    ([{"name": "edge", "nodes": ["node-1", "node-2", "node-3"], "canary_nodes": 3}],
+     "pools.0.canary_nodes: 3 leaves no control node in a pool of 3 nodes; allowed: 1 to 2"),
+    ([{"name": "edge", "nodes": ["node-1", "node-2", "node-3"], "canary_nodes": 0}],
+     "pools.0.canary_nodes: Input should be greater than or equal to 1"),
+    ([{"name": "edge", "nodes": ["node-1", "node-2", "node-3"], "max_unavailable": 0}],
+     "pools.0.max_unavailable: Input should be greater than or equal to 1"),
+    ([{"name": "edge pool", "nodes": ["node-1", "node-2", "node-3"]}], "pools.0.name: String should match pattern"),
+    ([{"name": "edge", "nodes": []}], "pools.0.nodes: List should have at least 1 item"),
+    ([], "pools: List should have at least 1 item"),
+    ([{"name": "edge", "nodes": ["node-1", "node-2", "node-3"], "canary": 1}], "pools.0.canary: Extra inputs"),
+])
+def test_pool_errors_name_the_field(tmp_path, pools, expected):
+    path = _three_nodes(tmp_path, pools)
+    with pytest.raises(DeploymentError) as caught:
+        load_deployment(path)
+    assert str(caught.value).startswith(f"{path}: ") and expected in str(caught.value)
+
+
+def test_a_single_node_pool_may_have_its_node_as_canary(tmp_path):
+    path = _three_nodes(tmp_path, [{"name": "a", "nodes": ["node-1"]}, {"name": "b", "nodes": ["node-2", "node-3"]}])
+    assert [p.canary_nodes for p in load_deployment(path).pool_specs()] == [1, 1]

@@ -1,0 +1,120 @@
+"""Every pool of a deployment in one process: a `Daemon` per pool, each looping in a thread of its own.
+
+A pool has its own config, its own learner (a Ray actor, `controller.ray_learner`), its own pipeline
+over only its nodes and its own state directory (`controller.state.plan_pool_dirs`). The daemon's calls
+to agents block; in a thread per pool, a pool whose agent hangs or is gone stalls only its own loop
+while every other pool keeps deciding. `Daemon` itself stays a single-pool loop.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from controller.daemon import Daemon, DaemonMetrics
+from controller.pipelines import Pipeline, PipelineUnavailable
+from controller.state import Decision, PoolDir, StateStore, save_pool_dirs
+from models.learning import Learner
+from models.policy import Policy
+from models.space import Config
+
+# Builds a pool's learner from the config it starts on and the policy it follows (a Ray actor in the daemon).
+LearnerFactory = Callable[[str, Config, Policy], Learner]
+
+
+@dataclass
+class PoolRun:
+    """One pool's loop: its pipeline and state directory, then (once its pipeline answers) its daemon."""
+
+    pool: PoolDir
+    pipeline: Pipeline
+    store: StateStore
+    metrics: DaemonMetrics = field(default_factory=DaemonMetrics)
+    daemon: Daemon | None = None  # built in the pool's thread: asking a hung agent must not hold up the others
+    started_from: Config | None = None
+    resumed: int = 0
+    error: BaseException | None = field(default=None, repr=False)  # what ended the loop, if not a stop
+
+    @property
+    def name(self) -> str:
+        return self.pool.name
+
+
+def pool_runs(pools: list[tuple[PoolDir, Pipeline]], directory: Path) -> list[PoolRun]:
+    """A run per pool over its pipeline and its state directory; writes `pools.json`, which the API reads."""
+    save_pool_dirs(directory, [pool for pool, _ in pools])
+    return [PoolRun(pool, pipeline, StateStore(pool.directory)) for pool, pipeline in pools]
+
+
+class PoolRunner:
+    """Runs each pool's daemon in its own thread until its windows are done or `stop` is set.
+
+    A pool's daemon resumes from its state directory: the policy and incumbent stored there win over
+    `policy` and the config its pipeline runs, which the learner otherwise starts from.
+    """
+
+    def __init__(self, runs: list[PoolRun], learner_for: LearnerFactory, policy: Policy, *, window_s: float) -> None:
+        names = [r.name for r in runs]
+        if not runs or len(set(names)) != len(names):
+            raise ValueError(f"pools must be one or more, each named once; got {names}")
+        self.runs = {r.name: r for r in runs}
+        self.learner_for = learner_for
+        self.policy = policy
+        self.window_s = window_s
+        self.stop = threading.Event()  # every pool's: set from anywhere (a signal handler), each ends its window
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()  # on_decision is called from every pool's thread
+
+    def start(self, windows: int | None, on_decision: Callable[[str, Decision], None] | None = None,
+              wall_s_per_window: float = 0.0) -> None:
+        """Start every pool's loop (`Daemon.run` with these arguments) in a thread of its own."""
+        for run in self.runs.values():
+            thread = threading.Thread(target=self._loop, args=(run, windows, on_decision, wall_s_per_window),
+                                      name=f"pipetune-pool-{run.name}", daemon=True)
+            self._threads.append(thread)
+            thread.start()
+
+    def _prepare(self, run: PoolRun) -> Daemon | None:
+        """The pool's daemon, once its pipeline says what it runs (None if stopped before it did)."""
+        while not self.stop.is_set():
+            try:
+                run.started_from = run.pipeline.current()
+            except PipelineUnavailable:
+                self.stop.wait(self.window_s)  # nothing to tune until its agents answer: ask again a window later
+                continue
+            policy = run.store.load_policy() or self.policy
+            incumbent = run.store.load_incumbent()
+            learner = self.learner_for(run.name, incumbent.config if incumbent else run.started_from, policy)
+            daemon = Daemon(run.pipeline, learner, policy, window_s=self.window_s, store=run.store,
+                            metrics=run.metrics, name=run.name)
+            daemon.stop = self.stop
+            run.resumed = daemon.resume()
+            return daemon
+        return None
+
+    def _loop(self, run: PoolRun, windows: int | None, on_decision: Callable[[str, Decision], None] | None,
+              wall_s_per_window: float) -> None:
+        def told(decision: Decision) -> None:
+            if on_decision:
+                with self._lock:
+                    on_decision(run.name, decision)
+
+        try:
+            run.daemon = self._prepare(run)
+            if run.daemon is not None:
+                run.daemon.run(windows, on_decision=told, wall_s_per_window=wall_s_per_window)
+        except Exception as exc:  # one pool's failure ends its loop, not the others'
+            run.error = exc
+
+    def join(self, timeout_s: float | None = None) -> bool:
+        """Wait for every pool's loop to end; whether all did within `timeout_s` (a pool waiting on a hung
+        agent ends when the agent answers or the request times out)."""
+        for thread in self._threads:
+            thread.join(timeout_s)
+        return not self.running()
+
+    def running(self) -> list[str]:
+        """The pools whose loop has not ended."""
+        return [t.name.removeprefix("pipetune-pool-") for t in self._threads if t.is_alive()]
