@@ -80,6 +80,9 @@ class TimedWindows:
     def observe(self, seconds: float) -> PoolWindow:
         return self.watch.time(self.windows.observe, seconds)
 
+    def close(self) -> None:
+        self.windows.close()
+
 
 class TimedLearner:
     def __init__(self, learner: Learner, watch: Stopwatch) -> None:

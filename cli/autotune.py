@@ -20,7 +20,8 @@ from cli.api import require_token
 from cli.autotune_view import WindowView, plot_run, pool_line, print_summary
 from cli.listening import tls_options
 from controller.daemon import Daemon
-from controller.deployment import Deployment, DeploymentError, is_deployment_file, load_deployment, pool_pipelines
+from controller.deployment import (Deployment, DeploymentError, is_deployment_file, load_deployment, pool_pipeline,
+                                   pool_pipelines)
 from controller.deployment import live_pipeline as deployment_pipeline
 from controller.fresh_windows import measure_fresh
 from controller.live import LivePipeline
@@ -172,6 +173,10 @@ def autotune_command(
         return
     if described is not None:  # the API names the pool and lists its nodes
         save_pool_dirs(directory, plan_pool_dirs(directory, {p.name: p.nodes for p in described.pool_specs()}))
+        (only,) = described.pool_specs()
+        if len(only.nodes) > 1:  # several nodes: each change canary first, its rollout kept with the state
+            live.close()
+            live = pool_pipeline(described, only, directory)
     store = StateStore(directory)
     stored = store.load_policy()
     if stored is not None:
@@ -185,7 +190,8 @@ def autotune_command(
 
     err.print(f"[dim]starting Ray{' at ' + ray_address if ray_address else ''}; state in {directory}[/]")
     start_ray(ray_address)
-    learner = tuning_learner(LearnerSetup(strategy, policy, start, cal.topology, seed, screen=cal), remote=True)
+    learner = tuning_learner(LearnerSetup(strategy, policy, start, cal.topology, seed, screen=cal), remote=True,
+                             restore=lambda: store.told(daemon.policy))
     workload = WorkloadSpec(profile, rate, seed=seed)
     tuned: Pipeline = live or twin_pipeline(start, cal, workload, windows or TWIN_WINDOWS, window)
     started_from = tuned.current()
@@ -272,10 +278,12 @@ def _autotune_pools(deployment: Deployment, spec: PipelineSpec | None, setup: Po
     start_ray(setup.ray_address)
     runs = pool_runs(pool_pipelines(deployment, setup.directory), setup.directory)
 
+    stores = {run.name: run.store for run in runs}
+
     def learner(pool: str, start: Config, policy: Policy) -> Learner:
         cal = setup.calibration
         return tuning_learner(LearnerSetup(setup.strategy, policy, start, cal.topology, setup.seed, screen=cal),
-                              remote=True)
+                              remote=True, restore=lambda: stores[pool].told(stores[pool].load_policy() or policy))
 
     runner = PoolRunner(runs, learner, setup.policy, window_s=setup.window_s)
     if api is not None:

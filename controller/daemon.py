@@ -133,12 +133,9 @@ class Daemon:
         """
         if not self.store:
             return 0
-        history = self.store.observations()
-        previous: Observation | None = None
-        for config, offered_eps, observation, verdict in history:
-            self._tell(config, Context(offered_eps), observation,
-                       verdict if verdict is not None else judge(observation, self.policy, config, previous))
-            previous = observation
+        history = self.store.told(self.policy)
+        for told in history:
+            self._tell(*told)
         return len(history)
 
     def _tell(self, config: Config, context: Context, observation: Observation, verdict: Verdict) -> None:

@@ -15,6 +15,7 @@ from typing import Callable, Iterable, TypeVar
 
 import ray
 
+from controller.state import Told
 from models.learning import Context, Suggestion, TunedCube
 from models.observation import Observation
 from models.policy import Policy
@@ -25,7 +26,6 @@ from models.verdict import Verdict
 
 T = TypeVar("T")
 REBUILD_ATTEMPTS = 3  # a dead actor is built again at most this many times for one call
-Told = tuple[Config, Context, Observation, Verdict]  # one observation as the learner was told it
 
 
 def start_ray(address: str | None = None) -> None:

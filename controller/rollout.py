@@ -8,6 +8,8 @@ windows, with its interval. Load that moves the whole pool cancels out of that c
   node's change goes through its agent, which checks health and rolls back what fails: such a node
   stays on the promoted config alone, the others keep the candidate.
 - Worse or unclear: the canary nodes go back to the promoted config.
+A config the pool ran in full before (the one a run started from, an incumbent measured again, a
+rollback) was judged then: it goes to every node at once, in the same steps.
 Either way the daemon sees the candidate as the config of the window that judged it, and the learner
 is told the measured effect, not a raw window: the window's P95 is the canary's, scaled by how the
 controls' P95 moved since the window before the change (an unclear effect counts as none). A window that follows a restart only settles the
@@ -59,6 +61,13 @@ class PoolWindows(Protocol):
         """Measure the next `seconds`; `PipelineUnavailable` when that window cannot be read."""
         ...
 
+    def close(self) -> None:
+        """Let go of what it holds (agent clients, telemetry)."""
+        ...
+
+
+KNOWN_CONFIGS = 20  # the latest configs the pool ran in full, which go back to every node at once
+
 
 class Phase(StrEnum):
     STEADY = "steady"  # every node runs the promoted config (or failed on the last candidate)
@@ -76,6 +85,7 @@ class RolloutState:
     phase: Phase = Phase.STEADY
     nodes: list[NodeVersion] = field(default_factory=list)
     judgement: str = ""
+    known: list[dict] = field(default_factory=list)  # configs the pool ran in full, the latest last
 
 
 class CanaryPool:
@@ -93,12 +103,16 @@ class CanaryPool:
         self._before: PoolWindow | None = None  # the last window observed: the baseline of a new canary
         self._settling = False  # the candidate restarted the canary: its first window is not judged
         self._judged: Config | None = None  # the candidate the last window judged: in force for that window
-        self.state = self._load() or RolloutState(dict(self.nodes[plan.canary[0]].current()))
+        started = dict(self.nodes[plan.canary[0]].current())
+        self.state = self._load() or RolloutState(started, known=[started])
         if not self.state.nodes:
             self.state.nodes = [NodeVersion(node, 0, NodeState.PROMOTED) for node in self._order()]
         self._recover()
 
     # -- the Pipeline seam --------------------------------------------------------------------------
+
+    def close(self) -> None:
+        self.windows.close()
 
     def current(self) -> Config:
         """The candidate while it is on the canary (and for the window that judged it), else the promoted."""
@@ -115,6 +129,8 @@ class CanaryPool:
             self._revert_canary("replaced before it was judged")
         if config == Config(self.state.promoted):
             return ApplyReport(True, config, 0.0, "the pool's promoted config")
+        if dict(config) in self.state.known:
+            return self._roll_out_known(config)
         reports = self._change(self.plan.canary, config)
         failed = {node: r for node, r in reports.items() if not r.ok}
         if failed:
@@ -185,22 +201,36 @@ class CanaryPool:
 
     def _promote(self) -> None:
         self.state.phase = Phase.PROMOTING
+        self._set(self.plan.canary, self.state.version + 1, NodeState.PROMOTED)
         self._set(self._controls(), self.state.version, NodeState.PENDING)
         self._finish_promotion()
 
-    def _finish_promotion(self) -> None:
+    def _roll_out_known(self, config: Config) -> ApplyReport:
+        """A config the pool ran before (judged then) goes to every node, in the plan's steps."""
+        self.state.candidate, self.state.phase = dict(config), Phase.PROMOTING
+        self._set(self._order(), self.state.version, NodeState.PENDING)
+        reports = self._finish_promotion()
+        failed = "; ".join(f"{node}: {r.message}" for node, r in reports.items() if not r.ok)
+        pause_s = max((r.pause_s for r in reports.values()), default=0.0)
+        return ApplyReport(not failed, config, pause_s, f"not on every node ({failed})" if failed else
+                           f"a config the pool ran before, on every node (version {self.state.version})")
+
+    def _finish_promotion(self) -> dict[str, ApplyReport]:
+        """The candidate on every node still pending, step by step; the pool's promoted config then."""
         candidate, version = Config(self.state.candidate), self.state.version + 1
-        for node in self.plan.canary:
-            self._set([node], version, NodeState.PROMOTED)
-        for step in self.plan.steps:
+        reports: dict[str, ApplyReport] = {}
+        for step in (self.plan.canary, *self.plan.steps):
             pending = [n for n in step if self._record(n).state is NodeState.PENDING]
             for node, report in self._change(pending, candidate).items():
                 # the agent rolled a node that failed its health check back: it stays on the promoted config
                 self._set([node], version if report.ok else self.state.version,
                           NodeState.PROMOTED if report.ok else NodeState.ROLLED_BACK)
+                reports[node] = report
+        known = [c for c in self.state.known if c != dict(candidate)][-(KNOWN_CONFIGS - 1):]
         self.state = replace(self.state, promoted=dict(candidate), version=version, candidate=None,
-                             phase=Phase.STEADY)
+                             phase=Phase.STEADY, known=[*known, dict(candidate)])
         self._save()
+        return reports
 
     def _revert_canary(self, why: str) -> None:
         promoted = Config(self.state.promoted)
@@ -266,6 +296,9 @@ class LivePoolWindows:
         observation = self.pipeline.observe(seconds)
         return PoolWindow(observation, self.telemetry.node_histograms(start, time.time()))
 
+    def close(self) -> None:
+        self.pipeline.close()
+
 
 class TwinPoolWindows:
     """`PoolWindows` of twin nodes, each a `TwinPipeline` fed its own traffic, advanced together: the
@@ -300,3 +333,6 @@ class TwinPoolWindows:
                          for k in observations[0].stage_p95_s},
             backlog_events=summed("backlog_events"), cpu_cores=summed("cpu_cores"))
         return PoolWindow(observation, latency)
+
+    def close(self) -> None:
+        pass  # twins hold nothing outside this process

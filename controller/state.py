@@ -33,11 +33,13 @@ from typing import Iterator
 
 from pydantic import BaseModel, Field
 
-from models.learning import HISTORY_BEST, HISTORY_RECENT, kept_history
+from models.learning import HISTORY_BEST, HISTORY_RECENT, Context, kept_history
 from models.observation import Observation
 from models.policy import Mode, Policy
 from models.space import PIPELINE_SPACE, Config, Value
-from models.verdict import Verdict
+from models.verdict import Verdict, judge
+
+Told = tuple[Config, Context, Observation, Verdict]  # one window as the learner is told it
 
 
 DECISION_LOG_BYTES = 8 * 2**20  # ~8,000 decisions a file: weeks of 30 s windows, and a file an editor still opens
@@ -262,6 +264,17 @@ class StateStore:
         return [(PIPELINE_SPACE.config(d["config"]), d["offered_eps"], _observation_from(d["observation"]),
                  Verdict.model_validate(d["verdict"]) if "verdict" in d else None)
                 for d in self._lines("observations.jsonl")]
+
+    def told(self, policy: Policy) -> list[Told]:
+        """Every measured window as the learner is told it: with its stored verdict, or judged again under
+        `policy` (a line written before verdicts were), the window before it serving for the backlog trend."""
+        told: list[Told] = []
+        previous: Observation | None = None
+        for config, offered_eps, observation, verdict in self.observations():
+            told.append((config, Context(offered_eps), observation,
+                         verdict if verdict is not None else judge(observation, policy, config, previous)))
+            previous = observation
+        return told
 
     def _decision_files(self) -> list[str]:
         """The decision log's files, newest first."""

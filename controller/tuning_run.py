@@ -6,8 +6,10 @@ measures the daemon users run.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Callable, Iterable
 
 from controller.pipelines import TwinPipeline
+from controller.state import Told
 from models.learning import Learner, TunedCube, tuned_names
 from models.policy import Policy
 from models.screen import TwinScreen
@@ -40,15 +42,18 @@ class LearnerSetup:
     screen: Calibration | None = None
 
 
-def tuning_learner(setup: LearnerSetup, *, remote: bool) -> Learner:
-    """The learner of `setup`: a Ray actor (`remote`, the daemon's) or in this process (inside a Ray task)."""
+def tuning_learner(setup: LearnerSetup, *, remote: bool, restore: Callable[[], Iterable[Told]] | None = None
+                   ) -> Learner:
+    """The learner of `setup`: a Ray actor (`remote`, the daemon's) or in this process (inside a Ray task).
+    `restore`: the history a Ray actor lost with its node is told again from (the pool's state directory)."""
     cube = TunedCube(tuned_names(setup.policy, setup.topology), setup.policy)
     screen = TwinScreen(setup.screen) if setup.screen is not None else None
     if remote:
         # Ray is imported only here: it takes seconds, and commands that never tune should start at once.
         from controller.ray_learner import RemoteLearner
 
-        return RemoteLearner(setup.strategy, cube, setup.start, setup.topology, setup.seed, screen=screen)
+        return RemoteLearner(setup.strategy, cube, setup.start, setup.topology, setup.seed, screen=screen,
+                             restore=restore)
     return build_learner(setup.strategy, cube, setup.start, topology=setup.topology, seed=setup.seed, screen=screen)
 
 

@@ -71,6 +71,9 @@ class Windows:
         p95 = LatencyHistogram.merge(latency.values()).quantile_s()
         return PoolWindow(Observation(seconds, 1000.0, 1000.0, p95 / 2, p95, p95, p95 / 2), latency)
 
+    def close(self) -> None:
+        pass
+
 
 def _pool(tmp_path: Path, loads: list[float], canary_nodes: int = 1, max_unavailable: int = 1,
           ) -> tuple[CanaryPool, dict[str, Node], Windows, list]:
@@ -129,6 +132,16 @@ def test_a_node_failing_its_health_check_in_promotion_stays_back_alone(tmp_path)
     assert all(versions[n] == (1, NodeState.PROMOTED) for n in ("node-1", "node-2", "node-4"))
     recorded = json.loads((tmp_path / "rollout.json").read_text())
     assert {v["node"]: v["state"] for v in recorded["nodes"]}["node-3"] == "rolled_back"
+
+
+def test_a_config_the_pool_ran_before_goes_back_to_every_node_at_once(tmp_path):
+    pool, nodes, _, _ = _pool(tmp_path, loads=[1.0, 1.0])
+    pool.observe(30)
+    pool.apply(FASTER)
+    pool.observe(30)  # promoted everywhere
+    report = pool.apply(DEFAULTS)  # the config the run started from: the daemon reverting on exit
+    assert report.ok and all(node.config == DEFAULTS for node in nodes.values())
+    assert pool.current() == DEFAULTS and _versions(pool) == {name: (2, NodeState.PROMOTED) for name in NODES}
 
 
 def test_a_restart_finishes_a_promotion_judged_better(tmp_path):
