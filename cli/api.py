@@ -105,6 +105,7 @@ def _print_status(pool: str, nodes: list[str] | None, status: dict) -> None:
     table = Table(title=f"pipetune pool {pool}: {status.get('pipeline') or '(daemon not started)'}", show_header=False)
     rows = [("mode", status["mode"] + (" (paused)" if status["paused"] else "")),
             ("nodes", _nodes(nodes, status.get("nodes") or {})),
+            ("rollout", _rollout(status.get("rollout"))),
             ("window", _num(status.get("window"), 0)),
             ("last window", f"P95 {_num(observed.get('p95_s'))} s, out/in {_num(observed.get('throughput_ratio'))}, "
                             f"{last.get('action', '–')}: {last.get('reason', '')}"),
@@ -132,6 +133,14 @@ def _nodes(names: list[str] | None, versions: dict[str, dict | None]) -> str:
 
     listed = list(names or []) + [n for n in versions if n not in (names or [])]
     return "; ".join(f"{node}: {running(node)}" for node in listed) or "–"
+
+
+def _rollout(rollout: dict | None) -> str:
+    """A pool of several nodes: the rollout's phase, each node's config version and state, the last judgement."""
+    if not rollout:
+        return "–"
+    nodes = ", ".join(f"{node} v{r['version']} {r['state']}" for node, r in rollout["nodes"].items())
+    return f"{rollout['phase']} (promoted v{rollout['promoted_version']}): {nodes}; {rollout['judgement'] or '–'}"
 
 
 def _num(value: Any, digits: int = 3) -> str:

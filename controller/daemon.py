@@ -31,8 +31,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from controller.clocks import offset_reports, offset_warnings
 from controller.pipelines import Pipeline, PipelineUnavailable
-from controller.state import (Action, Decision, GuardrailReport, Incumbent, LearnerReport, Override, StateStore,
-                              Status)
+from controller.state import (Action, Decision, GuardrailReport, Incumbent, LearnerReport, Override, RolloutReport,
+                              StateStore, Status)
 from models.clock_offset import ClockOffset
 from models.event_time import below_resolution
 from models.learning import Context, Learner, load_moved
@@ -94,6 +94,14 @@ class NodeVersions(Protocol):
     """A pipeline of nodes that can say which config version each node's components run (a live one)."""
 
     def node_versions(self) -> dict[str, dict[str, int] | None]:
+        ...
+
+
+@runtime_checkable
+class Rollout(Protocol):
+    """A pipeline of several nodes that rolls each change out canary first (`controller.rollout.CanaryPool`)."""
+
+    def rollout(self) -> RolloutReport:
         ...
 
 
@@ -339,6 +347,7 @@ class Daemon:
             overrides=[o.report(o.id in self._vetoed) for o in (self.store.overrides() if self.store else [])],
             clock_offsets=offset_reports(self.clock_offsets),
             nodes=self.pipeline.node_versions() if isinstance(self.pipeline, NodeVersions) else {},
+            rollout=self.pipeline.rollout() if isinstance(self.pipeline, Rollout) else None,
             learner=LearnerReport(observations=self.told, last_reason=last.reason if last else ""))
 
     def revert(self, config: Config) -> Decision:

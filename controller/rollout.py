@@ -32,7 +32,9 @@ from typing import Mapping, Protocol
 
 from agents.probe.metrics import LATENCY_BUCKETS_S
 from controller.live import LivePipeline
+from controller.daemon import NodeVersions
 from controller.pipelines import ApplyReport, PipelineUnavailable, TwinPipeline
+from controller.state import NodeRolloutReport, RolloutReport
 from controller.telemetry import PrometheusTelemetry
 from models.canary import CanaryJudgement, CanaryOutcome, LatencyHistogram, judge_canary
 from models.observation import Observation
@@ -178,8 +180,20 @@ class CanaryPool:
 
     # -- the rollout --------------------------------------------------------------------------------
 
-    def node_versions(self) -> list[NodeVersion]:
-        return list(self.state.nodes)
+    def node_versions(self) -> dict[str, dict[str, int] | None]:
+        """Each node's components and the config version each runs, as its agent says (nodes that can)."""
+        versions: dict[str, dict[str, int] | None] = {}
+        for node in self.nodes.values():
+            if isinstance(node, NodeVersions):
+                versions |= node.node_versions()
+        return versions
+
+    def rollout(self) -> RolloutReport:
+        """Where the pool's rollout stands: its phase, the promoted version, each node's, the last judgement."""
+        return RolloutReport(phase=str(self.state.phase), promoted_version=self.state.version,
+                             judgement=self.state.judgement,
+                             nodes={v.node: NodeRolloutReport(version=v.version, state=str(v.state))
+                                    for v in self.state.nodes})
 
     def _order(self) -> list[str]:
         return [*self.plan.canary, *(node for step in self.plan.steps for node in step)]

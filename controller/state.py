@@ -123,6 +123,20 @@ class ClockOffsetReport(BaseModel):
     warning: str | None = Field(None, description="set above 50 ms: latencies from this node are corrected by it")
 
 
+class NodeRolloutReport(BaseModel):
+    version: int = Field(description="the pool's config version the node runs")
+    state: str = Field(description="pending, canary, promoted, rolled_back or failed")
+
+
+class RolloutReport(BaseModel):
+    """A pool's canary rollout: a candidate goes to the canary nodes first, then to the rest in steps."""
+
+    phase: str = Field(description="steady, canary (a candidate being judged) or promoting")
+    promoted_version: int
+    judgement: str = Field(description="the last canary judgement, or why a canary was taken back")
+    nodes: dict[str, NodeRolloutReport]
+
+
 class Status(BaseModel):
     """The daemon's report of itself (status.json); null fields until it has run a window."""
 
@@ -142,6 +156,7 @@ class Status(BaseModel):
     nodes: dict[str, dict[str, int] | None] = Field(
         default_factory=dict, description="node -> the config version each of its components runs (null: unknown, "
                                           "its agent did not answer); empty on the twin")
+    rollout: RolloutReport | None = Field(default=None, description="a pool of several nodes: its canary rollout")
 
 
 @dataclass

@@ -86,7 +86,7 @@ def _pool(tmp_path: Path, loads: list[float], canary_nodes: int = 1, max_unavail
 
 
 def _versions(pool: CanaryPool) -> dict[str, tuple[int, NodeState]]:
-    return {v.node: (v.version, v.state) for v in pool.node_versions()}
+    return {node: (r.version, NodeState(r.state)) for node, r in pool.rollout().nodes.items()}
 
 
 def test_a_better_canary_is_promoted_in_steps_although_the_load_rose_on_every_node(tmp_path):
