@@ -6,7 +6,8 @@ minus the time spent inside the twin (the simulated fleet, standing in for the n
 one) and inside the learner's actor (Ray: more Ray nodes run more of them at once), as wall time and
 as the CPU time of the controller's thread (which a busy shared machine does not inflate). The twins
 and the learners are printed apart. Pools are stepped one after the other, so no pool's time hides inside another's. Memory:
-the controller process's RSS, and the learner actors' RSS summed. Goals: ≤ 2 s of controller time per
+the controller process's RSS less what its twins take (measured as they are built; a real fleet's nodes
+are not in the controller), and the learner actors' RSS summed. Each size runs in a fresh process. Goals: ≤ 2 s of controller time per
 round at 200 nodes, ≤ 1 GB controller memory, time growing no faster than the node count.
 
     python -m bench.fleet_scale [--sizes 20,100,200] [--pool-nodes 10] [--rounds 6] [--window 30]
@@ -20,13 +21,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import statistics
 import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import ray
 from threadpoolctl import threadpool_limits
 
 from bench.soak import rss_mib
@@ -109,20 +110,23 @@ class SizeResult:
     controller_cpu_s: list[float]  # the same, in CPU seconds of the controller's thread (shared-machine proof)
     learner_s: list[float]
     fleet_s: list[float]  # inside the twins
-    controller_rss_mib: float
+    controller_rss_mib: float  # the process's RSS less the twins' share
     learners_rss_mib: float
+    twins_mib: float
 
 
-def _pool(index: int, size: int, args: argparse.Namespace, directory: Path, fleet: Stopwatch,
+def _twins(index: int, size: int, args: argparse.Namespace) -> dict[str, TwinPipeline]:
+    """Pool `index`'s twin nodes; their traffic outlasts the warm-up, the rounds and a settle window each."""
+    cal = load(args.calibration)
+    return {f"pool{index}-node{i + 1}": twin_pipeline(preset("defaults"), cal, WorkloadSpec(
+        "steady", args.rate, seed=index * 1000 + i), 2 * (args.rounds + 1), args.window) for i in range(size)}
+
+
+def _pool(index: int, nodes: dict[str, TwinPipeline], args: argparse.Namespace, directory: Path, fleet: Stopwatch,
           learners: Stopwatch) -> Daemon:
     cal, policy, start = load(args.calibration), Policy(), preset("defaults")
-    # the twins' traffic must outlast the warm-up, the rounds and a settle window after each change
-    windows = 2 * (args.rounds + 1)
-    names = [f"pool{index}-node{i + 1}" for i in range(size)]
-    nodes = {name: twin_pipeline(start, cal, WorkloadSpec("steady", args.rate, seed=index * 1000 + i), windows,
-                                 args.window) for i, name in enumerate(names)}
     pool = CanaryPool({name: TimedNode(node, fleet) for name, node in nodes.items()},
-                      TimedWindows(TwinPoolWindows(nodes), fleet), plan_rollout(names, 1, 2),
+                      TimedWindows(TwinPoolWindows(nodes), fleet), plan_rollout(list(nodes), 1, 2),
                       directory / "rollout.json")
     learner = tuning_learner(LearnerSetup("pipetune", policy, start, cal.topology, seed=index), remote=True)
     return Daemon(pool, TimedLearner(learner, learners), policy, window_s=args.window, store=StateStore(directory),
@@ -143,17 +147,22 @@ def _learners_rss_mib() -> float:
 
 
 def measure(nodes: int, args: argparse.Namespace) -> SizeResult:
+    """One fleet size, in a process of its own (so no size inherits another's memory)."""
+    start_ray()
     fleet, learners = Stopwatch(), Stopwatch()
     pools = nodes // args.pool_nodes
-    with tempfile.TemporaryDirectory(prefix="pipetune-fleet-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="pipetune-fleet-") as tmp, threadpool_limits(1):
+        before = rss_mib()
+        twins = [_twins(index, args.pool_nodes, args) for index in range(pools)]
+        twins_mib = rss_mib() - before  # the simulated fleet's share of the process, not the controller's
         daemons = []
         for index in range(pools):
             directory = Path(tmp) / f"pool{index}"
             directory.mkdir()
-            daemons.append(_pool(index, args.pool_nodes, args, directory, fleet, learners))
+            daemons.append(_pool(index, twins[index], args, directory, fleet, learners))
         for daemon in daemons:
             daemon.warm_up()
-        result = SizeResult(nodes, pools, [], [], [], [], 0.0, 0.0)
+        result = SizeResult(nodes, pools, [], [], [], [], 0.0, 0.0, twins_mib)
         for round_ in range(args.rounds):
             fleet_before, learners_before = (fleet.seconds, fleet.cpu_s), (learners.seconds, learners.cpu_s)
             started, cpu = time.perf_counter(), time.thread_time()
@@ -168,21 +177,19 @@ def measure(nodes: int, args: argparse.Namespace) -> SizeResult:
             print(f"  {nodes} nodes, round {round_ + 1}/{args.rounds}: controller "
                   f"{result.controller_s[-1]:.2f} s ({result.controller_cpu_s[-1]:.2f} s CPU), learners "
                   f"{result.learner_s[-1]:.1f} s, twins {result.fleet_s[-1]:.1f} s", flush=True)
-        result.controller_rss_mib, result.learners_rss_mib = rss_mib(), _learners_rss_mib()
-        for daemon in daemons:  # the learners' actors go with their size: the next size starts its own
-            ray.kill(daemon.learner.learner.actor)
+        result.controller_rss_mib, result.learners_rss_mib = rss_mib() - twins_mib, _learners_rss_mib()
     return result
 
 
 def report(results: list[SizeResult]) -> str:
     lines = ["seconds per decision round (every pool once), medians; controller: wall and CPU",
              f"{'nodes':>5} {'pools':>5} {'ctrl s':>7} {'ctrl max':>8} {'ctrl CPU':>8} {'learners':>8} "
-             f"{'twins':>6} {'ctrl MiB':>8} {'lrn MiB':>7}"]
+             f"{'twins':>6} {'ctrl MiB':>8} {'lrn MiB':>7} {'twin MiB':>8}"]
     for r in results:
         lines.append(f"{r.nodes:>5} {r.pools:>5} {statistics.median(r.controller_s):>7.2f} "
                      f"{max(r.controller_s):>8.2f} {statistics.median(r.controller_cpu_s):>8.2f} "
                      f"{statistics.median(r.learner_s):>8.1f} {statistics.median(r.fleet_s):>6.1f} "
-                     f"{r.controller_rss_mib:>8.0f} {r.learners_rss_mib:>7.0f}")
+                     f"{r.controller_rss_mib:>8.0f} {r.learners_rss_mib:>7.0f} {r.twins_mib:>8.0f}")
     first, last = results[0], results[-1]
     growth = statistics.median(last.controller_cpu_s) / statistics.median(first.controller_cpu_s)
     scale = last.nodes / first.nodes
@@ -230,9 +237,11 @@ def main() -> None:
     for size in sizes:
         if size < args.pool_nodes or size % args.pool_nodes:
             parser.error(f"--sizes: {size} is not a multiple of --pool-nodes {args.pool_nodes}")
-    start_ray()
-    with threadpool_limits(1):
-        results = [measure(size, args) for size in sizes]
+    spawn = multiprocessing.get_context("spawn")
+    results = []
+    for size in sizes:
+        with spawn.Pool(1) as fresh:
+            results.append(fresh.apply(measure, (size, args)))
     text = report(results)
     print(text)
     args.out.mkdir(parents=True, exist_ok=True)
