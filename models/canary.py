@@ -102,17 +102,23 @@ class CanaryJudgement:
 
 
 def judge_canary(canary_before: LatencyHistogram, canary_after: LatencyHistogram,
-                 controls_before: LatencyHistogram, controls_after: LatencyHistogram, *, confidence: float = 0.95,
-                 seed: int = 0, min_events: int = MIN_EVENTS, resamples: int = RESAMPLES) -> CanaryJudgement:
+                 controls_before: LatencyHistogram | None, controls_after: LatencyHistogram | None, *,
+                 confidence: float = 0.95, seed: int = 0, min_events: int = MIN_EVENTS,
+                 resamples: int = RESAMPLES) -> CanaryJudgement:
     """BETTER when the `confidence` interval of the difference in differences of P95 lies wholly below 0,
     WORSE when wholly above, else UNCLEAR; UNCLEAR too when a window has fewer than `min_events` events.
-    The same arguments and `seed` always give the same judgement. `controls_*`: the control nodes merged."""
+    The same arguments and `seed` always give the same judgement. `controls_*`: the control nodes merged;
+    None for both in a pool of one node, which has no controls: its effect is the canary's own before/after
+    difference, load drift included."""
     if not 0 < confidence < 1:
         raise ValueError(f"confidence: {confidence} is outside (0, 1)")
     if resamples < 100:
         raise ValueError(f"resamples: {resamples} is below 100")
-    windows = {"canary_before": canary_before, "canary_after": canary_after,
-               "controls_before": controls_before, "controls_after": controls_after}
+    if (controls_before is None) != (controls_after is None):
+        raise ValueError("controls_before, controls_after: give both or neither")
+    windows = {"canary_before": canary_before, "canary_after": canary_after}
+    if controls_before is not None and controls_after is not None:
+        windows |= {"controls_before": controls_before, "controls_after": controls_after}
     bounds = canary_before.upper_bounds_s
     for name, h in windows.items():
         if h.upper_bounds_s != bounds:
@@ -122,20 +128,26 @@ def judge_canary(canary_before: LatencyHistogram, canary_after: LatencyHistogram
     if few:
         return CanaryJudgement(CanaryOutcome.UNCLEAR, math.nan, math.nan, math.nan,
                                f"too few events for a P95: {', '.join(few)} (< {min_events})")
-    effect = (p95["canary_after"] - p95["canary_before"]) - (p95["controls_after"] - p95["controls_before"])
     rng = np.random.default_rng(seed)
     upper = np.asarray(bounds)
     drawn = [_quantiles(upper, rng.multinomial(h.total, np.asarray(h.counts) / h.total, size=resamples), QUANTILE)
              for h in windows.values()]
-    effects = (drawn[1] - drawn[0]) - (drawn[3] - drawn[2])
+    effect = p95["canary_after"] - p95["canary_before"] - _control_change(list(p95.values())[2:])
+    effects = drawn[1] - drawn[0] - _control_change(drawn[2:])
     tail = (1.0 - confidence) / 2
     low, high = (float(v) for v in np.quantile(effects, [tail, 1.0 - tail]))
     outcome = CanaryOutcome.BETTER if high < 0 else CanaryOutcome.WORSE if low > 0 else CanaryOutcome.UNCLEAR
     ms = {name: f"{v * 1e3:.1f}" for name, v in p95.items()}
-    reason = (f"P95 canary {ms['canary_before']} → {ms['canary_after']} ms, controls {ms['controls_before']} → "
-              f"{ms['controls_after']} ms: effect {effect * 1e3:+.1f} ms, {confidence:.0%} interval "
-              f"{low * 1e3:+.1f} .. {high * 1e3:+.1f} ms")
+    controls = (f"controls {ms['controls_before']} → {ms['controls_after']} ms" if "controls_after" in ms
+                else "no controls (load drift not removed)")
+    reason = (f"P95 canary {ms['canary_before']} → {ms['canary_after']} ms, {controls}: effect {effect * 1e3:+.1f} "
+              f"ms, {confidence:.0%} interval {low * 1e3:+.1f} .. {high * 1e3:+.1f} ms")
     return CanaryJudgement(outcome, effect, low, high, reason)
+
+
+def _control_change(before_after: list) -> float | np.ndarray:
+    """The controls' after − before, or 0 without controls."""
+    return before_after[1] - before_after[0] if before_after else 0.0
 
 
 def _quantiles(upper_bounds_s: np.ndarray, counts: np.ndarray, q: float) -> np.ndarray:

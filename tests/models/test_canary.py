@@ -100,3 +100,11 @@ def test_the_interval_covers_the_true_effect_about_as_often_as_its_confidence_sa
 def test_bad_input_names_the_field(make, message):
     with pytest.raises(ValueError, match=message):
         make()
+
+
+def test_a_pool_of_one_node_is_judged_on_its_own_before_and_after_and_says_drift_is_not_removed():
+    judged = judge_canary(window(0.100, seed=1), window(0.090, seed=2), None, None)
+    assert judged.outcome is CanaryOutcome.BETTER and judged.effect_s == pytest.approx(-0.010, abs=0.003)
+    assert "no controls" in judged.reason
+    with pytest.raises(ValueError, match="controls_before, controls_after: give both or neither"):
+        judge_canary(window(0.1), window(0.1), window(0.1), None)
