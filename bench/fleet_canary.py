@@ -13,7 +13,8 @@ steady in the after window makes the canary's judgement void (not promoted). Thr
 whether the change is promoted (throughput and backlog must hold in all, `models.verdict.judge`):
 
 - canary:         `judge_canary` on node 0 against the other nodes over the same windows (difference in
-                  differences of P95, bootstrap interval): BETTER promotes to the pool;
+                  differences of P95, bootstrap interval, the canary's before-window P95 within 15 % of
+                  the controls'): BETTER promotes to the pool;
 - before/after CI: `judge_canary` on one node with no controls (the same interval, no drift removed);
 - before/after:   one node, the after window's P95 below the before window's (what a sequential tuner does).
 
@@ -262,12 +263,12 @@ def plot(results: dict, path: Path) -> None:
         ratios = np.array([p["ratio"] for p in out["promotions"]])
         x = i + np.random.default_rng(i).uniform(-0.15, 0.15, ratios.size)
         ax.scatter(x, ratios, s=14, alpha=0.7, color=np.where(ratios > 1 + WORSE_BY, "tab:red", "tab:blue"))
-        ax.annotate(f"{rows[name]['worse']:.0%} worse\n(n={ratios.size})", (i, 1.0), xytext=(i + 0.2, 1.0),
-                    fontsize=8, va="center")
+        ax.text(i, 1.01, f"{rows[name]['worse']:.0%} of {ratios.size} worse", transform=ax.get_xaxis_transform(),
+                ha="center", fontsize=9)
     ax.axhline(1.0, color="grey", lw=0.8)
     ax.set_xticks(range(len(results["rules"])), list(results["rules"]))
     ax.set_ylabel("fresh P95 promoted / replaced (side by side)")
-    ax.set_title("Promoted changes checked on fresh side-by-side windows (red: worse)")
+    ax.set_title("Promoted changes on fresh side-by-side windows (red: worse)", pad=18)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
