@@ -13,6 +13,11 @@ not a shift of the median; because four independent samples combine into one dif
 by resampling each, which a rank test has no form for; and because it works on the histogram the probe
 exports without the events themselves. What the interval covers is the sampling noise of the events in
 the four windows; load that moves the canary alone is not in it, and is why a pool needs several controls.
+Events inside a window are not independent (a batch shares its wait), so the interval is narrower than a
+window-to-window repeat would be; the baseline check below and the controls carry the rest.
+
+A difference in differences assumes the canary and the controls started level: the judgement is UNCLEAR
+when, before the change, the canary's P95 was off the controls' by more than `MAX_BASELINE_GAP`.
 """
 
 from __future__ import annotations
@@ -25,6 +30,10 @@ from typing import Iterable, Sequence
 import numpy as np
 
 QUANTILE = 0.95
+# A pool's nodes have comparable traffic, so before the change the canary's P95 is the controls' give or take
+# a little. Beyond this (relative) gap the canary did not start where they did (it still drains a previous
+# trial's backlog, or it is not like them), and its return to their level would pass for an effect.
+MAX_BASELINE_GAP = 0.15
 MIN_EVENTS = 200  # a P95 rests on the slowest 5 %: below 10 events there, one event moves it by a bucket
 RESAMPLES = 1000  # interval bounds at 95 % move by ~2 % of the interval's width between seeds
 
@@ -102,40 +111,63 @@ class CanaryJudgement:
 
 
 def judge_canary(canary_before: LatencyHistogram, canary_after: LatencyHistogram,
-                 controls_before: LatencyHistogram, controls_after: LatencyHistogram, *, confidence: float = 0.95,
-                 seed: int = 0, min_events: int = MIN_EVENTS, resamples: int = RESAMPLES) -> CanaryJudgement:
+                 controls_before: LatencyHistogram | None, controls_after: LatencyHistogram | None, *,
+                 confidence: float = 0.95, seed: int = 0, min_events: int = MIN_EVENTS,
+                 max_baseline_gap: float = MAX_BASELINE_GAP, resamples: int = RESAMPLES) -> CanaryJudgement:
     """BETTER when the `confidence` interval of the difference in differences of P95 lies wholly below 0,
-    WORSE when wholly above, else UNCLEAR; UNCLEAR too when a window has fewer than `min_events` events.
-    The same arguments and `seed` always give the same judgement. `controls_*`: the control nodes merged."""
+    WORSE when wholly above, else UNCLEAR; UNCLEAR too when a window has fewer than `min_events` events, or
+    when before the change the canary's P95 was off the controls' by more than `max_baseline_gap` (relative).
+    The same arguments and `seed` always give the same judgement. `controls_*`: the control nodes merged;
+    None for both in a pool of one node, which has no controls: its effect is the canary's own before/after
+    difference, load drift included."""
     if not 0 < confidence < 1:
         raise ValueError(f"confidence: {confidence} is outside (0, 1)")
+    if max_baseline_gap <= 0:
+        raise ValueError(f"max_baseline_gap: {max_baseline_gap} must be > 0")
     if resamples < 100:
         raise ValueError(f"resamples: {resamples} is below 100")
-    windows = {"canary_before": canary_before, "canary_after": canary_after,
-               "controls_before": controls_before, "controls_after": controls_after}
+    if (controls_before is None) != (controls_after is None):
+        raise ValueError("controls_before, controls_after: give both or neither")
+    windows = {"canary_before": canary_before, "canary_after": canary_after}
+    if controls_before is not None and controls_after is not None:
+        windows |= {"controls_before": controls_before, "controls_after": controls_after}
     bounds = canary_before.upper_bounds_s
     for name, h in windows.items():
         if h.upper_bounds_s != bounds:
-            raise ValueError(f"{name}: buckets differ from canary_before's; all four windows need the same buckets")
+            raise ValueError(f"{name}: buckets differ from canary_before's; every window needs the same buckets")
     p95 = {name: h.quantile_s() for name, h in windows.items()}
     few = [f"{name} has {h.total} events" for name, h in windows.items() if h.total < min_events]
     if few:
         return CanaryJudgement(CanaryOutcome.UNCLEAR, math.nan, math.nan, math.nan,
                                f"too few events for a P95: {', '.join(few)} (< {min_events})")
-    effect = (p95["canary_after"] - p95["canary_before"]) - (p95["controls_after"] - p95["controls_before"])
+    if "controls_before" in p95:
+        gap = p95["canary_before"] / max(p95["controls_before"], 1e-9) - 1.0
+        if abs(gap) > max_baseline_gap:
+            return CanaryJudgement(CanaryOutcome.UNCLEAR, math.nan, math.nan, math.nan, (
+                f"before the change the canary's P95 ({p95['canary_before'] * 1e3:.1f} ms) was {gap:+.0%} off the "
+                f"controls' ({p95['controls_before'] * 1e3:.1f} ms), beyond ±{max_baseline_gap:.0%}: "
+                "no common baseline"))
     rng = np.random.default_rng(seed)
     upper = np.asarray(bounds)
     drawn = [_quantiles(upper, rng.multinomial(h.total, np.asarray(h.counts) / h.total, size=resamples), QUANTILE)
              for h in windows.values()]
-    effects = (drawn[1] - drawn[0]) - (drawn[3] - drawn[2])
+    effect, effects = _effect(list(p95.values())), _effect(drawn)
     tail = (1.0 - confidence) / 2
     low, high = (float(v) for v in np.quantile(effects, [tail, 1.0 - tail]))
     outcome = CanaryOutcome.BETTER if high < 0 else CanaryOutcome.WORSE if low > 0 else CanaryOutcome.UNCLEAR
     ms = {name: f"{v * 1e3:.1f}" for name, v in p95.items()}
-    reason = (f"P95 canary {ms['canary_before']} → {ms['canary_after']} ms, controls {ms['controls_before']} → "
-              f"{ms['controls_after']} ms: effect {effect * 1e3:+.1f} ms, {confidence:.0%} interval "
-              f"{low * 1e3:+.1f} .. {high * 1e3:+.1f} ms")
+    controls = (f"controls {ms['controls_before']} → {ms['controls_after']} ms" if "controls_after" in ms
+                else "no controls (load drift not removed)")
+    reason = (f"P95 canary {ms['canary_before']} → {ms['canary_after']} ms, {controls}: effect {effect * 1e3:+.1f} "
+              f"ms, {confidence:.0%} interval {low * 1e3:+.1f} .. {high * 1e3:+.1f} ms")
     return CanaryJudgement(outcome, effect, low, high, reason)
+
+
+def _effect(p95: list) -> float | np.ndarray:
+    """(canary after − before) − (controls after − before), from P95s in `windows` order; without controls,
+    the canary's own after − before."""
+    canary = p95[1] - p95[0]
+    return canary - (p95[3] - p95[2]) if len(p95) == 4 else canary
 
 
 def _quantiles(upper_bounds_s: np.ndarray, counts: np.ndarray, q: float) -> np.ndarray:

@@ -94,9 +94,31 @@ def test_the_interval_covers_the_true_effect_about_as_often_as_its_confidence_sa
     (lambda: LatencyHistogram((0.1, 0.2), (1, -1)), "counts: must be whole numbers"),
     (lambda: judge_canary(window(0.1), window(0.1), window(0.1), window(0.1), confidence=1.0),
      "confidence: 1.0 is outside"),
+    (lambda: judge_canary(window(0.1), window(0.1), window(0.1), window(0.1), max_baseline_gap=0),
+     "max_baseline_gap: 0 must be > 0"),
     (lambda: judge_canary(window(0.1), window(0.1), LatencyHistogram.of([0.1] * 300, (1.0,)), window(0.1)),
      "controls_before: buckets differ"),
 ])
 def test_bad_input_names_the_field(make, message):
     with pytest.raises(ValueError, match=message):
         make()
+
+
+def test_a_pool_of_one_node_is_judged_on_its_own_before_and_after_and_says_drift_is_not_removed():
+    judged = judge_canary(window(0.100, seed=1), window(0.090, seed=2), None, None)
+    assert judged.outcome is CanaryOutcome.BETTER and judged.effect_s == pytest.approx(-0.010, abs=0.003)
+    assert "no controls" in judged.reason
+    with pytest.raises(ValueError, match="controls_before, controls_after: give both or neither"):
+        judge_canary(window(0.1), window(0.1), window(0.1), None)
+
+
+def test_a_canary_that_did_not_start_where_its_controls_did_is_unclear_not_better():
+    # the canary still drained a previous trial's backlog (P95 130 ms against the controls' 100 ms); its return
+    # to 100 ms would otherwise pass for a 30 ms improvement
+    judged = judge_canary(window(0.130, seed=1), window(0.100, seed=2),
+                          window(0.100, 60_000, seed=3), window(0.100, 60_000, seed=4))
+    assert judged.outcome is CanaryOutcome.UNCLEAR
+    assert "% off the controls'" in judged.reason and "beyond ±15%: no common baseline" in judged.reason
+    # within the gap the difference in differences is judged as usual
+    assert judge_canary(window(0.105, seed=1), window(0.080, seed=2), window(0.100, 60_000, seed=3),
+                        window(0.100, 60_000, seed=4)).outcome is CanaryOutcome.BETTER
