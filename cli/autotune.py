@@ -265,17 +265,19 @@ def _autotune_pools(deployment: Deployment, spec: PipelineSpec | None, setup: Po
                     api: tuple[str, str, int, str, dict] | None) -> None:
     """Every pool of `deployment` in this process: a daemon each, in a thread of its own, its learner a Ray
     actor of its own, its state in `pools/NAME` of the state directory; one line per decision, pool first."""
-    from controller.ray_learner import start_ray
+    from controller.ray_learner import node_for, start_ray
 
     err.print(f"[dim]starting Ray{' at ' + setup.ray_address if setup.ray_address else ''}; "
               f"state in {setup.directory}[/]")
     start_ray(setup.ray_address)
     runs = pool_runs(pool_pipelines(deployment, setup.directory), setup.directory)
 
+    index = {run.name: i for i, run in enumerate(runs)}
+
     def learner(pool: str, start: Config, policy: Policy) -> Learner:
         cal = setup.calibration
         return tuning_learner(LearnerSetup(setup.strategy, policy, start, cal.topology, setup.seed, screen=cal),
-                              remote=True)
+                              remote=True, node_id=node_for(index[pool]))
 
     runner = PoolRunner(runs, learner, setup.policy, window_s=setup.window_s)
     if api is not None:

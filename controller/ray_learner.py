@@ -2,7 +2,8 @@
 
 `start_ray` joins a cluster (`--ray-address`) or starts a quiet local one. `RemoteLearner` wraps the
 actor in the plain `Learner` interface, so the daemon cannot tell it from an in-process learner;
-each tuned pipeline gets an actor of its own.
+each tuned pipeline (each pool of a deployment) gets an actor of its own, placed on the node it names
+(`node_for`: the pools round-robin over the cluster's nodes), or wherever Ray likes when the node is gone.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import os
 from typing import Callable, Iterable
 
 import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from models.learning import Context, Suggestion, TunedCube
 from models.observation import Observation
@@ -33,6 +35,12 @@ def start_ray(address: str | None = None) -> None:
     else:
         ray.init(num_cpus=os.cpu_count(), include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False,
                  configure_logging=True)
+
+
+def node_for(index: int) -> str:
+    """The alive Ray node the `index`-th pool's learner goes to: round-robin over the nodes in a fixed order."""
+    nodes = sorted(n["NodeID"] for n in ray.nodes() if n["Alive"])
+    return nodes[index % len(nodes)]
 
 
 @ray.remote
@@ -64,13 +72,19 @@ class LearnerActor:
     def update_policy(self, policy: Policy) -> None:
         self.learner.update_policy(policy)
 
+    def node_id(self) -> str:
+        return ray.get_runtime_context().get_node_id()
+
 
 class RemoteLearner:
     """The `Learner` interface over a `LearnerActor`."""
 
     def __init__(self, strategy: str, cube: TunedCube, start: Config, topology: str, seed: int = 0,
-                 screen: TwinScreen | None = None) -> None:
-        self.actor = LearnerActor.remote(strategy, cube, start, topology, seed, screen)
+                 screen: TwinScreen | None = None, node_id: str | None = None) -> None:
+        # soft: if that node is gone, Ray places the actor elsewhere rather than never
+        placed = LearnerActor.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=True)) \
+            if node_id else LearnerActor
+        self.actor = placed.remote(strategy, cube, start, topology, seed, screen)
 
     def suggest(self, context: Context) -> Suggestion:
         return ray.get(self.actor.suggest.remote(context))
@@ -80,3 +94,7 @@ class RemoteLearner:
 
     def update_policy(self, policy: Policy) -> None:
         ray.get(self.actor.update_policy.remote(policy))
+
+    def node_id(self) -> str:
+        """The Ray node the actor runs on."""
+        return ray.get(self.actor.node_id.remote())

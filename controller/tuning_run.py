@@ -40,15 +40,17 @@ class LearnerSetup:
     screen: Calibration | None = None
 
 
-def tuning_learner(setup: LearnerSetup, *, remote: bool) -> Learner:
-    """The learner of `setup`: a Ray actor (`remote`, the daemon's) or in this process (inside a Ray task)."""
+def tuning_learner(setup: LearnerSetup, *, remote: bool, node_id: str | None = None) -> Learner:
+    """The learner of `setup`: a Ray actor (`remote`, the daemon's; on Ray node `node_id` when given) or in this
+    process (inside a Ray task)."""
     cube = TunedCube(tuned_names(setup.policy, setup.topology), setup.policy)
     screen = TwinScreen(setup.screen) if setup.screen is not None else None
     if remote:
         # Ray is imported only here: it takes seconds, and commands that never tune should start at once.
         from controller.ray_learner import RemoteLearner
 
-        return RemoteLearner(setup.strategy, cube, setup.start, setup.topology, setup.seed, screen=screen)
+        return RemoteLearner(setup.strategy, cube, setup.start, setup.topology, setup.seed, screen=screen,
+                             node_id=node_id)
     return build_learner(setup.strategy, cube, setup.start, topology=setup.topology, seed=setup.seed, screen=screen)
 
 
