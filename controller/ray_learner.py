@@ -13,6 +13,7 @@ import os
 from typing import Callable, Iterable
 
 import ray
+from ray.exceptions import RayActorError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from models.learning import Context, Suggestion, TunedCube
@@ -77,24 +78,44 @@ class LearnerActor:
 
 
 class RemoteLearner:
-    """The `Learner` interface over a `LearnerActor`."""
+    """The `Learner` interface over a `LearnerActor`.
+
+    An actor lost with its Ray node is built again (elsewhere: the node affinity is soft) and `on_restore`
+    is called to teach it again (the pool's daemon tells it its state directory's observations); then the
+    call that found it gone is made again, so the decision in progress is not lost.
+    """
 
     def __init__(self, strategy: str, cube: TunedCube, start: Config, topology: str, seed: int = 0,
                  screen: TwinScreen | None = None, node_id: str | None = None) -> None:
+        self._args = (strategy, cube, start, topology, seed, screen)
+        self._node_id = node_id
+        self.on_restore: Callable[[], None] | None = None
+        self.actor = self._place()
+
+    def _place(self):
         # soft: if that node is gone, Ray places the actor elsewhere rather than never
-        placed = LearnerActor.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=True)) \
-            if node_id else LearnerActor
-        self.actor = placed.remote(strategy, cube, start, topology, seed, screen)
+        placed = LearnerActor.options(scheduling_strategy=NodeAffinitySchedulingStrategy(self._node_id, soft=True)) \
+            if self._node_id else LearnerActor
+        return placed.remote(*self._args)
+
+    def _ask(self, method: str, *args: object):
+        try:
+            return ray.get(getattr(self.actor, method).remote(*args))
+        except RayActorError:
+            self.actor = self._place()
+            if self.on_restore is not None:
+                self.on_restore()
+            return ray.get(getattr(self.actor, method).remote(*args))
 
     def suggest(self, context: Context) -> Suggestion:
-        return ray.get(self.actor.suggest.remote(context))
+        return self._ask("suggest", context)
 
     def tell(self, config: Config, context: Context, observation: Observation, verdict: Verdict) -> None:
-        ray.get(self.actor.tell.remote(config, context, observation, verdict))
+        self._ask("tell", config, context, observation, verdict)
 
     def update_policy(self, policy: Policy) -> None:
-        ray.get(self.actor.update_policy.remote(policy))
+        self._ask("update_policy", policy)
 
     def node_id(self) -> str:
         """The Ray node the actor runs on."""
-        return ray.get(self.actor.node_id.remote())
+        return self._ask("node_id")
