@@ -10,6 +10,7 @@ import time
 from collections import deque
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Iterator, Optional
 
@@ -26,7 +27,7 @@ from controller.deployment import live_pipeline as deployment_pipeline
 from controller.fresh_windows import measure_fresh
 from controller.live import LivePipeline
 from controller.pipelines import Pipeline, PipelineUnavailable
-from controller.pools import PoolRunner, pool_runs
+from controller.pools import PoolRunner, pool_runs, relearn
 from controller.state import Decision, StateStore, load_pool_dirs, plan_pool_dirs, save_pool_dirs
 from controller.tuning_run import LearnerSetup, tuning_learner, twin_pipeline
 from models.learning import Learner
@@ -190,12 +191,12 @@ def autotune_command(
 
     err.print(f"[dim]starting Ray{' at ' + ray_address if ray_address else ''}; state in {directory}[/]")
     start_ray(ray_address)
-    learner = tuning_learner(LearnerSetup(strategy, policy, start, cal.topology, seed, screen=cal), remote=True,
-                             restore=lambda: store.told(daemon.policy))
+    learner = tuning_learner(LearnerSetup(strategy, policy, start, cal.topology, seed, screen=cal), remote=True)
     workload = WorkloadSpec(profile, rate, seed=seed)
     tuned: Pipeline = live or twin_pipeline(start, cal, workload, windows or TWIN_WINDOWS, window)
     started_from = tuned.current()
     daemon = Daemon(tuned, learner, policy, window_s=window, store=store)
+    learner.on_restore = partial(relearn, daemon)  # an actor lost with its Ray node is taught again from the store
     resumed = daemon.resume()
     if api_port is not None:
         from api.server import serve_state_in_thread  # FastAPI loads only when the API is asked for
@@ -271,19 +272,19 @@ def _autotune_pools(deployment: Deployment, spec: PipelineSpec | None, setup: Po
                     api: tuple[str, str, int, str, dict] | None) -> None:
     """Every pool of `deployment` in this process: a daemon each, in a thread of its own, its learner a Ray
     actor of its own, its state in `pools/NAME` of the state directory; one line per decision, pool first."""
-    from controller.ray_learner import start_ray
+    from controller.ray_learner import node_for, start_ray
 
     err.print(f"[dim]starting Ray{' at ' + setup.ray_address if setup.ray_address else ''}; "
               f"state in {setup.directory}[/]")
     start_ray(setup.ray_address)
     runs = pool_runs(pool_pipelines(deployment, setup.directory), setup.directory)
 
-    stores = {run.name: run.store for run in runs}
+    index = {run.name: i for i, run in enumerate(runs)}
 
     def learner(pool: str, start: Config, policy: Policy) -> Learner:
         cal = setup.calibration
         return tuning_learner(LearnerSetup(setup.strategy, policy, start, cal.topology, setup.seed, screen=cal),
-                              remote=True, restore=lambda: stores[pool].told(stores[pool].load_policy() or policy))
+                              remote=True, node_id=node_for(index[pool]))
 
     runner = PoolRunner(runs, learner, setup.policy, window_s=setup.window_s)
     if api is not None:

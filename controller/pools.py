@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
@@ -46,6 +47,13 @@ def pool_runs(pools: list[tuple[PoolDir, Pipeline]], directory: Path) -> list[Po
     """A run per pool over its pipeline and its state directory; writes `pools.json`, which the API reads."""
     save_pool_dirs(directory, [pool for pool, _ in pools])
     return [PoolRun(pool, pipeline, StateStore(pool.directory)) for pool, pipeline in pools]
+
+
+def relearn(daemon: Daemon) -> None:
+    """Teach `daemon`'s learner, built anew, what it knew: today's policy and every stored observation."""
+    daemon.learner.update_policy(daemon.policy)
+    daemon.told = 0
+    daemon.resume()
 
 
 class PoolRunner:
@@ -90,6 +98,8 @@ class PoolRunner:
             daemon = Daemon(run.pipeline, learner, policy, window_s=self.window_s, store=run.store,
                             metrics=run.metrics, name=run.name)
             daemon.stop = self.stop
+            if hasattr(learner, "on_restore"):  # a Ray actor: lost with its node, it is taught again from the store
+                learner.on_restore = partial(relearn, daemon)
             run.resumed = daemon.resume()
             return daemon
         return None

@@ -2,20 +2,20 @@
 
 `start_ray` joins a cluster (`--ray-address`) or starts a quiet local one. `RemoteLearner` wraps the
 actor in the plain `Learner` interface, so the daemon cannot tell it from an in-process learner;
-each tuned pipeline gets an actor of its own. Actors and scoring tasks are spread over the cluster's
-nodes. An actor whose node dies is built again (on a node still up) and told its history again from
-the pool's state directory (`restore`), so the decision that found it gone is still taken.
+each tuned pipeline (each pool of a deployment) gets an actor of its own, placed on the node it names
+(`node_for`: the pools round-robin over the cluster's nodes), or wherever Ray likes when the node is gone.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from typing import Callable, Iterable, TypeVar
+from typing import Callable, Iterable
 
 import ray
+from ray.exceptions import RayActorError
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from controller.state import Told
 from models.learning import Context, Suggestion, TunedCube
 from models.observation import Observation
 from models.policy import Policy
@@ -24,8 +24,8 @@ from models.space import Config
 from models.strategies import build_learner
 from models.verdict import Verdict
 
-T = TypeVar("T")
-REBUILD_ATTEMPTS = 3  # a dead actor is built again at most this many times for one call
+
+REBUILD_ATTEMPTS = 3  # times one call builds a lost actor again before it gives up
 
 
 def start_ray(address: str | None = None) -> None:
@@ -44,6 +44,12 @@ def start_ray(address: str | None = None) -> None:
                  configure_logging=True)
 
 
+def node_for(index: int) -> str:
+    """The alive Ray node the `index`-th pool's learner goes to: round-robin over the nodes in a fixed order."""
+    nodes = sorted(n["NodeID"] for n in ray.nodes() if n["Alive"])
+    return nodes[index % len(nodes)]
+
+
 @ray.remote
 def _call(fn: Callable, chunk):
     return fn(chunk)
@@ -52,11 +58,11 @@ def _call(fn: Callable, chunk):
 def ray_map(fn: Callable, chunks: Iterable) -> list:
     """`map` whose calls run as Ray tasks (the function is shipped once)."""
     fn_ref = ray.put(fn)
-    spread = _call.options(scheduling_strategy="SPREAD")
+    spread = _call.options(scheduling_strategy="SPREAD")  # over every node of a cluster, not the driver's alone
     return ray.get([spread.remote(fn_ref, chunk) for chunk in chunks])
 
 
-@ray.remote(scheduling_strategy="SPREAD")
+@ray.remote
 class LearnerActor:
     """Holds one learner and its history in its own process."""
 
@@ -79,49 +85,49 @@ class LearnerActor:
 
 
 class RemoteLearner:
-    """The `Learner` interface over a `LearnerActor`; `restore` gives the history to tell a rebuilt actor."""
+    """The `Learner` interface over a `LearnerActor`.
+
+    An actor lost with its Ray node is built again (elsewhere: the node affinity is soft) and `on_restore`
+    is called to teach it again (the pool's daemon tells it its state directory's observations); then the
+    call that found it gone is made again, so the decision in progress is not lost.
+    """
 
     def __init__(self, strategy: str, cube: TunedCube, start: Config, topology: str, seed: int = 0,
-                 screen: TwinScreen | None = None, restore: Callable[[], Iterable[Told]] | None = None) -> None:
+                 screen: TwinScreen | None = None, node_id: str | None = None) -> None:
         self._args = (strategy, cube, start, topology, seed, screen)
-        self.restore = restore
-        self.policy: Policy | None = None  # the last one given: a rebuilt actor follows it too
-        self.restored = 0  # observations told to the last rebuilt actor
-        self.actor = LearnerActor.remote(*self._args)
+        self._node_id = node_id
+        self.on_restore: Callable[[], None] | None = None
+        self.actor = self._place()
 
-    def _ask(self, call: Callable[[], "ray.ObjectRef[T]"]) -> T:
-        """`call`'s answer; an actor that died (its node with it) is built again and told its history first.
-        A rebuilt actor can land on a node that is dying but not yet known dead: it is built again then too."""
-        rebuilt = 0
-        while True:
+    def _place(self):
+        # soft: if that node is gone, Ray places the actor elsewhere rather than never
+        placed = LearnerActor.options(scheduling_strategy=NodeAffinitySchedulingStrategy(self._node_id, soft=True)) \
+            if self._node_id else LearnerActor
+        return placed.remote(*self._args)
+
+    def _ask(self, method: str, *args: object):
+        for attempt in range(REBUILD_ATTEMPTS + 1):
             try:
-                if rebuilt:
-                    self._rebuild()
-                return ray.get(call())
-            except ray.exceptions.RayActorError:
-                if self.restore is None or rebuilt == REBUILD_ATTEMPTS:
+                return ray.get(getattr(self.actor, method).remote(*args))
+            except RayActorError:
+                if attempt == REBUILD_ATTEMPTS:
                     raise
-                rebuilt += 1
-
-    def _rebuild(self) -> None:
-        self.actor = LearnerActor.remote(*self._args)
-        if self.policy is not None:
-            ray.get(self.actor.update_policy.remote(self.policy))
-        told = 0
-        for told, observation in enumerate(self.restore(), start=1):
-            ray.get(self.actor.tell.remote(*observation))
-        self.restored = told
+                # A node that crashed is known dead only after Ray misses its heartbeats: until then an actor
+                # built again can land on it and die too. Its node is not asked for again.
+                self._node_id = None
+                self.actor = self._place()
+                if self.on_restore is not None:
+                    self.on_restore()
 
     def suggest(self, context: Context) -> Suggestion:
-        return self._ask(lambda: self.actor.suggest.remote(context))
+        return self._ask("suggest", context)
 
     def tell(self, config: Config, context: Context, observation: Observation, verdict: Verdict) -> None:
-        self._ask(lambda: self.actor.tell.remote(config, context, observation, verdict))
+        self._ask("tell", config, context, observation, verdict)
 
     def update_policy(self, policy: Policy) -> None:
-        self.policy = policy
-        self._ask(lambda: self.actor.update_policy.remote(policy))
+        self._ask("update_policy", policy)
 
     def node_id(self) -> str:
-        """The Ray node the learner runs on."""
-        return self._ask(lambda: self.actor.node_id.remote())
+        """The Ray node the actor runs on."""
+        return self._ask("node_id")

@@ -6,10 +6,8 @@ measures the daemon users run.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Callable, Iterable
 
 from controller.pipelines import TwinPipeline
-from controller.state import Told
 from models.learning import Learner, TunedCube, tuned_names
 from models.policy import Policy
 from models.screen import TwinScreen
@@ -42,10 +40,9 @@ class LearnerSetup:
     screen: Calibration | None = None
 
 
-def tuning_learner(setup: LearnerSetup, *, remote: bool, restore: Callable[[], Iterable[Told]] | None = None
-                   ) -> Learner:
-    """The learner of `setup`: a Ray actor (`remote`, the daemon's) or in this process (inside a Ray task).
-    `restore`: the history a Ray actor lost with its node is told again from (the pool's state directory)."""
+def tuning_learner(setup: LearnerSetup, *, remote: bool, node_id: str | None = None) -> Learner:
+    """The learner of `setup`: a Ray actor (`remote`, the daemon's; on Ray node `node_id` when given) or in this
+    process (inside a Ray task)."""
     cube = TunedCube(tuned_names(setup.policy, setup.topology), setup.policy)
     screen = TwinScreen(setup.screen) if setup.screen is not None else None
     if remote:
@@ -53,7 +50,7 @@ def tuning_learner(setup: LearnerSetup, *, remote: bool, restore: Callable[[], I
         from controller.ray_learner import RemoteLearner
 
         return RemoteLearner(setup.strategy, cube, setup.start, setup.topology, setup.seed, screen=screen,
-                             restore=restore)
+                             node_id=node_id)
     return build_learner(setup.strategy, cube, setup.start, topology=setup.topology, seed=setup.seed, screen=screen)
 
 

@@ -15,7 +15,8 @@ import sys
 import ray
 
 from controller.pipelines import TwinPipeline
-from controller.ray_learner import RemoteLearner, Told, ray_map, start_ray
+from controller.ray_learner import RemoteLearner, node_for, ray_map, start_ray
+from controller.state import Told
 from models.learning import Context, TunedCube, tuned_names
 from models.policy import Policy
 from models.presets import preset
@@ -48,18 +49,25 @@ def main() -> None:
     policy, start = Policy(), preset("defaults")
     cube = TunedCube(tuned_names(policy, "paper"), policy)
     histories = [_history(seed) for seed in range(POOLS)]
-    learners = [RemoteLearner("pipetune", cube, start, "paper", seed, restore=lambda h=h: h) for seed, h in
-                enumerate(histories)]
-    for learner, history in zip(learners, histories):
+    learners, restored = [], [0] * POOLS
+    for seed, history in enumerate(histories):
+        learner = RemoteLearner("pipetune", cube, start, "paper", seed, node_id=node_for(seed))
+
+        def again(learner: RemoteLearner = learner, history: list[Told] = history, seed: int = seed) -> None:
+            for told in history:  # what a pool's daemon does from its state directory (controller.pools.relearn)
+                learner.tell(*told)
+            restored[seed] = len(history)
+        learner.on_restore = again
         for told in history:
             learner.tell(*told)
+        learners.append(learner)
     placed = [learner.node_id() for learner in learners]
     tasks = ray_map(_node_of_task, range(8))
     print("RESULT", json.dumps({"learners": placed, "tasks": tasks}), flush=True)
     sys.stdin.readline()  # the test kills a Ray node now
     suggested = [learner.suggest(Context(300.0)).config is not None for learner in learners]
     print("RESULT", json.dumps({"suggested": suggested, "learners": [learner.node_id() for learner in learners],
-                      "restored": [learner.restored for learner in learners]}), flush=True)
+                      "restored": restored}), flush=True)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """The learners on a two-node Ray cluster started as an operator would (`ray start --head`, then
-`ray start --address`) on this machine: pool actors and scoring tasks land on both nodes, and when the
-second node dies its actors are built again on the first and told their history, and every pool's next
-suggestion is still made."""
+`ray start --address`) on this machine, when the second node crashes (its raylet killed, not stopped:
+Ray learns it is dead only from missed heartbeats): pool actors and scoring tasks land on both nodes,
+the actors of the crashed node are built again on the first and told their history, and every pool's
+next suggestion is still made. (tests/controller/test_ray_learner.py stops a node in an orderly way.)"""
 
 from __future__ import annotations
 
@@ -81,7 +82,7 @@ def _line(driver: subprocess.Popen, timeout_s: float = 240.0) -> dict:
     return {}
 
 
-def test_learners_spread_over_two_ray_nodes_and_survive_losing_one(cluster, tmp_path):
+def test_learners_spread_over_two_ray_nodes_and_survive_one_crashing(cluster, tmp_path):
     address, env = cluster
     driver = subprocess.Popen([sys.executable, "-m", "tests.controller.ray_cluster_driver", address], cwd=ROOT, env=env,
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(tmp_path / "driver.log", "w"),
