@@ -222,25 +222,42 @@ class HttpSink:
         return ("\r\n".join(lines) + "\r\n\r\n").encode()
 
     async def _request(self, event: PreparedEvent, request: bytes) -> None:
-        connection = None
         try:
-            connection = self._idle.pop() if self._idle else await asyncio.wait_for(
-                asyncio.open_connection(self._host, self._port, ssl=self._tls), self.timeout_s)
-            connection[1].write(request)
-            status, reusable = await asyncio.wait_for(_read_response(connection[0], request.startswith(b"HEAD ")),
-                                                      self.timeout_s)
+            try:
+                reused = bool(self._idle)
+                status = await self._exchange(request)
+            except (ConnectionError, asyncio.IncompleteReadError):
+                if not reused:
+                    raise
+                # A kept-alive connection the server had closed meanwhile: once more on a fresh one.
+                status = await self._exchange(request, fresh=True)
             self._statuses[f"{status // 100}xx"] += 1
-            if reusable:
-                self._idle.append(connection)
-                connection = None
         except Exception as exc:  # any transport failure is a failed delivery, reported by type
             self._statuses[type(exc).__name__] += 1
             self._failed.append(event.request_id)
         finally:
-            if connection is not None:
-                connection[1].close()
             with self._lock:
                 self._in_flight -= 1
+
+    async def _exchange(self, request: bytes, fresh: bool = False) -> int:
+        """One request and its response on an idle connection (or a new one); returns the status."""
+        if self._idle and not fresh:
+            reader, writer = self._idle.pop()
+        else:
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(self._host, self._port, ssl=self._tls),
+                                                    self.timeout_s)
+        try:
+            writer.write(request)
+            status, reusable = await asyncio.wait_for(_read_response(reader, request.startswith(b"HEAD ")),
+                                                      self.timeout_s)
+        except BaseException:
+            writer.close()
+            raise
+        if reusable:
+            self._idle.append((reader, writer))
+        else:
+            writer.close()
+        return status
 
     def _start(self, batch: list[tuple[PreparedEvent, bytes]]) -> None:
         for event, request in batch:
