@@ -187,7 +187,7 @@ class HttpSink:
     At most `max_in_flight` requests are outstanding; an event that finds them all busy is not sent
     and is reported as failed, rather than delaying the schedule (no coordinated omission).
     Connections are kept alive and reused; the client is asyncio's streams and a few lines of HTTP/1.1
-    (a general-purpose client spent ~20x the CPU per request and fell behind at 1k requests/s).
+    (with httpx, the sink skipped 81-88 % of the events at 1k requests/s here, for its in-flight limit).
     """
 
     def __init__(self, base_url: str, max_in_flight: int = 512, timeout_s: float = 10.0) -> None:
