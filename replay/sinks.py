@@ -241,15 +241,16 @@ class HttpSink:
 
     async def _exchange(self, request: bytes, fresh: bool = False) -> int:
         """One request and its response on an idle connection (or a new one); returns the status."""
+        # asyncio.timeout, not wait_for: no extra task per request.
         if self._idle and not fresh:
             reader, writer = self._idle.pop()
         else:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(self._host, self._port, ssl=self._tls),
-                                                    self.timeout_s)
+            async with asyncio.timeout(self.timeout_s):
+                reader, writer = await asyncio.open_connection(self._host, self._port, ssl=self._tls)
         try:
             writer.write(request)
-            status, reusable = await asyncio.wait_for(_read_response(reader, request.startswith(b"HEAD ")),
-                                                      self.timeout_s)
+            async with asyncio.timeout(self.timeout_s):
+                status, reusable = await _read_response(reader, request.startswith(b"HEAD "))
         except BaseException:
             writer.close()
             raise
@@ -296,13 +297,17 @@ class HttpSink:
 
 async def _read_response(reader: asyncio.StreamReader, head_request: bool) -> tuple[int, bool]:
     """Read one HTTP/1.1 response (its body skipped); its status and whether the connection can be reused."""
-    status_line = await reader.readline()
+    try:
+        head = await reader.readuntil(b"\r\n\r\n")  # the status line and headers in one read
+    except asyncio.IncompleteReadError as exc:
+        raise ConnectionError(f"not an HTTP response: {exc.partial[:80]!r}") from None
+    status_line, *lines = head[:-4].split(b"\r\n")
     parts = status_line.split(None, 2)
     if len(parts) < 2 or not parts[0].startswith(b"HTTP/"):
         raise ConnectionError(f"not an HTTP response: {status_line[:80]!r}")
     status = int(parts[1])
     headers = {}
-    while (line := await reader.readline()) not in (b"\r\n", b"\n", b""):
+    for line in lines:
         name, _, value = line.partition(b":")
         headers[name.strip().lower()] = value.strip().lower()
     reusable = headers.get(b"connection") != b"close" and parts[0] != b"HTTP/1.0"
