@@ -195,12 +195,14 @@ def _interrupted(signum: int, _frame: object) -> None:
 
 
 def replay_command(
-    profile: Profile = typer.Option(Profile.steady, help="Arrival process."),
+    profile: Optional[Profile] = typer.Option(None, help="Arrival process (default: stages with --stages, trace "
+                                                           "with --trace, else steady)."),
     rate: float = typer.Option(300.0, help="Base rate in events per second (the paper's load is ~300)."),
     duration: Optional[float] = typer.Option(None, help="Run length in seconds (default 180; stages and trace: their own length)."),
     burst_at: Optional[str] = typer.Option(None, help="burst/flash window START:END in seconds (default: 1/3 to 1/2 of the run)."),
     burst_factor: Optional[float] = typer.Option(None, help="Rate multiplier in the burst (default: burst 2, flash 8, mmpp 4)."),
-    stages: Optional[Path] = typer.Option(None, help="YAML/JSON list of k6-style {duration, target} stages."),
+    stages: Optional[Path] = typer.Option(None, help="YAML/JSON list of k6-style {duration, target} stages, or a "
+                                                     "k6 options JSON ({\"stages\": [...]}) as k6 writes it."),
     trace: Optional[Path] = typer.Option(None, help="Access log (combined or nginx JSON lines) whose arrivals to replay."),
     time_scale: float = typer.Option(1.0, help="Trace: replay X times faster."),
     amplify: float = typer.Option(1.0, help="Trace: M events per original request."),
@@ -229,6 +231,8 @@ def replay_command(
     as_json: bool = typer.Option(False, "--json", help="Print the machine-readable summary on stdout."),
 ) -> None:
     """Send production-like traffic (FSM shop users or a real trace) into a pipeline, open-loop."""
+    if profile is None:
+        profile = Profile.stages if stages else Profile.trace if trace else Profile.steady
     dwell = _seconds_pair(mmpp_dwell, "--mmpp-dwell", "NORMAL_S:BURST_S")
     built = build(WorkloadSpec(profile, rate, duration, seed, poisson=arrivals_mode is ArrivalMode.poisson,
                                burst_window_s=_seconds_pair(burst_at, "--burst-at", "START:END"),

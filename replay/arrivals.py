@@ -137,14 +137,17 @@ def stages(plan: Sequence[Stage], *, start_eps: float = 0.0, poisson: bool = Fal
     if not plan:
         raise ValueError("stages must list at least one {duration, target}")
     for i, stage in enumerate(plan):
-        if not stage.duration_s > 0 or stage.target_eps < 0:
-            raise ValueError(f"stage {i}: duration must be > 0 and target >= 0, got {stage}")
+        if not stage.duration_s >= 0 or stage.target_eps < 0:
+            raise ValueError(f"stage {i}: duration must be >= 0 and target >= 0, got {stage}")
     knots_t = np.concatenate(([0.0], np.cumsum([s.duration_s for s in plan])))
+    if not knots_t[-1] > 0:
+        raise ValueError("stages must last more than 0 s")
     knots_r = np.array([start_eps] + [s.target_eps for s in plan])
+    # A 0 s stage is a step, as in k6: np.interp takes the later of two knots at the same time from there on.
     rate: RateFn = lambda t: np.interp(t, knots_t, knots_r)
     duration_s = float(knots_t[-1])
     times = _from_rate(rate, duration_s, poisson, np.random.default_rng(seed))
-    phases = [_phase(rate, float(a), float(b)) for a, b in zip(knots_t, knots_t[1:])]
+    phases = [_phase(rate, float(a), float(b)) for a, b in zip(knots_t, knots_t[1:]) if b > a]
     return Schedule("stages", seed, duration_s, times, phases)
 
 

@@ -84,7 +84,12 @@ class ReplayResult:
         return float(np.percentile(self.send_lag_s, q) * 1000) if self.send_lag_s.size else 0.0
 
     def summary(self) -> dict:
-        """The machine-readable summary of `pipetune replay --json`."""
+        """The machine-readable summary of `pipetune replay --json` (with the Kafka sink, acknowledgement latency)."""
+        acks = {}
+        if self.sink.ack_latency_s:
+            quantiles = np.percentile(self.sink.ack_latency_s, [50, 95, 99, 99.9]) * 1000
+            acks = {f"ack_latency_{name}_ms": round(float(q), 3) for name, q in zip(("p50", "p95", "p99", "p999"),
+                                                                                      quantiles)}
         return {
             "run_id": self.run_id,
             "events": self.events,
@@ -95,6 +100,7 @@ class ReplayResult:
             "delivered": self.sink.delivered,
             "failed": len(self.sink.failed_request_ids),
             "sink": self.sink.detail,
+            **acks,
             "phases": [vars(p) | {"achieved_eps": round(p.achieved_eps, 2)} for p in self.phases],
         }
 
@@ -189,6 +195,7 @@ def run(schedule: Schedule, sink_spec: SinkSpec, workload: Workload = Workload()
         delivered=sum(s.delivered for s in all_stats),
         failed_request_ids=[r for s in all_stats for r in s.failed_request_ids],
         detail={k: sum(s.detail.get(k, 0) for s in all_stats) for s in all_stats for k in s.detail},
+        ack_latency_s=[x for s in all_stats for x in s.ack_latency_s],
     )
     return ReplayResult(run_id, schedule, start_wall, sent_at, lag, merged, processes,
                         phase_results(schedule.phases, sent_at))

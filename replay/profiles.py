@@ -82,24 +82,52 @@ class BuiltWorkload:
 
 
 def load_stages(path: Path) -> list[Stage]:
-    """Read k6-style stages, `[{duration, target}]` (or `{stages: [...]}`), from a YAML or JSON file."""
+    """Read stages from a YAML or JSON file: a list of `{duration, target}`, or a k6 `options` document.
+
+    A k6 options document (a mapping with `stages`, as `k6 inspect` writes it) is read as k6 reads it:
+    its other keys are ignored and a bare number as a duration is milliseconds. In the plain list a bare
+    number is seconds. A target is in events per second (k6's VUs or iterations per second). A bad
+    stage is named by its path in the file, e.g. `stages.2.duration`.
+    """
     try:
         doc = yaml.safe_load(path.read_text())
     except OSError as exc:
         raise WorkloadError("stages_path", f"cannot read {path}: {exc.strerror}") from None
     except yaml.YAMLError as exc:
         raise WorkloadError("stages_path", f"{path} is not YAML/JSON: {exc}") from None
-    items = doc.get("stages") if isinstance(doc, dict) else doc
+    k6_options = isinstance(doc, dict)
+    items, where = (doc.get("stages"), "stages") if k6_options else (doc, "")
     if not isinstance(items, list) or not items:
-        raise WorkloadError("stages_path", f"{path} must hold a list of {{duration, target}} stages")
-    plan = []
-    for i, item in enumerate(items):
-        try:
-            plan.append(Stage(parse_duration_s(item["duration"]), float(item["target"])))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise WorkloadError("stages_path", f"stage {i} of {path}: needs duration (e.g. 30s) and target "
-                                               f"(events/s): {exc}") from None
+        raise WorkloadError("stages_path", f"{path}: {where or 'the file'} must be a non-empty list of "
+                                           f"{{duration, target}} stages")
+    plan = [_stage(item, f"{where}.{i}" if where else str(i), path, k6_options) for i, item in enumerate(items)]
+    if not sum(stage.duration_s for stage in plan) > 0:
+        raise WorkloadError("stages_path", f"{path}: the stages last 0 s; at least one needs a duration > 0")
     return plan
+
+
+def _stage(item: object, where: str, path: Path, k6_options: bool) -> Stage:
+    def bad(key: str, problem: str) -> WorkloadError:
+        return WorkloadError("stages_path", f"{path}: {where}.{key}: {problem}")
+
+    if not isinstance(item, dict):
+        raise WorkloadError("stages_path", f"{path}: {where}: expected {{duration, target}}, got {item!r}")
+    for key in ("duration", "target"):
+        if item.get(key) is None:
+            raise bad(key, "missing")
+    duration = item["duration"]
+    if k6_options and isinstance(duration, (int, float)) and not isinstance(duration, bool):
+        duration = f"{duration}ms"  # k6 reads a bare number as milliseconds
+    try:
+        duration_s = parse_duration_s(duration)
+    except ValueError as exc:
+        raise bad("duration", str(exc)) from None
+    if not duration_s >= 0:
+        raise bad("duration", f"must be >= 0, got {item['duration']!r}")
+    target = item["target"]
+    if isinstance(target, bool) or not isinstance(target, (int, float)) or not target >= 0:
+        raise bad("target", f"must be a number of events per second >= 0, got {target!r}")
+    return Stage(duration_s, float(target))
 
 
 def _profile(value: Profile | str) -> Profile:

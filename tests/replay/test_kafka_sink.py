@@ -28,6 +28,10 @@ def test_kafka_sink_produces_every_event_once(testbed):
         admin.close()
     result = run(arrivals.steady(1000, 2), SinkSpec("kafka", f"{bootstrap}/{topic}"), run_id="kafka")
     assert result.sink.delivered == 2000 and not result.sink.failed_request_ids
+    # Each acknowledged record's produce-to-ack latency, as Kafka's producer perf test reports it.
+    assert len(result.sink.ack_latency_s) == 2000 and min(result.sink.ack_latency_s) > 0
+    summary = result.summary()
+    assert 0 < summary["ack_latency_p50_ms"] <= summary["ack_latency_p99_ms"] <= summary["ack_latency_p999_ms"]
 
     consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
                              group_id="replay-sink-test", consumer_timeout_ms=2000)
@@ -46,8 +50,9 @@ def test_records_no_broker_acknowledges_are_failed_by_request_id():
     [port] = free_ports(1)  # nobody listens: every record times out in the producer
     spec = SinkSpec("kafka", f"127.0.0.1:{port}/t", producer_properties=(("message.timeout.ms", "300"),))
     result = run(arrivals.steady(100, 0.2), spec, run_id="lost")
-    assert result.sink.delivered == 0
+    assert result.sink.delivered == 0 and not result.sink.ack_latency_s
     assert sorted(result.sink.failed_request_ids) == [f"lost-{i:08d}" for i in range(20)]
+    assert "ack_latency_p99_ms" not in result.summary()
 
 
 def test_the_sink_hands_its_properties_to_librdkafka():

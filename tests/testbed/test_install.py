@@ -30,3 +30,14 @@ def test_missing_maven_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setattr(install.shutil, "which", lambda name: None)
     with pytest.raises(install.PrerequisiteError, match="`mvn` is not on PATH.*Maven Central"):
         install.install_kafka()
+
+
+@pytest.mark.slow
+def test_the_peers_are_installed_once_kafkas_perf_test_at_the_brokers_version(monkeypatch):
+    peers = install.install_peers()
+    jars = {jar.name for jar in peers.kafka_tools_libs.glob("*.jar")}
+    assert {f"kafka-tools-{install.KAFKA_VERSION}.jar", f"kafka-clients-{install.KAFKA_VERSION}.jar"} <= jars
+    assert peers.k6.exists() and peers.nginx.exists()
+    real_which = install.shutil.which
+    monkeypatch.setattr(install.shutil, "which", lambda name: None if name in ("mvn", "apt-get") else real_which(name))
+    assert install.install_peers() == peers  # cached: no Maven, no apt-get the second time
