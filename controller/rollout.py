@@ -12,8 +12,10 @@ A config the pool ran in full before (the one a run started from, an incumbent m
 rollback) was judged then: it goes to every node at once, in the same steps.
 Either way the daemon sees the candidate as the config of the window that judged it, and the learner
 is told the measured effect, not a raw window: the window's P95 is the canary's, scaled by how the
-controls' P95 moved since the window before the change (an unclear effect counts as none). A window that follows a restart only settles the
-canary and judges nothing.
+controls' P95 moved since the window before the change (an unclear effect counts as none). A window
+that follows a restart only settles the canary and judges nothing. After a judgement the pool measures
+one window of every node on the promoted config (after a settle window when that took a restart): the
+next candidate's baseline.
 
 Each node's version and state are written to the state file after every step, so a restarted daemon
 finishes a promotion that was judged better and reverts a canary that was not judged yet.
@@ -160,9 +162,14 @@ class CanaryPool:
         self._judged = Config(self.state.candidate)
         self.state.judgement = judgement.reason
         if judgement.outcome is CanaryOutcome.BETTER:
-            self._promote()
+            changed = self._promote()
         else:
-            self._revert_canary(f"{judgement.outcome}: {judgement.reason}")
+            changed = self._revert_canary(f"{judgement.outcome}: {judgement.reason}")
+        # The next candidate's baseline is a window in which every node runs the promoted config, settled:
+        # the judged window had the canary on the candidate, and a restart's window is not steady.
+        if any(report.pause_s > 0 for report in changed.values()):
+            self.windows.observe(seconds)
+        self._before = self.windows.observe(seconds)
         return replace(window.observation, p95_s=self._told_p95_s(judgement, before, window))
 
     def _told_p95_s(self, judgement: CanaryJudgement, before: PoolWindow, after: PoolWindow) -> float:
@@ -213,11 +220,11 @@ class CanaryPool:
                             merged(before, self._controls()), merged(after, self._controls()),
                             confidence=self.confidence, seed=self.state.version)
 
-    def _promote(self) -> None:
+    def _promote(self) -> dict[str, ApplyReport]:
         self.state.phase = Phase.PROMOTING
         self._set(self.plan.canary, self.state.version + 1, NodeState.PROMOTED)
         self._set(self._controls(), self.state.version, NodeState.PENDING)
-        self._finish_promotion()
+        return self._finish_promotion()
 
     def _roll_out_known(self, config: Config) -> ApplyReport:
         """A config the pool ran before (judged then) goes to every node, in the plan's steps."""
@@ -246,13 +253,14 @@ class CanaryPool:
         self._save()
         return reports
 
-    def _revert_canary(self, why: str) -> None:
+    def _revert_canary(self, why: str) -> dict[str, ApplyReport]:
         promoted = Config(self.state.promoted)
         reports = self._change(self.plan.canary, promoted)
         for node, report in reports.items():
             self._set([node], self.state.version, NodeState.ROLLED_BACK if report.ok else NodeState.FAILED)
         self.state.candidate, self.state.phase, self.state.judgement = None, Phase.STEADY, why
         self._save()
+        return reports
 
     def _recover(self) -> None:
         """After a restart: a promotion judged better is finished, a canary not judged is taken back."""

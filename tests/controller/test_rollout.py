@@ -54,7 +54,7 @@ class Node:
 
 
 class Windows:
-    """Each node's latencies: its flush timeout times the pool's load, which moves every window."""
+    """Each node's latencies: its flush timeout times the pool's load, which moves every window (then holds)."""
 
     def __init__(self, nodes: dict[str, Node], loads: list[float]) -> None:
         self.nodes, self.loads = nodes, list(loads)
@@ -62,7 +62,7 @@ class Windows:
         self.silent: set[str] = set()
 
     def observe(self, seconds: float) -> PoolWindow:
-        load = self.loads.pop(0)
+        load = self.loads.pop(0) if len(self.loads) > 1 else self.loads[0]  # the last load holds
         latency = {}
         for name, node in self.nodes.items():
             if name not in self.silent:
