@@ -17,7 +17,7 @@ import pytest
 from tests.conftest import free_ports
 
 # Run in a process of its own: the test session's own Ray (the `ray_session` fixture) is a local one.
-JOIN = """
+JOINED = """
 import json, sys, time
 import ray
 from controller.ray_learner import node_for, start_ray
@@ -31,35 +31,26 @@ while sum(n["Alive"] for n in ray.nodes()) < 2:
     if time.monotonic() > deadline:
         sys.exit("the second Ray node did not join within 120 s")
     time.sleep(0.2)
+"""
+
+JOIN = JOINED + """
 setup = LearnerSetup("random", Policy(), preset("defaults"), "filebeat-kafka")
 learners = {pool: tuning_learner(setup, remote=True, node_id=node_for(i)) for i, pool in enumerate(("edge", "core"))}
 print(json.dumps({"nodes": sorted(n["NodeID"] for n in ray.nodes() if n["Alive"]),
                   "actors": {pool: learner.node_id() for pool, learner in learners.items()}}))
 """
 
-
 # Two pools on the twin, each learner on a node of its own; after the test stops the worker node, both go on.
-KILL = """
-import json, sys, time
+KILL = JOINED + """
 from functools import partial
 from pathlib import Path
-import ray
 from controller.daemon import Daemon
 from controller.pools import relearn
-from controller.ray_learner import node_for, start_ray
 from controller.state import StateStore
-from controller.tuning_run import LearnerSetup, tuning_learner, twin_pipeline
-from models.policy import Policy
-from models.presets import preset
+from controller.tuning_run import twin_pipeline
 from models.twin import load
 from replay.profiles import WorkloadSpec
 
-start_ray(sys.argv[1])
-deadline = time.monotonic() + 120
-while sum(n["Alive"] for n in ray.nodes()) < 2:
-    if time.monotonic() > deadline:
-        sys.exit("the second Ray node did not join within 120 s")
-    time.sleep(0.2)
 daemons = {}
 for i, pool in enumerate(("edge", "core")):
     setup = LearnerSetup("random", Policy(), preset("defaults"), "filebeat-kafka")
