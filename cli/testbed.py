@@ -47,14 +47,14 @@ def _print_status(spec: PipelineSpec) -> None:
         typer.echo(f"  {row.name:<16} {state:<20} {row.endpoint}  log {row.log_file}")
     typer.echo("nodes:")
     for node in lifecycle.nodes_status(spec):
+        agent_state = f"pid {node.agent_pid}" if node.agent_pid else "stopped"
         filebeat = f"filebeat pid {node.filebeat_pid}" if node.filebeat_pid else "filebeat stopped"
-        agent_state = f"agent pid {node.agent_pid}" if node.agent_pid else "agent stopped"
-        typer.echo(f"  {node.name:<10} {node.agent_url}  {agent_state}, {filebeat}\n"
+        typer.echo(f"  {node.name:<10} agent {node.agent_url} ({agent_state}), {filebeat}\n"
                    f"  {'':<10} log {node.log_path}")
     typer.echo(f"brokers: {spec.bootstrap} (replication factor {spec.replication_factor}, "
                f"min.insync.replicas {spec.min_insync_replicas})")
-    typer.echo(f"  every Filebeat and broker change goes through the agents; node {spec.node_layouts()[0].name}'s "
-               f"token is in {agent.token_file(spec)} (mode 0600), each node's in its own agent dir")
+    typer.echo(f"  every Filebeat and broker change goes through the agents; each bearer token is in its node's "
+               f"agent dir ({agent.token_file(spec)}, mode 0600)")
     try:
         with closing(live_pipeline(spec)) as pipeline:
             config = pipeline.current()
