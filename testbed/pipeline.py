@@ -148,9 +148,10 @@ class PipelineSpec(_Spec):
                                   home / f"broker-{j}") for j in range(1, self.brokers + 1))
 
     def _log_under(self, node_dir: Path) -> Path:
-        if self.nodes == 1 or not self.log.path.is_absolute():
-            return self.log.path if self.log.path.is_absolute() else node_dir / self.log.path
-        return self.log.path.parent / node_dir.name / self.log.path.name
+        """A node's log: `log.path` under its dir, or an absolute `log.path` with the node's name as a dir."""
+        if not self.log.path.is_absolute():
+            return node_dir / self.log.path
+        return self.log.path if self.nodes == 1 else self.log.path.parent / node_dir.name / self.log.path.name
 
     def sized(self, nodes: int, brokers: int) -> "PipelineSpec":
         """This pipeline with `nodes` Filebeat nodes and `brokers` brokers (`--nodes`, `--brokers`), validated:

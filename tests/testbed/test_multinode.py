@@ -87,6 +87,11 @@ def test_each_node_has_its_own_address_log_agent_and_host_name(tmp_path):
     assert len({job["authorization"]["credentials_file"] for job in agents}) == 3  # each agent its own token
 
 
+def test_an_absolute_log_path_gets_a_directory_per_node(tmp_path):
+    spec = _spec(tmp_path, 2, 1, log={"path": str(tmp_path / "logs" / "access.log")})
+    assert [n.log_path for n in spec.node_layouts()] == [tmp_path / "logs" / f"node-{i}" / "access.log" for i in (1, 2)]
+
+
 def test_the_one_node_testbed_is_todays(tmp_path):
     spec = _spec(tmp_path, 1, 1)
     (node,), (broker,) = spec.node_layouts(), spec.broker_layouts()
