@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from dataclasses import dataclass
 from functools import partial
@@ -170,8 +171,15 @@ def up(spec: PipelineSpec, config: Config | None = None) -> list[ServiceStatus]:
 def down(spec: PipelineSpec) -> list[str]:
     """Stop what `up` started for this pipeline, in reverse order; returns the names that were running."""
     recorded = recorded_services(spec)
-    order = sorted(recorded, key=lambda name: STOP.index(name.split("-")[0]))
-    return [name for name in order if processes.stop(recorded[name])]
+    stopped = []
+    for kind in STOP:
+        # A kind's processes stop together: a broker stopped after the others lost its quorum waits for the
+        # controller to let it shut down, until it is killed.
+        group = [name for name in recorded if name.split("-")[0] == kind]
+        with ThreadPoolExecutor(max(len(group), 1)) as pool:
+            ran = list(pool.map(lambda name: processes.stop(recorded[name]), group))
+        stopped += [name for name, was_running in zip(group, ran) if was_running]
+    return stopped
 
 
 def status(spec: PipelineSpec) -> list[ServiceStatus]:
@@ -192,8 +200,10 @@ def nodes_status(spec: PipelineSpec) -> list[NodeStatus]:
 
 
 def _log_file(service: Service) -> Path:
-    # The agent's process runtime logs a component's output beside its pid file.
-    return service.pid_path.with_name(f"{service.name}.out") if service.pid_path else service.log_file
+    # An agent's process runtime logs a component's output beside its pid file (`filebeat.pid.json`).
+    if service.pid_path is None:
+        return service.log_file
+    return service.pid_path.with_name(service.pid_path.name.removesuffix(".pid.json") + ".out")
 
 
 def running(spec: PipelineSpec) -> bool:
