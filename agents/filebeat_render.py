@@ -44,6 +44,7 @@ class FilebeatLayout:
     topic: str
     http_port: int
     home_dir: Path
+    name: str | None = None  # Filebeat's `name`, published as host.name (the probe's `node`); else the host's name
 
 
 def go_duration(seconds: float) -> str:
@@ -79,7 +80,8 @@ def render_filebeat_inputs(layout: FilebeatLayout, config: Config) -> str:
 def render_filebeat_config(layout: FilebeatLayout, config: Config) -> str:
     """filebeat.yml: reloadable inputs, memory queue, Kafka output, HTTP stats on loopback."""
     flush_min = int(config["filebeat.queue.mem.flush.min_events"])
-    document = {
+    document: dict[str, object] = {"name": layout.name} if layout.name else {}
+    document |= {
         "filebeat.config.inputs": {"enabled": True, "path": str(layout.home_dir / INPUTS_GLOB),
                                    "reload.enabled": True, "reload.period": "1s"},
         "queue.mem": {"events": int(config["filebeat.queue.mem.events"]),

@@ -13,7 +13,7 @@ from models.space import PIPELINE_SPACE
 from testbed import agent, lifecycle
 from testbed.endpoints import live_pipeline, write_deployment
 from testbed.install import PrerequisiteError
-from testbed.pipeline import DEFAULT_PIPELINE, PipelineError, PipelineSpec, load_pipeline
+from testbed.pipeline import DEFAULT_PIPELINE, MAX_BROKERS, MAX_NODES, PipelineError, PipelineSpec, load_pipeline
 from testbed.processes import TestbedError
 
 testbed_app = typer.Typer(help="Run the real pipeline (Kafka, Filebeat, Prometheus, probe) on loopback.",
@@ -35,17 +35,26 @@ def _fail(message: str) -> NoReturn:
 
 
 def _print_status(spec: PipelineSpec) -> None:
+    spec = lifecycle.recorded_spec(spec)
     rows = lifecycle.status(spec)
     if not rows:
         typer.echo(f"testbed {spec.name!r}: not started (run dir {spec.resolved_run_dir()})")
         return
-    typer.echo(f"testbed {spec.name!r} (run dir {spec.resolved_run_dir()})")
+    typer.echo(f"testbed {spec.name!r}: {spec.nodes} node(s), {spec.brokers} broker(s) "
+               f"(run dir {spec.resolved_run_dir()})")
     for row in rows:
         state = f"running, pid {row.pid}" if row.pid else "stopped"
-        typer.echo(f"  {row.name:<10} {state:<20} {row.endpoint}  log {row.log_file}")
-    if any(row.name == "agent" for row in rows):
-        typer.echo(f"  agent {agent.agent_url(spec)}: every Filebeat and broker change goes through it; "
-                   f"its bearer token is in {agent.token_file(spec)} (mode 0600)")
+        typer.echo(f"  {row.name:<16} {state:<20} {row.endpoint}  log {row.log_file}")
+    typer.echo("nodes:")
+    for node in lifecycle.nodes_status(spec):
+        agent_state = f"pid {node.agent_pid}" if node.agent_pid else "stopped"
+        filebeat = f"filebeat pid {node.filebeat_pid}" if node.filebeat_pid else "filebeat stopped"
+        typer.echo(f"  {node.name:<10} agent {node.agent_url} ({agent_state}), {filebeat}\n"
+                   f"  {'':<10} log {node.log_path}")
+    typer.echo(f"brokers: {spec.bootstrap} (replication factor {spec.replication_factor}, "
+               f"min.insync.replicas {spec.min_insync_replicas})")
+    typer.echo(f"  every Filebeat and broker change goes through the agents; each bearer token is in its node's "
+               f"agent dir ({agent.token_file(spec)}, mode 0600)")
     try:
         with closing(live_pipeline(spec)) as pipeline:
             config = pipeline.current()
@@ -57,12 +66,17 @@ def _print_status(spec: PipelineSpec) -> None:
 
 
 @testbed_app.command()
-def up(pipeline: Path = PipelineOption) -> None:
+def up(pipeline: Path = PipelineOption,
+       nodes: int | None = typer.Option(None, "--nodes", help=f"Filebeat nodes, 1 to {MAX_NODES} "
+                                                               "(default: the pipeline file's, else 1)"),
+       brokers: int | None = typer.Option(None, "--brokers", help=f"Kafka brokers, 1 to {MAX_BROKERS} "
+                                                                   "(default: the pipeline file's, else 1)")) -> None:
     """Install what is missing and start every component of the pipeline."""
     spec = _load(pipeline)
     try:
+        spec = spec.sized(spec.nodes if nodes is None else nodes, spec.brokers if brokers is None else brokers)
         lifecycle.up(spec)
-    except (TestbedError, PrerequisiteError) as err:
+    except (PipelineError, TestbedError, PrerequisiteError) as err:
         _fail(str(err))
     _print_status(spec)
     written = write_deployment(spec, pipeline)
@@ -79,5 +93,5 @@ def down(pipeline: Path = PipelineOption) -> None:
 
 @testbed_app.command()
 def status(pipeline: Path = PipelineOption) -> None:
-    """Say what runs, where, with which config."""
+    """Say what runs, where, with which config: every node (agent, Filebeat, log) and every broker."""
     _print_status(_load(pipeline))

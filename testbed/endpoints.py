@@ -1,5 +1,6 @@
-"""What a running testbed is to the controller: a deployment (its node agent, its Kafka and consumer group,
-its Prometheus), written to `<run_dir>/deployment.yaml` by `up` and read as an operator's would be."""
+"""What a running testbed is to the controller: a deployment (its node agents, its Kafka and consumer group,
+its Prometheus), written to `<run_dir>/deployment.yaml` by `up` and read as an operator's would be. It
+has no `pools:`: every node is then one pool."""
 
 from __future__ import annotations
 
@@ -19,9 +20,11 @@ def deployment_path(spec: PipelineSpec) -> Path:
 
 
 def deployment(spec: PipelineSpec, pipeline_file: Path | None = None) -> Deployment:
-    """The testbed as a deployment: one node (its agent on loopback, plain HTTP), the probe's group, its Prometheus."""
-    node = NodeSpec(name=spec.name, agent_url=agent.agent_url(spec), token_file=agent.token_file(spec))
-    return Deployment(name=spec.name, nodes=[node],
+    """The testbed as a deployment: its nodes (each agent on its loopback address, plain HTTP), the probe's
+    group, its Prometheus."""
+    nodes = [NodeSpec(name=node.name, agent_url=node.agent_url, token_file=agent.token_file(spec, node))
+             for node in spec.node_layouts()]
+    return Deployment(name=spec.name, nodes=nodes,
                       kafka=KafkaSpec(bootstrap=spec.bootstrap, consumer_group=spec.probe.group_id),
                       prometheus=PrometheusSpec(url=prometheus_url(spec)), config=spec.config,
                       latency=LatencySpec(clock_offsets_file=clock_offsets_file(spec)),

@@ -1,19 +1,22 @@
-"""The testbed's Filebeat: its layout on disk and the pid file of the process the agent runs."""
+"""The testbed's Filebeats: each node's layout on disk and the pid file of the process its agent runs."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from agents.filebeat_render import FilebeatLayout
-from testbed.pipeline import PipelineSpec
+from testbed.pipeline import NodeLayout, PipelineSpec
 
 
-def filebeat_layout(spec: PipelineSpec) -> FilebeatLayout:
-    return FilebeatLayout((spec.log_path(),), spec.filebeat.input, spec.log.format == "multiline-json",
-                          (spec.bootstrap,), spec.filebeat.topic, spec.filebeat.http_port,
-                          spec.resolved_run_dir() / "filebeat")
+def filebeat_layout(spec: PipelineSpec, node: NodeLayout | None = None) -> FilebeatLayout:
+    """Node `node`'s Filebeat (default: the first node's), publishing the node's name as its host.name."""
+    node = node or spec.node_layouts()[0]
+    return FilebeatLayout((node.log_path,), spec.filebeat.input, spec.log.format == "multiline-json",
+                          tuple(spec.bootstrap.split(",")), spec.filebeat.topic, node.filebeat_http_port,
+                          node.home / "filebeat", name=node.name)
 
 
-def filebeat_pid_file(spec: PipelineSpec) -> Path:
-    """Where the agent's process runtime records the Filebeat it started (the same JSON as the testbed's)."""
-    return spec.resolved_run_dir() / "agent" / "state" / "filebeat" / "run" / "filebeat.pid.json"
+def filebeat_pid_file(spec: PipelineSpec, node: NodeLayout | None = None) -> Path:
+    """Where node `node`'s agent (default: the first node's) records the Filebeat it started."""
+    node = node or spec.node_layouts()[0]
+    return node.home / "agent" / "state" / "filebeat" / "run" / "filebeat.pid.json"

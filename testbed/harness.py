@@ -28,7 +28,7 @@ from replay.manifest import build_manifest, write_manifest
 from replay.profiles import Profile, WorkloadSpec, build_schedule
 from replay.sinks import SinkSpec
 from testbed import lifecycle
-from testbed.pipeline import PipelineSpec
+from testbed.pipeline import NodeLayout, PipelineSpec
 from testbed.processes import TestbedError
 from testbed.prometheus import prometheus_url
 
@@ -53,12 +53,13 @@ def new_run_id() -> str:
     return "r" + secrets.token_hex(4)
 
 
-def replay_into(spec: PipelineSpec, schedule: Schedule, run_id: str) -> ReplayResult:
-    """Write `schedule`'s events into the pipeline's log, then the run's manifest for the probe."""
-    spec.log_path().parent.mkdir(parents=True, exist_ok=True)
-    sink = SinkSpec("file", str(spec.log_path()))
-    result = run(schedule, sink, Workload(fmt=spec.log.format), run_id=run_id)
-    manifest = build_manifest(result, spec.log.format, f"file:{spec.log_path()}")
+def replay_into(spec: PipelineSpec, schedule: Schedule, run_id: str, node: NodeLayout | None = None) -> ReplayResult:
+    """Write `schedule`'s events into node `node`'s log (default: the first node of the testbed `up` started),
+    then the run's manifest for the probe."""
+    log = (node or lifecycle.recorded_spec(spec).node_layouts()[0]).log_path
+    log.parent.mkdir(parents=True, exist_ok=True)
+    result = run(schedule, SinkSpec("file", str(log)), Workload(fmt=spec.log.format), run_id=run_id)
+    manifest = build_manifest(result, spec.log.format, f"file:{log}")
     write_manifest(spec.resolved_run_dir() / "manifests" / f"{run_id}.json", manifest)
     return result
 
@@ -78,10 +79,12 @@ def wait_for_report(spec: PipelineSpec, run_id: str, timeout_s: float) -> RunRep
     return report
 
 
-def replay_and_check(spec: PipelineSpec, schedule: Schedule, run_id: str | None = None) -> LiveRun:
-    """Replay, then wait (at most the probe's grace period past the end) for the probe's verdict."""
+def replay_and_check(spec: PipelineSpec, schedule: Schedule, run_id: str | None = None,
+                     node: NodeLayout | None = None) -> LiveRun:
+    """Replay into node `node`'s log (default: the first node's), then wait (at most the probe's grace period
+    past the end) for the probe's verdict."""
     run_id = run_id or new_run_id()
-    result = replay_into(spec, schedule, run_id)
+    result = replay_into(spec, schedule, run_id, node)
     ended_at = result.started_at + result.duration_s
     report = wait_for_report(spec, run_id, spec.probe.late_after_s + 5.0)
     return LiveRun(run_id, result.started_at, ended_at, result.events, report, schedule.events / schedule.duration_s)

@@ -1,4 +1,6 @@
-"""A single-node Kafka broker in KRaft mode from the cached Maven Central jars, and its topics."""
+"""The testbed's Kafka from the cached Maven Central jars: one broker, or a cluster of up to five, in KRaft
+mode (each broker also a controller, all of them the quorum's voters), and its topics, replicated
+min(3, brokers) times with `min.insync.replicas` min(2, brokers)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from kafka.errors import TopicAlreadyExistsError
 
 from models.space import Config
 from testbed.install import require_tool
-from testbed.pipeline import PipelineSpec
+from testbed.pipeline import BrokerLayout, PipelineSpec
 from testbed.processes import Service, TestbedError
 
 _LOG4J = """\
@@ -28,23 +30,26 @@ log4j.logger.state.change.logger=WARN
 """
 
 
-def render_server_properties(spec: PipelineSpec, config: Config, data_dir: Path) -> str:
-    """server.properties for one combined broker+controller on loopback."""
-    port, cport = spec.kafka.port, spec.kafka.controller_port
+def render_server_properties(spec: PipelineSpec, broker: BrokerLayout, config: Config) -> str:
+    """server.properties for one combined broker+controller on loopback, a voter of the cluster's quorum."""
+    voters = ",".join(f"{b.node_id}@{b.host}:{b.controller_port}" for b in spec.broker_layouts())
+    copies, min_isr = str(spec.replication_factor), str(spec.min_insync_replicas)
     lines = {
         "process.roles": "broker,controller",
-        "node.id": "1",
-        "controller.quorum.voters": f"1@127.0.0.1:{cport}",
-        "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{cport}",
-        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "node.id": str(broker.node_id),
+        "controller.quorum.voters": voters,
+        "listeners": f"PLAINTEXT://{broker.host}:{broker.port},CONTROLLER://{broker.host}:{broker.controller_port}",
+        "advertised.listeners": f"PLAINTEXT://{broker.host}:{broker.port}",
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "PLAINTEXT",
         "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-        "log.dirs": str(data_dir),
+        "log.dirs": str(broker.home / "data"),
         "num.partitions": "1",
-        "offsets.topic.replication.factor": "1",
-        "transaction.state.log.replication.factor": "1",
-        "transaction.state.log.min.isr": "1",
+        "default.replication.factor": copies,
+        "min.insync.replicas": min_isr,
+        "offsets.topic.replication.factor": copies,
+        "transaction.state.log.replication.factor": copies,
+        "transaction.state.log.min.isr": min_isr,
         "group.initial.rebalance.delay.ms": "0",
         # Topics are created before any event flows: auto-creation lost the first message in a trial.
         "auto.create.topics.enable": "false",
@@ -54,27 +59,32 @@ def render_server_properties(spec: PipelineSpec, config: Config, data_dir: Path)
     return "".join(f"{k}={v}\n" for k, v in lines.items())
 
 
-def kafka_service(spec: PipelineSpec, libs: Path, config: Config) -> Service:
-    """Write the broker's config (formatting its storage once) and describe its process."""
+def kafka_services(spec: PipelineSpec, libs: Path, config: Config) -> list[Service]:
+    """Write each broker's config (formatting its storage once, every broker with the cluster's one id) and
+    describe its process."""
     java = require_tool("java", "to run the Kafka broker (apt-get install default-jre-headless)")
-    home = spec.resolved_run_dir() / "kafka"
-    data = home / "data"
-    home.mkdir(parents=True, exist_ok=True)
-    props = home / "server.properties"
-    props.write_text(render_server_properties(spec, config, data))
-    (home / "log4j.properties").write_text(_LOG4J)
     classpath = f"{libs}/*"
-    if not (data / "meta.properties").exists():
-        _format_storage(java, home, classpath, props)
-    heap = f"{spec.kafka.heap_mb}m"
-    argv = (java, "-Xms256m", f"-Xmx{heap}", f"-Dlog4j.configuration=file:{home / 'log4j.properties'}",
-            "-cp", classpath, "kafka.Kafka", str(props))
-    return Service("kafka", argv, spec.resolved_run_dir())
+    kafka_dir = spec.resolved_run_dir() / "kafka"
+    kafka_dir.mkdir(parents=True, exist_ok=True)
+    log4j = kafka_dir / "log4j.properties"
+    log4j.write_text(_LOG4J)
+    services = []
+    for broker in spec.broker_layouts():
+        broker.home.mkdir(parents=True, exist_ok=True)
+        props = broker.home / "server.properties"
+        props.write_text(render_server_properties(spec, broker, config))
+        if not (broker.home / "data" / "meta.properties").exists():
+            _format_storage(java, kafka_dir, classpath, props)
+        argv = (java, "-Xms256m", f"-Xmx{spec.kafka.heap_mb}m", f"-Dlog4j.configuration=file:{log4j}",
+                "-cp", classpath, "kafka.Kafka", str(props))
+        services.append(Service(broker.service_name, argv, spec.resolved_run_dir()))
+    return services
 
 
-def _format_storage(java: str, home: Path, classpath: str, props: Path) -> None:
-    # Keep the cluster id: formatting an already formatted dir with another id fails.
-    id_file = home / "cluster-id"
+def _format_storage(java: str, kafka_dir: Path, classpath: str, props: Path) -> None:
+    # Keep the cluster id: formatting an already formatted dir with another id fails, and every broker of
+    # the cluster must carry the same one.
+    id_file = kafka_dir / "cluster-id"
     while not id_file.exists() or id_file.read_text().startswith("-"):
         # An id starting with "-" reads as an option to the storage tool (Kafka's own ids never do).
         id_file.write_text(base64.urlsafe_b64encode(secrets.token_bytes(16)).decode().rstrip("="))
@@ -82,24 +92,28 @@ def _format_storage(java: str, home: Path, classpath: str, props: Path) -> None:
                            "--ignore-formatted", "-t", id_file.read_text().strip(), "-c", str(props)],
                           capture_output=True, text=True)
     if proc.returncode != 0:
-        raise TestbedError(f"formatting Kafka's storage in {home} failed:\n{proc.stdout}{proc.stderr}")
+        raise TestbedError(f"formatting Kafka's storage for {props} failed:\n{proc.stdout}{proc.stderr}")
 
 
-def broker_ready(bootstrap: str) -> bool:
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=2000, client_id="pipetune-testbed")
+def brokers_ready(spec: PipelineSpec) -> bool:
+    """Whether every broker of the cluster has joined it."""
+    admin = KafkaAdminClient(bootstrap_servers=spec.bootstrap, request_timeout_ms=2000, client_id="pipetune-testbed")
     try:
-        return bool(admin.describe_cluster()["brokers"])
+        return len(admin.describe_cluster()["brokers"]) >= spec.brokers
     finally:
         admin.close()
 
 
 def create_topics(spec: PipelineSpec) -> list[str]:
-    """Create the pipeline's topics (those that already exist are left as they are); returns all names."""
+    """Create the pipeline's topics, replicated as `spec` says (those that already exist are left as they
+    are); returns all names."""
     admin = KafkaAdminClient(bootstrap_servers=spec.bootstrap, client_id="pipetune-testbed")
     try:
         for topic in spec.kafka.topics:
             try:
-                admin.create_topics([NewTopic(topic.name, topic.partitions, 1, topic_configs=dict(topic.configs))])
+                configs = {"min.insync.replicas": str(spec.min_insync_replicas)} | dict(topic.configs)
+                admin.create_topics([NewTopic(topic.name, topic.partitions, spec.replication_factor,
+                                              topic_configs=configs)])
             except TopicAlreadyExistsError:
                 pass
         return [t.name for t in spec.kafka.topics]

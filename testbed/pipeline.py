@@ -6,6 +6,7 @@ starting config. What the controller needs of it is a deployment (`controller.de
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -19,6 +20,9 @@ from testbed.install import cache_dir
 DEFAULT_PIPELINE = Path(__file__).resolve().parent / "pipeline.yaml"
 
 Port = Field(ge=1024, le=65535)
+MAX_NODES, MAX_BROKERS = 16, 5
+# Where the simulated hosts listen when there are several: node i's agent on 127.0.1.i, broker j on 127.0.2.j.
+NODE_NET, BROKER_NET = "127.0.1", "127.0.2"
 
 
 class PipelineError(ValueError):
@@ -82,6 +86,8 @@ class PipelineSpec(_Spec):
     probe: ProbeSpec
     agent: AgentSpec = AgentSpec(port=18765)
     config: StartConfig = StartConfig()
+    nodes: int = Field(default=1, ge=1, le=MAX_NODES, description="Filebeat nodes, each with its own agent and log")
+    brokers: int = Field(default=1, ge=1, le=MAX_BROKERS, description="Kafka brokers (KRaft, each also a controller)")
 
     @model_validator(mode="after")
     def _consistent(self) -> "PipelineSpec":
@@ -89,29 +95,96 @@ class PipelineSpec(_Spec):
         for field, topic in (("filebeat.topic", self.filebeat.topic), ("probe.topic", self.probe.topic)):
             if topic not in topics:
                 raise ValueError(f"{field}: topic {topic!r} is not among kafka.topics ({', '.join(sorted(topics))})")
-        ports: dict[int, str] = {}
-        for field, port in self.ports().items():
-            if port in ports:
-                raise ValueError(f"{field} and {ports[port]} both use port {port}; each listener needs its own")
-            ports[port] = field
+        taken: dict[tuple[str, int], str] = {}
+        for field, (host, port) in self.listeners().items():
+            if (host, port) in taken:
+                raise ValueError(f"{field} and {taken[host, port]} both use port {port}{self._sized()}; "
+                                 "each listener needs its own")
+            taken[host, port] = field
         return self
 
-    def ports(self) -> dict[str, int]:
-        """Every loopback port the testbed listens on, by field name."""
-        return {"kafka.port": self.kafka.port, "kafka.controller_port": self.kafka.controller_port,
-                "filebeat.http_port": self.filebeat.http_port, "prometheus.port": self.prometheus.port,
-                "probe.metrics_port": self.probe.metrics_port, "agent.port": self.agent.port}
+    def _sized(self) -> str:
+        """How the node and broker counts spread the ports, for a collision's message."""
+        if self.nodes == 1 and self.brokers == 1:
+            return ""
+        return (f" (with nodes={self.nodes} (--nodes) Filebeat i uses filebeat.http_port + i - 1; "
+                f"with brokers={self.brokers} (--brokers) broker j listens on {BROKER_NET}.j)")
+
+    def listeners(self) -> dict[str, tuple[str, int]]:
+        """Every loopback address and port the testbed listens on, by field (and node or broker)."""
+        out = {"prometheus.port": ("127.0.0.1", self.prometheus.port),
+               "probe.metrics_port": ("127.0.0.1", self.probe.metrics_port)}
+        for broker in self.broker_layouts():
+            which = f" (broker {broker.node_id})" if self.brokers > 1 else ""
+            out[f"kafka.port{which}"] = (broker.host, broker.port)
+            out[f"kafka.controller_port{which}"] = (broker.host, broker.controller_port)
+        for node in self.node_layouts():
+            suffix = f" ({node.name})" if self.nodes > 1 else ""
+            out[f"agent.port{suffix}"] = (node.host, node.agent_port)
+            out[f"filebeat.http_port{suffix}"] = ("127.0.0.1", node.filebeat_http_port)
+        return out
+
+    def node_layouts(self) -> tuple["NodeLayout", ...]:
+        """The testbed's nodes. One node is today's testbed: named after the pipeline, on 127.0.0.1, its
+        files at the run dir's top; several are node-1..node-N, each on its own address and in its own dir."""
+        run = self.resolved_run_dir()
+        if self.nodes == 1:
+            return (NodeLayout(self.name, "127.0.0.1", self.agent.port, self.filebeat.http_port, run,
+                               self._log_under(run)),)
+        return tuple(NodeLayout(f"node-{i}", f"{NODE_NET}.{i}", self.agent.port, self.filebeat.http_port + i - 1,
+                                run / "nodes" / f"node-{i}", self._log_under(run / "nodes" / f"node-{i}"))
+                     for i in range(1, self.nodes + 1))
+
+    def node_process(self, node: "NodeLayout", component: str) -> str:
+        """The name `up` records a node's process under: `agent`, or `agent-node-2` when there are several nodes."""
+        return component if self.nodes == 1 else f"{component}-{node.name}"
+
+    def broker_layouts(self) -> tuple["BrokerLayout", ...]:
+        """The Kafka brokers: one is today's (127.0.0.1, `<run>/kafka`); several each on their own address."""
+        home = self.resolved_run_dir() / "kafka"
+        if self.brokers == 1:
+            return (BrokerLayout("kafka", 1, "127.0.0.1", self.kafka.port, self.kafka.controller_port, home),)
+        return tuple(BrokerLayout(f"kafka-{j}", j, f"{BROKER_NET}.{j}", self.kafka.port, self.kafka.controller_port,
+                                  home / f"broker-{j}") for j in range(1, self.brokers + 1))
+
+    def _log_under(self, node_dir: Path) -> Path:
+        """A node's log: `log.path` under its dir, or an absolute `log.path` with the node's name as a dir."""
+        if not self.log.path.is_absolute():
+            return node_dir / self.log.path
+        return self.log.path if self.nodes == 1 else self.log.path.parent / node_dir.name / self.log.path.name
+
+    def sized(self, nodes: int, brokers: int) -> "PipelineSpec":
+        """This pipeline with `nodes` Filebeat nodes and `brokers` brokers (`--nodes`, `--brokers`), validated:
+        a `PipelineError` names the flag and the allowed range, or the ports the sizes make collide."""
+        for flag, value, most in (("--nodes", nodes, MAX_NODES), ("--brokers", brokers, MAX_BROKERS)):
+            if not 1 <= value <= most:
+                raise PipelineError(f"{flag}: {value} is out of range; allowed 1 to {most}")
+        try:
+            return PipelineSpec.model_validate(self.model_dump() | {"nodes": nodes, "brokers": brokers})
+        except ValidationError as err:
+            raise PipelineError("; ".join(_describe(e) for e in err.errors())) from None
 
     def resolved_run_dir(self) -> Path:
         """Where the testbed keeps its configs, data, pid files and logs."""
         return (self.run_dir or cache_dir() / "run" / self.name).expanduser().resolve()
 
     def log_path(self) -> Path:
-        return self.log.path if self.log.path.is_absolute() else self.resolved_run_dir() / self.log.path
+        """The first node's log (the only one's, on a one-node testbed)."""
+        return self.node_layouts()[0].log_path
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.kafka.port}"
+        return ",".join(f"{b.host}:{b.port}" for b in self.broker_layouts())
+
+    @property
+    def replication_factor(self) -> int:
+        """Every topic's (and Kafka's internal topics'): three copies when there are three brokers."""
+        return min(3, self.brokers)
+
+    @property
+    def min_insync_replicas(self) -> int:
+        """With two, `acks=all` waits for a second copy, as in production."""
+        return min(2, self.brokers)
 
     def start_config(self) -> Config:
         """The pipeline's starting `Config`: the named preset with `config.set` applied (the deployment's schema)."""
@@ -119,6 +192,34 @@ class PipelineSpec(_Spec):
             return self.config.config()
         except DeploymentError as err:
             raise PipelineError(str(err)) from None
+
+
+@dataclass(frozen=True)
+class NodeLayout:
+    """One simulated host: its agent on its own address, its Filebeat, its log, its files under `home`."""
+
+    name: str  # the deployment's node name, and Filebeat's `name` (the host.name the probe labels it by)
+    host: str
+    agent_port: int
+    filebeat_http_port: int  # Filebeat's stats listen on 127.0.0.1, where the agent's health check looks
+    home: Path
+    log_path: Path
+
+    @property
+    def agent_url(self) -> str:
+        return f"http://{self.host}:{self.agent_port}"
+
+
+@dataclass(frozen=True)
+class BrokerLayout:
+    """One Kafka broker (also a KRaft controller): its process's name, node id, address, ports and storage."""
+
+    service_name: str  # `kafka` for a lone broker, `kafka-j` for broker j
+    node_id: int
+    host: str
+    port: int
+    controller_port: int
+    home: Path
 
 
 def load_pipeline(path: Path | str = DEFAULT_PIPELINE) -> PipelineSpec:

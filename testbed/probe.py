@@ -22,8 +22,8 @@ def probe_config_dir(spec: PipelineSpec) -> Path:
 
 
 def probe_pid_file(spec: PipelineSpec) -> Path:
-    """Where the agent's process runtime records the probe it started."""
-    return spec.resolved_run_dir() / "agent" / "state" / "probe" / "run" / "probe.pid.json"
+    """Where the first node's agent, which runs the probe, records the probe it started."""
+    return spec.node_layouts()[0].home / "agent" / "state" / "probe" / "run" / "probe.pid.json"
 
 
 def clock_offsets_file(spec: PipelineSpec) -> Path:
@@ -50,11 +50,12 @@ def event_time_arguments(log_format: str) -> tuple[str, ...]:
 
 
 def probe_service(spec: PipelineSpec) -> Service:
-    """The probe as the agent runs it: consuming with the agent's consumer.properties, exporting the other
-    components' CPU time (the agent exports the log's appended events and Filebeat's stats)."""
+    """The probe as the first node's agent runs it: consuming with the agent's consumer.properties, exporting
+    the other components' CPU time (the agents export the logs' appended events and Filebeat's stats)."""
     run = spec.resolved_run_dir()
-    pid_files = {"kafka": pid_file(run, "kafka"), "filebeat": filebeat_pid_file(spec),
-                 "prometheus": pid_file(run, "prometheus")}
+    pid_files = {b.service_name: pid_file(run, b.service_name) for b in spec.broker_layouts()}
+    pid_files |= {spec.node_process(node, "filebeat"): filebeat_pid_file(spec, node) for node in spec.node_layouts()}
+    pid_files["prometheus"] = pid_file(run, "prometheus")
     cpu_of = [arg for name, path in pid_files.items() for arg in ("--cpu-of", f"{name}={path}")]
     argv = (sys.executable, "-m", "agents.probe", "--bootstrap", spec.bootstrap, "--topic", spec.probe.topic,
             "--group-id", spec.probe.group_id, "--metrics-port", str(spec.probe.metrics_port),

@@ -48,14 +48,14 @@ def pid_file(run_dir: Path, name: str) -> Path:
     return run_dir / "pids" / f"{name}.json"
 
 
-def check_port_free(port: int, field: str) -> None:
-    """Raise `TestbedError` naming the pipeline field when 127.0.0.1:`port` is taken."""
+def check_port_free(port: int, field: str, host: str = "127.0.0.1") -> None:
+    """Raise `TestbedError` naming the pipeline field when `host`:`port` is taken."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            sock.bind(("127.0.0.1", port))
+            sock.bind((host, port))
         except OSError:
-            raise TestbedError(f"port {port} ({field}) is already in use on 127.0.0.1; "
+            raise TestbedError(f"port {port} ({field}) is already in use on {host}; "
                                f"stop what holds it or choose another {field} in the pipeline file") from None
 
 

@@ -1,10 +1,11 @@
-"""Prometheus (Debian's binary) run as a plain process that scrapes the probe and the node agent on loopback.
+"""Prometheus (Debian's binary) run as a plain process that scrapes the probe and every node agent on loopback.
 
 The probe exports latency; the agent exports what is appended to the harvested log and not yet shipped,
 and re-exports Filebeat's JSON `/stats` (which Prometheus cannot scrape). The agent's /metrics takes its
 bearer token like every other request of it: Prometheus reads it from the token file (`credentials_file`,
-re-read at each scrape), so no endpoint of the agent answers without it. Every series of the agent
-carries `node` (the pipeline's name), as an operator's scrape config labels each node.
+re-read at each scrape), so no endpoint of the agent answers without it. Each agent has its own token,
+hence a scrape job of its own; every series of an agent carries `node` (the node's name), as an
+operator's scrape config labels each node.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 import yaml
 
 from testbed.agent import token_file
-from testbed.pipeline import PipelineSpec
+from testbed.pipeline import NodeLayout, PipelineSpec
 from testbed.processes import Service
 
 PROBE_JOB, AGENT_JOB = "pipetune-probe", "pipetune-agent"
@@ -29,11 +30,17 @@ def render_prometheus_config(spec: PipelineSpec) -> str:
         "global": {"scrape_interval": interval, "evaluation_interval": interval},
         "scrape_configs": [
             {"job_name": PROBE_JOB, "static_configs": [{"targets": [f"127.0.0.1:{spec.probe.metrics_port}"]}]},
-            {"job_name": AGENT_JOB, "authorization": {"type": "Bearer", "credentials_file": str(token_file(spec))},
-             "static_configs": [{"targets": [f"127.0.0.1:{spec.agent.port}"], "labels": {"node": spec.name}}]},
+            *(_agent_job(spec, node) for node in spec.node_layouts()),
         ],
     }
     return yaml.safe_dump(document, sort_keys=False)
+
+
+def _agent_job(spec: PipelineSpec, node: NodeLayout) -> dict[str, object]:
+    """A scrape job for one node's agent, with that agent's token (jobs `pipetune-agent`, `pipetune-agent-node-2`)."""
+    return {"job_name": spec.node_process(node, AGENT_JOB),
+            "authorization": {"type": "Bearer", "credentials_file": str(token_file(spec, node))},
+            "static_configs": [{"targets": [f"{node.host}:{node.agent_port}"], "labels": {"node": node.name}}]}
 
 
 def prometheus_service(spec: PipelineSpec, binary: Path) -> Service:
@@ -52,8 +59,9 @@ def prometheus_url(spec: PipelineSpec) -> str:
 
 
 def scraped(spec: PipelineSpec) -> bool:
-    """Whether Prometheus has scraped the probe and the agent successfully at least once."""
+    """Whether Prometheus has scraped the probe and every agent successfully at least once."""
     query = urllib.parse.urlencode({"query": "up"})
     with urllib.request.urlopen(f"{prometheus_url(spec)}/api/v1/query?{query}", timeout=2.0) as response:
         result = json.load(response)["data"]["result"]
-    return {row["metric"]["job"] for row in result if row["value"][1] == "1"} >= {PROBE_JOB, AGENT_JOB}
+    jobs = {PROBE_JOB} | {spec.node_process(node, AGENT_JOB) for node in spec.node_layouts()}
+    return {row["metric"]["job"] for row in result if row["value"][1] == "1"} >= jobs

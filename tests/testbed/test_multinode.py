@@ -1,0 +1,236 @@
+"""The multi-node testbed: N Filebeat nodes, each with its own agent, address and log, into a K-broker
+KRaft cluster whose topics are replicated as in production. Sizes and ports are checked before anything
+starts; the real cluster (2 nodes, 3 brokers) is brought up once for this module."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+import yaml
+from confluent_kafka import Consumer
+from confluent_kafka.admin import AdminClient, ConfigResource
+from typer.testing import CliRunner
+
+from agents.client import AgentClient, AgentError
+from agents.filebeat_render import render_filebeat_config
+from cli.main import app
+from controller.deployment import load_deployment
+from replay import arrivals
+from testbed import lifecycle
+from testbed.endpoints import write_deployment
+from testbed.filebeat_layout import filebeat_layout
+from testbed.harness import replay_and_check
+from testbed.install import Installed
+from testbed.kafka import render_server_properties
+from testbed.pipeline import PipelineError, PipelineSpec, load_pipeline
+from testbed.prometheus import prometheus_url, render_prometheus_config
+from tests.cli.test_testbed import _our_processes
+from tests.conftest import LOW_LATENCY, _write_pipeline
+
+runner = CliRunner()
+
+
+def _spec(tmp_path: Path, nodes: int, brokers: int, **changes: object) -> PipelineSpec:
+    return load_pipeline(_write_pipeline(tmp_path, "fleet", **changes)).sized(nodes, brokers)
+
+
+@pytest.mark.parametrize("nodes, brokers, flag, allowed", [
+    (0, 1, "--nodes", "1 to 16"), (17, 1, "--nodes", "1 to 16"),
+    (1, 0, "--brokers", "1 to 5"), (2, 6, "--brokers", "1 to 5"),
+])
+def test_a_size_out_of_range_names_the_flag_and_the_range(tmp_path, nodes, brokers, flag, allowed):
+    with pytest.raises(PipelineError, match=f"{flag}: .* allowed {allowed}"):
+        _spec(tmp_path, nodes, brokers)
+    result = runner.invoke(app, ["testbed", "up", "--pipeline", str(_write_pipeline(tmp_path, "fleet")),
+                                 "--nodes", str(nodes), "--brokers", str(brokers)])
+    assert result.exit_code == 2 and flag in result.output and allowed in result.output
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "run" / "state.json").exists()  # nothing started
+
+
+def test_a_size_in_the_pipeline_file_is_checked_by_field(tmp_path):
+    with pytest.raises(PipelineError, match="nodes: .*less than or equal to 16"):
+        load_pipeline(_write_pipeline(tmp_path, "fleet", nodes=20))
+
+
+def test_ports_the_node_count_makes_collide_name_both_fields_and_the_flag(tmp_path):
+    # Node i's Filebeat serves its stats on filebeat.http_port + i - 1: node 3's would take Prometheus' port.
+    path = _write_pipeline(tmp_path, "fleet", kafka={"port": 30100, "controller_port": 30101},
+                           filebeat={"http_port": 30000}, prometheus={"port": 30002}, probe={"metrics_port": 30102},
+                           agent={"port": 30103})
+    assert load_pipeline(path).sized(2, 1).nodes == 2
+    with pytest.raises(PipelineError, match=r"filebeat.http_port \(node-3\) and prometheus.port both use port"
+                                            r".*--nodes"):
+        load_pipeline(path).sized(3, 1)
+    result = runner.invoke(app, ["testbed", "up", "--pipeline", str(path), "--nodes", "3"])
+    assert result.exit_code == 2 and "filebeat.http_port (node-3)" in result.output
+
+
+def test_each_node_has_its_own_address_log_agent_and_host_name(tmp_path):
+    spec = _spec(tmp_path, 3, 3)
+    nodes = spec.node_layouts()
+    assert [n.name for n in nodes] == ["node-1", "node-2", "node-3"]
+    assert [n.agent_url for n in nodes] == [f"http://127.0.1.{i}:{spec.agent.port}" for i in (1, 2, 3)]
+    assert len({n.log_path for n in nodes}) == 3 and len({n.filebeat_http_port for n in nodes}) == 3
+    rendered = yaml.safe_load(render_filebeat_config(filebeat_layout(spec, nodes[1]), spec.start_config()))
+    assert rendered["name"] == "node-2"  # Filebeat's host.name, the probe's `node`
+    assert rendered["output.kafka"]["hosts"] == [f"127.0.2.{j}:{spec.kafka.port}" for j in (1, 2, 3)]
+    jobs = yaml.safe_load(render_prometheus_config(spec))["scrape_configs"]
+    agents = [job for job in jobs if job["job_name"].startswith("pipetune-agent")]
+    assert [job["static_configs"][0]["labels"]["node"] for job in agents] == ["node-1", "node-2", "node-3"]
+    assert len({job["authorization"]["credentials_file"] for job in agents}) == 3  # each agent its own token
+
+
+def test_an_absolute_log_path_gets_a_directory_per_node(tmp_path):
+    spec = _spec(tmp_path, 2, 1, log={"path": str(tmp_path / "logs" / "access.log")})
+    assert [n.log_path for n in spec.node_layouts()] == [tmp_path / "logs" / f"node-{i}" / "access.log" for i in (1, 2)]
+
+
+def test_the_one_node_testbed_is_todays(tmp_path):
+    spec = _spec(tmp_path, 1, 1)
+    (node,), (broker,) = spec.node_layouts(), spec.broker_layouts()
+    assert node.name == spec.name and node.agent_url == f"http://127.0.0.1:{spec.agent.port}"
+    assert node.log_path == spec.resolved_run_dir() / "logs" / "access.log"
+    assert broker.service_name == "kafka" and spec.bootstrap == f"127.0.0.1:{spec.kafka.port}"
+    assert "replication.factor=1\n" in render_server_properties(spec, broker, spec.start_config())
+
+
+def test_every_broker_is_a_voter_and_replicates_as_in_production(tmp_path):
+    spec = _spec(tmp_path, 1, 3)
+    props = dict(line.split("=", 1) for line in
+                 render_server_properties(spec, spec.broker_layouts()[1], spec.start_config()).splitlines())
+    assert props["node.id"] == "2"
+    assert props["controller.quorum.voters"] == ",".join(f"{j}@127.0.2.{j}:{spec.kafka.controller_port}"
+                                                         for j in (1, 2, 3))
+    assert props["default.replication.factor"] == props["offsets.topic.replication.factor"] == "3"
+    assert props["min.insync.replicas"] == "2"
+    assert (spec.replication_factor, spec.min_insync_replicas) == (3, 2)
+    assert (_spec(tmp_path, 1, 2).replication_factor, _spec(tmp_path, 1, 5).replication_factor) == (2, 3)
+
+
+def test_the_deployment_file_lists_every_node_with_its_own_agent_and_no_pools(tmp_path):
+    spec = _spec(tmp_path, 3, 1)
+    for node in spec.node_layouts():
+        (node.home / "agent").mkdir(parents=True)
+        (node.home / "agent" / "token").write_text(f"token of {node.name}\n")
+    written = write_deployment(spec)
+    assert "pools" not in yaml.safe_load(written.read_text())
+    nodes = load_deployment(written).nodes
+    assert [n.name for n in nodes] == ["node-1", "node-2", "node-3"]
+    assert [str(n.agent_url) for n in nodes] == [f"http://127.0.1.{i}:{spec.agent.port}/" for i in (1, 2, 3)]
+    assert [n.token_file.read_text() for n in nodes] == [f"token of node-{i}\n" for i in (1, 2, 3)]
+
+
+# The real cluster: 2 Filebeat nodes, 3 brokers, brought up once for the tests below.
+
+@pytest.fixture(scope="module")
+def fleet(installed: Installed, tmp_path_factory: pytest.TempPathFactory) -> Iterator[PipelineSpec]:
+    directory = tmp_path_factory.mktemp("multinode")
+    # A generous grace: a log new to its Filebeat may wait for a scan before its first line ships.
+    path = _write_pipeline(directory, "fleet", config=yaml.safe_load(LOW_LATENCY.read_text()),
+                           probe={"late_after_s": 60})
+    spec = load_pipeline(path).sized(2, 3)
+    lifecycle.up(spec)
+    try:
+        yield spec
+    finally:
+        lifecycle.down(spec)
+
+
+def _wait_for(condition, timeout_s: float, what: str):
+    """Poll `condition` until it returns something true; fail naming `what` after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while not (result := condition()):
+        assert time.monotonic() < deadline, f"{what} not within {timeout_s:g} s"
+        time.sleep(0.5)
+    return result
+
+
+@pytest.mark.slow
+def test_topics_are_replicated_three_times_with_two_in_sync_required(fleet):
+    admin = AdminClient({"bootstrap.servers": fleet.bootstrap})
+    topic = fleet.kafka.topics[0].name
+    metadata = admin.list_topics(topic, timeout=30)
+    assert len(metadata.brokers) == 3
+    assert [len(p.replicas) for p in metadata.topics[topic].partitions.values()] == [3]
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    configs = admin.describe_configs([resource])[resource].result(timeout=30)
+    assert configs["min.insync.replicas"].value == "2"
+
+
+def _e2e_counts_by_node(spec: PipelineSpec) -> dict[str, float]:
+    query = urllib.parse.urlencode({"query": 'sum by (node) (pipetune_e2e_latency_seconds_count'
+                                             '{source="event_time", stage="e2e"})'})
+    with urllib.request.urlopen(f"{prometheus_url(spec)}/api/v1/query?{query}", timeout=5) as response:
+        rows = json.load(response)["data"]["result"]
+    return {row["metric"].get("node", ""): float(row["value"][1]) for row in rows}
+
+
+@pytest.mark.slow
+def test_each_nodes_events_arrive_labelled_with_that_node(fleet):
+    node_1, node_2 = fleet.node_layouts()
+    second = replay_and_check(fleet, arrivals.steady(50, 2), node=node_2)
+    assert second.report.complete and second.report.lost_events == 0 and second.report.received == 100
+    counts = _wait_for(lambda: (c := _e2e_counts_by_node(fleet)).get("node-2", 0) >= 100 and c,
+                       60, "node-2's 100 events in Prometheus")
+    assert counts.get("node-1", 0) == 0  # nothing was written to node-1's log yet
+    first = replay_and_check(fleet, arrivals.steady(50, 1), node=node_1)
+    assert first.report.complete and first.report.received == 50
+    counts = _wait_for(lambda: (c := _e2e_counts_by_node(fleet)).get("node-1", 0) >= 50 and c,
+                       60, "node-1's 50 events in Prometheus")
+    assert counts["node-2"] == 100 and set(counts) == {"node-1", "node-2"}
+    # The label is Filebeat's own host.name, as shipped to Kafka.
+    consumer = Consumer({"bootstrap.servers": fleet.bootstrap, "group.id": "test-multinode-hosts",
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe([fleet.probe.topic])
+    hosts: set[str] = set()
+    try:
+        def both_seen() -> bool:
+            record = consumer.poll(1.0)
+            if record is not None and record.error() is None:
+                hosts.add(json.loads(record.value())["host"]["name"])
+            return hosts >= {"node-1", "node-2"}
+        _wait_for(both_seen, 60, "records with host.name node-1 and node-2")
+    finally:
+        consumer.close()
+    assert hosts == {"node-1", "node-2"}
+
+
+@pytest.mark.slow
+def test_each_agent_answers_on_its_own_address_with_its_own_token(fleet):
+    nodes = fleet.node_layouts()
+    tokens = [(node.home / "agent" / "token").read_text().strip() for node in nodes]
+    assert tokens[0] != tokens[1]
+    for node, token, other in zip(nodes, tokens, reversed(tokens)):
+        with AgentClient(node.agent_url, token) as client:
+            names = {c["name"] for c in client.components()}
+        assert names == ({"filebeat", "kafka", "probe"} if node == nodes[0] else {"filebeat"})
+        with AgentClient(node.agent_url, other) as client, pytest.raises(AgentError, match="refused the token"):
+            client.components()
+
+
+@pytest.mark.slow
+def test_status_shows_every_node_and_broker(fleet):
+    result = runner.invoke(app, ["testbed", "status", "--pipeline", str(fleet.resolved_run_dir().parent /
+                                                                         "pipeline.yaml")])
+    assert result.exit_code == 0, result.output
+    assert "2 node(s), 3 broker(s)" in result.output
+    for node in fleet.node_layouts():
+        assert node.agent_url in result.output and str(node.log_path) in result.output
+    for name in ("kafka-1", "kafka-2", "kafka-3", "agent-node-2", "filebeat-node-2", "probe", "prometheus"):
+        assert f"  {name} " in result.output and "stopped" not in result.output
+    assert "replication factor 3, min.insync.replicas 2" in result.output
+
+
+@pytest.mark.slow
+def test_down_leaves_no_process(fleet):
+    stopped = lifecycle.down(fleet)
+    assert {"kafka-1", "kafka-2", "kafka-3", "agent-node-1", "agent-node-2", "filebeat-node-1",
+            "filebeat-node-2", "probe", "prometheus"} <= set(stopped)
+    assert _our_processes(fleet.resolved_run_dir()) == []
