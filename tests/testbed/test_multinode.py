@@ -5,6 +5,7 @@ starts; the real cluster (2 nodes, 3 brokers) is brought up once for this module
 from __future__ import annotations
 
 import json
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -20,8 +21,10 @@ from typer.testing import CliRunner
 from agents.client import AgentClient, AgentError
 from agents.filebeat_render import render_filebeat_config
 from cli.main import app
-from controller.deployment import load_deployment
+from controller.deployment import agent_client, load_deployment, pool_pipeline
+from controller.rollout import CanaryPool
 from replay import arrivals
+from models.space import PIPELINE_SPACE
 from testbed import lifecycle
 from testbed.endpoints import write_deployment
 from testbed.filebeat_layout import filebeat_layout
@@ -213,6 +216,51 @@ def test_each_agent_answers_on_its_own_address_with_its_own_token(fleet):
         assert names == ({"filebeat", "kafka", "probe"} if node == nodes[0] else {"filebeat"})
         with AgentClient(node.agent_url, other) as client, pytest.raises(AgentError, match="refused the token"):
             client.components()
+
+
+@pytest.mark.slow
+def test_a_change_goes_to_the_canary_node_first_then_the_pool_agrees(fleet, tmp_path):
+    """The deployment's pool of two real nodes is a CanaryPool: a candidate runs on node-1 alone until a
+    window judges it; then both nodes run the pool's promoted config (the candidate if it was judged
+    better, the config before it if not), and the rollout record says which for each node."""
+    deployment = load_deployment(write_deployment(fleet))
+    (pool,) = deployment.pool_specs()
+    canary = pool_pipeline(deployment, pool, tmp_path)
+    assert isinstance(canary, CanaryPool)
+    started = canary.current()
+    timeout = "filebeat.queue.mem.flush.timeout"
+    candidate = PIPELINE_SPACE.config({timeout: 0.2}, base=started)
+    clients = {node.name: agent_client(node) for node in deployment.nodes}
+
+    def in_force(node: str) -> float:
+        filebeat = next(c for c in clients[node].components() if c["name"] == "filebeat")
+        return float(filebeat["params"][timeout])
+
+    traffic = [threading.Thread(target=replay_and_check, args=(fleet, arrivals.steady(60, 120)),
+                                kwargs={"node": node}, daemon=True) for node in fleet.node_layouts()]
+    for thread in traffic:
+        thread.start()
+    try:
+        canary.observe(15)  # the baseline: both nodes on the config in force
+        assert canary.apply(candidate).ok
+        assert in_force("node-1") == 0.2 and in_force("node-2") != 0.2  # the canary alone
+        for _ in range(2):  # a Filebeat restart's window settles, the next judges
+            canary.observe(15)
+            if canary.rollout().phase != "canary":
+                break
+        report = canary.rollout()
+        assert report.phase == "steady" and report.judgement
+        promoted = canary.state.promoted[timeout]  # current() still names the candidate the window judged
+        assert in_force("node-1") == in_force("node-2") == promoted
+        recorded = json.loads((tmp_path / "rollout.json").read_text())
+        assert recorded["promoted"][timeout] == promoted and set(report.nodes) == {"node-1", "node-2"}
+    finally:
+        for thread in traffic:
+            thread.join(240)
+        canary.apply(started)  # a config the pool ran in full goes back to every node at once
+        canary.close()
+        for client in clients.values():
+            client.close()
 
 
 @pytest.mark.slow
