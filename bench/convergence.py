@@ -18,6 +18,7 @@ import argparse
 import json
 from pathlib import Path
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -31,7 +32,7 @@ from models.presets import preset
 from models.twin import load
 from replay.profiles import Profile, WorkloadSpec
 
-console = Console(width=100)
+console = Console(width=80)  # readable in 80 columns, piped or not
 
 
 def drive(calibration: str, workload: WorkloadSpec, windows: int, window_s: float, seed: int) -> dict:
@@ -88,9 +89,9 @@ def main() -> None:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     out: dict = {}
-    table = Table(title=f"pipetune on the twin, {args.window:g} s windows, seed {args.seed}")
-    for col in ("case", "windows", "near 1.1x at", "changes after", "converged at", "final P95 s", "changes"):
-        table.add_column(col, justify="left" if col == "case" else "right")
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 0), title=f"pipetune on the twin, {args.window:g} s windows, seed {args.seed}")
+    for col in ("case", "windows", "near 1.1×\nat", "changes\nafter", "converged\nat", "final\nP95 s", "changes"):
+        table.add_column(col, justify="left" if col == "case" else "right", no_wrap=True)
     for cal in args.calibrations.split(","):
         steady = drive(cal, WorkloadSpec(Profile.steady, args.rate, seed=args.seed), args.windows, args.window,
                        args.seed)

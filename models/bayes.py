@@ -16,7 +16,8 @@
   successive improvements and halves after successive failures; an infeasible window (its `Verdict`)
   counts as several failures.
 - Pre-screening (optional): the best few candidates are simulated on a twin (`TwinScreen`, fanned out
-  through `parallel_map`); only one the twin expects to keep up, with headroom, is proposed.
+  through `parallel_map`); only one the twin expects to keep up, with headroom, is proposed (or, where
+  the twin expects even the incumbent to fall behind, one it expects to keep up as well as the incumbent).
 - Acquisition: the optimistic gain, incumbent's predicted P95 minus the candidate's lower bound
   (Σ exp(μ − κσ) over stages). A candidate that restarts a component (Filebeat queue/output, the sink)
   must promise more: its gain is multiplied by `restart_discount`, and restart dimensions are
@@ -24,11 +25,17 @@
   the expected gain (κ = 0) replaces the optimistic one.
 - Converge and stay: a change is proposed only when its gain exceeds `CONFIDENCE_Z` × the noise of a
   window (the pooled spread of repeated windows, the stage models' noise terms before there are any).
-  When nothing does, after at least `MIN_SEARCH` windows of search, the learner holds the incumbent and
-  says so ("converged: best predicted gain 0.8 ms < 6.0 ms (2 × noise 3.0 ms)"), without scoring again,
-  until something it did not model happens: the load moves beyond `LOAD_SHIFT`, a window breaches the
-  guardrails, the incumbent's P95 drifts beyond `DRIFT_Z` × the noise, or the policy changes. Then the
-  search re-opens from a fresh trust region and says why.
+  When nothing in the trust region does, after at least `MIN_SEARCH` windows of search, the learner
+  looks once more over every safe config (a box as wide as the cube, optimistic gains): the trust region
+  is a box around the incumbent, the safe set reaches beyond it, and near capacity the big gains lie
+  there. If something there promises more than the threshold, the trust region widens again; if nothing
+  does, the learner holds the incumbent and says so ("converged: best predicted gain 0.8 ms < 6.0 ms
+  (2 × noise 3.0 ms)"), without scoring again, until something happens: the load moves beyond
+  `LOAD_SHIFT`, a window breaches the guardrails, the incumbent's P95 drifts beyond `DRIFT_Z` × the noise,
+  or the policy changes. Then the search re-opens from a fresh trust region and says why. The load is an
+  input of every model, so after a load move the search may stop again at once, when the models see
+  nothing to gain at the new load; the other causes are changes the models never saw, and the search
+  measures `MIN_SEARCH` windows first.
 """
 
 from __future__ import annotations
@@ -46,7 +53,7 @@ from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
 from models.learning import HISTORY_BEST, HISTORY_RECENT, Context, Suggestion, TunedCube, kept_history, load_moved
 from models.observation import Observation
 from models.policy import Policy
-from models.screen import TwinScreen
+from models.screen import TwinScreen, screen_bar
 from models.space import Config
 from models.verdict import Verdict
 
@@ -54,7 +61,6 @@ MapFn = Callable[[Callable, Iterable], Iterable]
 _RATE_LOG_RANGE = (math.log(10.0), math.log(1e6))  # offered load, events/s, mapped onto [0, 1]
 _MIN_STAGE_S = 1e-3  # stage latencies below a millisecond are all "nothing" to the model
 CONFIDENCE_Z = 2.0  # a change must promise more than this many standard deviations of a window's noise
-WORTH_A_LOOK = 0.05  # ... or more than this share of the incumbent's P95, however noisy the windows
 DRIFT_Z = 3.0  # a converged incumbent measured this many noise deviations off re-opens the search
 NOISE_DOF = 3  # repeated windows (beyond the first of each config) before the measured noise counts
 NOISE_FLOOR = 0.01  # of the P95: no window is measured more precisely than this
@@ -148,7 +154,20 @@ class _Converged:
     @property
     def reason(self) -> str:
         return (f"converged: best predicted gain {self.gain_s * 1e3:.1f} ms < {self.threshold_s * 1e3:.1f} ms "
-                f"(least of {CONFIDENCE_Z:g} × noise {self.noise_s * 1e3:.1f} ms and {WORTH_A_LOOK:.0%} of the P95)")
+                f"({CONFIDENCE_Z:g} × noise {self.noise_s * 1e3:.1f} ms)")
+
+
+@dataclass(frozen=True)
+class _Pool:
+    """Candidates (unit cube) with their predicted P95, its optimistic bound, the margin's mean and std, and
+    whether each is predicted safe."""
+
+    cand: np.ndarray
+    mean: np.ndarray
+    optimistic: np.ndarray
+    m_mean: np.ndarray
+    m_std: np.ndarray
+    safe: np.ndarray
 
 
 @dataclass
@@ -265,12 +284,18 @@ class SafeBayesLearner:
         self._update_trust_region(verdict.ok, observation.p95_s)
         self._fit()
 
-    def _reopen(self, why: str) -> None:
-        """Search again from a fresh trust region: something changed that the converged model did not see."""
+    def _reopen(self, why: str, modelled: bool = False) -> None:
+        """Search again from a fresh trust region: something changed that the converged model did not see.
+
+        `modelled`: the change is one the models take as an input (the offered load), so what they learnt
+        carries over; the search may stop again at once, when they see nothing to gain at the new load,
+        instead of first measuring `MIN_SEARCH` windows as a search of unknown ground must.
+        """
         if self._converged is None and not self._exhausted:
             return
         self._converged, self._exhausted, self._reopened = None, False, why
-        self.length, self._successes, self._failures, self._searched = self.length_init, 0, 0, 0
+        self.length, self._successes, self._failures = self.length_init, 0, 0
+        self._searched = MIN_SEARCH if modelled else 0
         self._best_p95_s = math.inf
 
     def _update_trust_region(self, feasible: bool, p95_s: float) -> None:
@@ -334,13 +359,72 @@ class SafeBayesLearner:
         held = self._converged
         if held is not None:
             if load_moved(held.offered_eps, context.offered_eps):
-                self._reopen(f"load moved {held.offered_eps:.0f} → {context.offered_eps:.0f} ev/s")
+                self._reopen(f"load moved {held.offered_eps:.0f} → {context.offered_eps:.0f} ev/s", modelled=True)
             elif incumbent != held.config:
                 self._reopen("the daemon's incumbent changed")
             else:
                 return self._hold(incumbent, held.p95_s, held.reason, held.noise_s)
         center = self.cube.encode(incumbent)
-        cand = np.vstack([self._candidates(center), self._stage_moves(center, context)])
+        pool = self._pool(center, context, self.length)
+        inc_features = self._features(incumbent, context)[None, :]
+        inc_p95 = float(self._predict_p95(inc_features, 0.0)[0])
+        noise_s, dof = self._window_noise(incumbent, context, inc_p95, inc_features)
+        self._noise_s = noise_s
+        if not np.any(pool.safe):
+            self.length = max(self.length / 2, self.length_min)
+            return self._hold(incumbent, inc_p95, f"no candidate predicted safe in trust region {self.length:.2f}",
+                              noise_s)
+        # Before the trust region collapses, the optimistic gain (what the model hopes for); after, the expected.
+        promise = self._promise(pool, inc_p95, expected=self._exhausted)
+        threshold = CONFIDENCE_Z * noise_s
+        best = float(np.max(promise))
+        kind = "predicted" if self._exhausted else "optimistic"
+        why = f"{kind} gain {{gain_ms:.1f}} ms > {threshold * 1e3:.1f} ms ({CONFIDENCE_Z:g} × noise {noise_s * 1e3:.1f} ms)"
+        if best <= threshold:
+            below = f"best {kind} gain {best * 1e3:.1f} ms < {threshold * 1e3:.1f} ms"
+            if dof < NOISE_DOF:  # before stopping, know the noise: measure the incumbent itself again
+                return self._hold(incumbent, inc_p95, f"{below}, the noise {noise_s * 1e3:.1f} ms the models' guess: "
+                                                      "measure the incumbent again to know it", noise_s)
+            if self._exhausted or self._searched >= MIN_SEARCH:
+                # The trust region is a box around the incumbent; the safe set reaches beyond it. Stop only when
+                # nothing safe anywhere promises, even optimistically, more than the threshold.
+                wide = self._pool(center, context, self.length_max)
+                wide_promise = self._promise(wide, inc_p95, expected=False)
+                if float(np.max(wide_promise)) <= threshold:
+                    self._converged = _Converged(incumbent, context.offered_eps,
+                                                 self._measured_p95(incumbent, context, inc_p95), noise_s,
+                                                 max(best, float(np.max(wide_promise)), 0.0), threshold)
+                    return self._hold(incumbent, inc_p95, self._converged.reason, noise_s)
+                self.length, self._exhausted = self.length_init, False  # search again from a fresh trust region
+                pool, promise = wide, wide_promise
+                why = (f"{below} in the trust region, but beyond it an optimistic gain {{gain_ms:.1f}} ms: "
+                       "widen the trust region")
+                order = np.argsort(-promise)[: int(np.sum(promise > threshold))]
+            else:
+                # A model of a few windows can look flat where it has not looked yet (near capacity it misjudges
+                # the sum of the stages too): while the search is young, measure where it is least sure instead.
+                why = f"{below}, but only {self._searched} < {MIN_SEARCH} windows searched: explore the most uncertain"
+                order = np.argsort(-np.where(pool.safe, pool.mean - pool.optimistic + pool.m_std, -np.inf)
+                                   )[: int(pool.safe.sum())]
+        else:
+            order = np.argsort(-promise)[: int(np.sum(promise > threshold))]
+        i = self._first_passing(order, pool.cand, incumbent, context)
+        if i is None:
+            return self._hold(incumbent, inc_p95, f"the twin expects none of the "
+                                                  f"{min(len(order), self.screen_top)} best candidates to keep up",
+                              noise_s)
+        lcb = pool.m_mean[i] - self.beta * pool.m_std[i]
+        self._current = self.cube.decode(pool.cand[i], base=incumbent)
+        return Suggestion(self._current,
+                          f"{why.format(gain_ms=promise[i] * 1e3)}: predicted P95 {pool.mean[i]:.3f}s vs incumbent "
+                          f"{inc_p95:.3f}s, margin LCB {lcb:+.3f}, trust region {self.length:.2f}, "
+                          f"{int(pool.safe.sum())}/{len(pool.safe)} safe",
+                          {"p95_s": float(pool.mean[i]), "p95_lower_s": float(pool.optimistic[i]),
+                           "margin": float(pool.m_mean[i]), "margin_lcb": float(lcb), "noise_s": noise_s})
+
+    def _pool(self, center: np.ndarray, context: Context, length: float) -> _Pool:
+        """Candidates in a box of side `length` around `center` (and stage-by-stage moves in it), scored."""
+        cand = np.vstack([self._candidates(center, length), self._stage_moves(center, context, length)])
         features = np.column_stack([cand, np.full(len(cand), context_feature(context))])
         chunks = np.array_split(features, max(1, len(features) // 256))
         scored = list(self.parallel_map(self._score_chunk, chunks))
@@ -348,53 +432,16 @@ class SafeBayesLearner:
         safe = m_mean - self.beta * m_std >= self.margin_floor
         if self.policy.p95_ceiling_s is not None:
             safe &= self._predict_p95(features, -self.beta) <= self.policy.p95_ceiling_s
-        inc_features = self._features(incumbent, context)[None, :]
-        inc_p95 = float(self._predict_p95(inc_features, 0.0)[0])
-        noise_s, dof = self._window_noise(incumbent, context, inc_p95, inc_features)
-        self._noise_s = noise_s
-        if not np.any(safe):
-            self.length = max(self.length / 2, self.length_min)
-            return self._hold(incumbent, inc_p95, f"no candidate predicted safe in trust region {self.length:.2f}",
-                              noise_s)
-        # Before the trust region collapses, the optimistic gain (what the model hopes for); after, the expected.
-        promise = inc_p95 - (mean if self._exhausted else optimistic)
-        restarts = np.any(np.abs(cand - self.cube.encode(self._current))[:, self.cube.restart_mask()] > 1e-9, axis=1)
+        return _Pool(cand, mean, optimistic, m_mean, m_std, safe)
+
+    def _promise(self, pool: _Pool, inc_p95: float, expected: bool) -> np.ndarray:
+        """Each candidate's gain over the incumbent's predicted P95 (expected, or optimistic), a restart's
+        discounted; -inf where not safe."""
+        promise = inc_p95 - (pool.mean if expected else pool.optimistic)
+        restarts = np.any(np.abs(pool.cand - self.cube.encode(self._current))[:, self.cube.restart_mask()] > 1e-9,
+                          axis=1)
         promise = np.where(restarts, promise * self.restart_discount, promise)  # a restart must promise more
-        promise = np.where(safe, promise, -np.inf)
-        # near capacity a window's P95 is noisy, yet the gains there are large: a big enough gain is worth a look
-        threshold = min(CONFIDENCE_Z * noise_s, WORTH_A_LOOK * inc_p95)
-        best = float(np.max(promise))
-        kind = "predicted" if self._exhausted else "optimistic"
-        why = (f"{kind} gain {{gain_ms:.1f}} ms > {threshold * 1e3:.1f} ms (least of {CONFIDENCE_Z:g} × noise "
-               f"{noise_s * 1e3:.1f} ms and {WORTH_A_LOOK:.0%} of the P95)")
-        if best <= threshold:
-            below = f"best {kind} gain {best * 1e3:.1f} ms < {threshold * 1e3:.1f} ms"
-            if dof < NOISE_DOF:  # before stopping, know the noise: measure the incumbent itself again
-                return self._hold(incumbent, inc_p95, f"{below}, the noise {noise_s * 1e3:.1f} ms the models' guess: "
-                                                      "measure the incumbent again to know it", noise_s)
-            if self._exhausted or self._searched >= MIN_SEARCH:
-                self._converged = _Converged(incumbent, context.offered_eps,
-                                             self._measured_p95(incumbent, context, inc_p95), noise_s, max(best, 0.0),
-                                             threshold)
-                return self._hold(incumbent, inc_p95, self._converged.reason, noise_s)
-            # A model of a few windows can look flat where it has not looked yet (near capacity it misjudges the
-            # sum of the stages too): while the search is young, measure where it is least sure instead.
-            why = f"{below}, but only {self._searched} < {MIN_SEARCH} windows searched: explore the most uncertain"
-            order = np.argsort(-np.where(safe, mean - optimistic + m_std, -np.inf))[: int(safe.sum())]
-        else:
-            order = np.argsort(-promise)[: int(np.sum(promise > threshold))]
-        i = self._first_passing(order, cand, incumbent, context)
-        if i is None:
-            return self._hold(incumbent, inc_p95, f"the twin expects none of the "
-                                                  f"{min(len(order), self.screen_top)} best candidates to keep up",
-                              noise_s)
-        lcb = m_mean[i] - self.beta * m_std[i]
-        self._current = self.cube.decode(cand[i], base=incumbent)
-        return Suggestion(self._current,
-                          f"{why.format(gain_ms=promise[i] * 1e3)}: predicted P95 {mean[i]:.3f}s vs incumbent {inc_p95:.3f}s, margin LCB "
-                          f"{lcb:+.3f}, trust region {self.length:.2f}, {int(safe.sum())}/{len(safe)} safe",
-                          {"p95_s": float(mean[i]), "p95_lower_s": float(optimistic[i]),
-                           "margin": float(m_mean[i]), "margin_lcb": float(lcb), "noise_s": noise_s})
+        return np.where(pool.safe, promise, -np.inf)
 
     def _incumbent_p95s(self, incumbent: Config, context: Context) -> list[float]:
         """The P95 of the incumbent's feasible windows at about this load."""
@@ -441,14 +488,15 @@ class SafeBayesLearner:
         return Suggestion(incumbent, f"{why}: keep the incumbent", {"p95_s": inc_p95, "noise_s": noise_s})
 
     def _first_passing(self, order: np.ndarray, cand: np.ndarray, incumbent: Config, context: Context) -> int | None:
-        """The best-ranked candidate the twin expects to keep up (the best one, without a screen)."""
+        """The best-ranked candidate the twin expects to keep up, or to keep up as well as the incumbent where the
+        twin expects the incumbent below the floor (`screen_bar`); the best one, without a screen."""
         if self.screen is None:
             return int(order[0])
         top = [int(k) for k in order[: self.screen_top]]
-        configs = [self.cube.decode(cand[k], base=incumbent) for k in top]
-        floor = self.policy.min_throughput_ratio
-        verdicts = list(self.parallel_map(lambda c: self.screen.keeps_up(c, context.offered_eps, floor), configs))
-        return next((k for k, ok in zip(top, verdicts) if ok), None)
+        configs = [incumbent] + [self.cube.decode(cand[k], base=incumbent) for k in top]
+        incumbent_ratio, *ratios = self.parallel_map(lambda c: self.screen.ratio(c, context.offered_eps), configs)
+        bar = screen_bar(incumbent_ratio, self.policy.min_throughput_ratio)
+        return next((k for k, ratio in zip(top, ratios) if ratio >= bar), None)
 
     def _score_chunk(self, features: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         mean = self._predict_p95(features, 0.0)
@@ -456,14 +504,14 @@ class SafeBayesLearner:
         m_mean, m_std = self._margin_gp.predict(features)
         return mean, optimistic, m_mean, m_std
 
-    def _stage_moves(self, center: np.ndarray, context: Context, per_stage: int = 256) -> np.ndarray:
+    def _stage_moves(self, center: np.ndarray, context: Context, length: float, per_stage: int = 256) -> np.ndarray:
         """Candidates built stage by stage, as an additive model allows (Add-GP-UCB's idea).
 
         For each stage, the move of only its own parameters that its model finds most promising; then
         each such move alone, and all of them together.
         """
-        lo = np.clip(center - self.length / 2, 0.0, 1.0)
-        hi = np.clip(center + self.length / 2, 0.0, 1.0)
+        lo = np.clip(center - length / 2, 0.0, 1.0)
+        hi = np.clip(center + length / 2, 0.0, 1.0)
         moves = []
         for stage, gp in self._stage_gps.items():
             dims = self.stage_dims[stage]
@@ -484,7 +532,7 @@ class SafeBayesLearner:
             together[dims] = values
         return np.array(singles + [together]) if moves else np.empty((0, center.size))
 
-    def _candidates(self, center: np.ndarray) -> np.ndarray:
+    def _candidates(self, center: np.ndarray, length: float) -> np.ndarray:
         """Points in the trust region around `center`, a few dimensions perturbed at a time."""
         d = self.cube.dims
         rng = self.rng
@@ -492,7 +540,7 @@ class SafeBayesLearner:
         prob = np.where(self.cube.restart_mask(), p * 0.5, p)
         mask = rng.uniform(size=(self.candidates, d)) < prob
         mask[np.arange(self.candidates), rng.integers(0, d, self.candidates)] |= ~mask.any(axis=1)
-        lo = np.clip(center - self.length / 2, 0.0, 1.0)
-        hi = np.clip(center + self.length / 2, 0.0, 1.0)
+        lo = np.clip(center - length / 2, 0.0, 1.0)
+        hi = np.clip(center + length / 2, 0.0, 1.0)
         points = np.where(mask, rng.uniform(lo, hi, size=(self.candidates, d)), center)
         return np.vstack([center[None, :], points])

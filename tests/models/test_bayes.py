@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from models.bayes import SafeBayesLearner
+from models.bayes import MIN_SEARCH, SafeBayesLearner
 from models.learning import TunedCube, Context, kept_history
 from models.observation import Observation
 from models.policy import Policy
@@ -211,3 +211,84 @@ def test_a_policy_change_reopens_the_search():
     learner, _, incumbent, _ = _converged_learner()
     learner.update_policy(Policy(max_restarts_per_hour=3))
     assert learner.suggest(Context(CTX.offered_eps, incumbent)).reason.startswith("re-opened (the policy changed)")
+
+
+class _FlatWithAValley:
+    """A flat P95 of e^-1 s with one valley (0.4 log units deeper) around u = (0.8, 0.8, 0.8); always keeps up."""
+
+    def __init__(self, cube: TunedCube, seed: int = 0) -> None:
+        self.cube = cube
+        self.rng = np.random.default_rng(seed)
+
+    def __call__(self, config) -> Observation:
+        u = self.cube.encode(config)
+        log_p95 = -1 - 0.4 * math.exp(-float(np.sum((u - 0.8) ** 2)) / (2 * 0.15**2)) + self.rng.normal(0, 0.01)
+        p95 = math.exp(log_p95)
+        return Observation(duration_s=30, offered_eps=300, throughput_eps=300, p50_s=p95 / 2, p95_s=p95,
+                           p99_s=p95 * 1.2, mean_s=p95 / 2)
+
+
+def test_a_collapsed_trust_region_does_not_stop_the_search_while_a_safe_config_beyond_it_promises_more():
+    # The learner has seen the whole cube (the valley too) and then measured a flat incumbent far from the
+    # valley until its trust region collapsed: around the incumbent nothing is left, beyond it there is.
+    policy = Policy()
+    cube = TunedCube(NAMES, policy)
+    problem = _FlatWithAValley(cube)
+    incumbent = cube.decode(np.array([0.2, 0.2, 0.2]), base=PIPELINE_SPACE.defaults())
+    learner = SafeBayesLearner(cube, incumbent, seed=0)
+    grid = [np.array(u) for u in np.ndindex(4, 4, 4)]
+    for u in grid:
+        config = cube.decode(np.array(u) / 3 * 0.9 + 0.05, base=incumbent)
+        observation = problem(config)
+        learner.tell(config, CTX, observation, judge(observation, policy, config))
+    for _ in range(12):
+        observation = problem(incumbent)
+        learner.tell(incumbent, CTX, observation, judge(observation, policy, incumbent))
+    suggestion = learner.suggest(Context(CTX.offered_eps, incumbent))
+    assert not learner.converged and "widen the trust region" in suggestion.reason
+    assert np.linalg.norm(cube.encode(suggestion.config) - 0.8) < 0.4  # towards the valley
+
+
+class _PessimisticTwin:
+    """A screen whose twin expects the incumbent to reach `incumbent_ratio` of the load and every other config
+    `others_ratio` (a stand-in for a misjudged twin near capacity)."""
+
+    def __init__(self, incumbent, incumbent_ratio: float, others_ratio: float) -> None:
+        self.incumbent, self.incumbent_ratio, self.others_ratio = incumbent, incumbent_ratio, others_ratio
+
+    def ratio(self, config, offered_eps: float) -> float:
+        return self.incumbent_ratio if config == self.incumbent else self.others_ratio
+
+
+@pytest.mark.parametrize("others_ratio, proposes", [(0.80, True), (0.70, False)])
+def test_where_the_twin_expects_even_the_incumbent_to_fall_behind_a_candidate_must_keep_up_as_well(
+        others_ratio, proposes):
+    policy = Policy()
+    cube = TunedCube(NAMES, policy)
+    problem = Synthetic(cube)
+    start = cube.decode(np.array([0.9, 0.2, 0.9]), base=PIPELINE_SPACE.defaults())
+    screen = _PessimisticTwin(start, incumbent_ratio=0.80, others_ratio=others_ratio)  # the floor is 0.95
+    learner = SafeBayesLearner(cube, start, seed=0, screen=screen)
+    for _ in range(3):
+        observation = problem(start)
+        learner.tell(start, CTX, observation, judge(observation, policy, start))
+    suggestion = learner.suggest(Context(CTX.offered_eps, start))
+    assert (suggestion.config != start) == proposes
+    assert ("the twin expects none" in suggestion.reason) != proposes
+
+
+def test_after_a_load_move_the_search_may_stop_at_once_when_the_models_see_nothing_to_gain_at_the_new_load():
+    # The synthetic pipeline's P95 does not depend on the load: what the models learnt at 300 ev/s holds at
+    # 450, so the re-opened search needs no MIN_SEARCH windows of its own.
+    learner, problem, incumbent, _ = _converged_learner()
+    moved = Context(450.0, incumbent)
+    first = learner.suggest(moved)
+    assert first.reason.startswith("re-opened (load moved 300 → 450 ev/s)") and not learner.converged
+    suggestion, windows = first, 0
+    while not learner.converged:
+        assert windows < MIN_SEARCH, "the re-opened search measured as long as one on unknown ground"
+        observation = problem(suggestion.config)
+        learner.tell(suggestion.config, moved, observation, judge(observation, Policy(), suggestion.config))
+        windows += 1
+        suggestion = learner.suggest(moved)
+    assert suggestion.config == incumbent and suggestion.reason.startswith("converged")
