@@ -49,7 +49,7 @@ from rich.table import Table
 
 from testbed import processes
 from testbed.install import Peers, install_kafka, install_peers
-from testbed.kafka import broker_ready, kafka_service
+from testbed.kafka import brokers_ready, kafka_services
 from testbed.pipeline import DEFAULT_PIPELINE, load_pipeline
 
 RUN_TIMEOUT_S = 300.0  # no tool run of this bench is meant to take more than this; past it, it is killed
@@ -382,10 +382,10 @@ def kafka_broker(work: Path) -> Iterator[str]:
     spec = base.model_copy(update={"name": "peers", "run_dir": work / "kafka-run",
                                    "kafka": base.kafka.model_copy(update={"port": free_port(),
                                                                           "controller_port": free_port()})})
-    service = kafka_service(spec, install_kafka(), spec.start_config())
+    (service,) = kafka_services(spec, install_kafka(), spec.start_config())
     processes.start(service)
     try:
-        processes.wait_ready(service, lambda: broker_ready(spec.bootstrap), 90.0)
+        processes.wait_ready(service, lambda: brokers_ready(spec), 90.0)
         yield spec.bootstrap
     finally:
         processes.stop(service)
