@@ -203,7 +203,7 @@ class CanaryPool:
                                     for v in self.state.nodes})
 
     def _order(self) -> list[str]:
-        return [*self.plan.canary, *(node for step in self.plan.steps for node in step)]
+        return [*self.plan.canary, *self._controls()]
 
     def _controls(self) -> list[str]:
         return [node for step in self.plan.steps for node in step]

@@ -8,66 +8,40 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import select
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
-from tests.conftest import free_ports
-
 pytestmark = pytest.mark.slow
-RAY = str(Path(sys.executable).with_name("ray"))
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _pids_of(marker: str) -> list[int]:
-    """Processes whose command line holds `marker` (this cluster's temp dir, or its second node's resource)."""
-    pids = []
+def _raylet_under(pid: int) -> int:
+    """The raylet among `pid`'s descendants (the node `ray start --block` runs)."""
+    children: dict[int, list[int]] = {}
     for proc in Path("/proc").iterdir():
         try:
-            if proc.name.isdigit() and marker.encode() in (proc / "cmdline").read_bytes():
-                pids.append(int(proc.name))
-        except OSError:
+            if proc.name.isdigit():
+                parent = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                children.setdefault(parent, []).append(int(proc.name))
+        except (OSError, ValueError):
             continue
-    return pids
-
-
-@pytest.fixture
-def cluster() -> Iterator[tuple[str, dict]]:
-    """The head's address and the environment that reaches it; every process of the cluster is killed after the test (never `ray stop`, which
-    stops every Ray on the machine)."""
-    (port,) = free_ports(1)
-    temp = Path(tempfile.mkdtemp(prefix="ptray-"))  # short: Ray's unix sockets live under it (108-byte paths)
-    common = ["--num-cpus", "1", "--disable-usage-stats"]
-    # the cluster's own token, which every node and the driver must present (Ray's token authentication)
-    env = {**os.environ, "RAY_TMPDIR": str(temp), "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
-    try:
-        subprocess.run([RAY, "start", "--head", "--port", str(port), "--include-dashboard", "false",
-                        "--temp-dir", str(temp), *common], check=True, env=env, capture_output=True, timeout=120)
-        subprocess.run([RAY, "start", "--address", f"127.0.0.1:{port}", "--resources", '{"second_node": 1}',
-                        *common], check=True, env=env, capture_output=True, timeout=120)
-        yield f"127.0.0.1:{port}", env
-    finally:
-        for pid in _pids_of(str(temp)):
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            todo.append(child)
             try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        shutil.rmtree(temp, ignore_errors=True)
-
-
-def _second_raylet() -> int:
-    raylets = [pid for pid in _pids_of("second_node,1") if b"raylet" in Path(f"/proc/{pid}/cmdline").read_bytes()]
-    assert len(raylets) == 1, f"expected the second node's raylet, found {raylets}"
-    return raylets[0]
+                if b"raylet/raylet" in Path(f"/proc/{child}/cmdline").read_bytes():
+                    found.append(child)
+            except OSError:
+                continue
+    assert len(found) == 1, f"expected the node's raylet under pid {pid}, found {found}"
+    return found[0]
 
 
 def _line(driver: subprocess.Popen, timeout_s: float = 240.0) -> dict:
@@ -82,8 +56,8 @@ def _line(driver: subprocess.Popen, timeout_s: float = 240.0) -> dict:
     return {}
 
 
-def test_learners_spread_over_two_ray_nodes_and_survive_one_crashing(cluster, tmp_path):
-    address, env = cluster
+def test_learners_spread_over_two_ray_nodes_and_survive_one_crashing(two_node_cluster, tmp_path):
+    address, env, worker = two_node_cluster
     driver = subprocess.Popen([sys.executable, "-m", "tests.controller.ray_cluster_driver", address], cwd=ROOT, env=env,
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(tmp_path / "driver.log", "w"),
                               text=True)
@@ -92,7 +66,7 @@ def test_learners_spread_over_two_ray_nodes_and_survive_one_crashing(cluster, tm
         assert placed, f"the driver ended early: {(tmp_path / 'driver.log').read_text()[-2000:]}"
         assert len(set(placed["learners"])) == 2, "pool actors on both Ray nodes"
         assert len(set(placed["tasks"])) == 2, "scoring tasks on both Ray nodes"
-        os.kill(_second_raylet(), signal.SIGKILL)
+        os.kill(_raylet_under(worker.pid), signal.SIGKILL)
         driver.stdin.write("go\n")
         driver.stdin.flush()
         after = _line(driver)

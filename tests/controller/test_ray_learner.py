@@ -5,16 +5,13 @@ whose learner's node is stopped goes on deciding with a learner rebuilt elsewher
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
-from tests.conftest import free_ports
 
 # Run in a process of its own: the test session's own Ray (the `ray_session` fixture) is a local one.
 JOINED = """
@@ -75,31 +72,6 @@ print(json.dumps({"actors": {p: d.learner.node_id() for p, d in daemons.items()}
                   "told": {p: d.told for p, d in daemons.items()},
                   "stored": {p: len(d.store.observations()) for p, d in daemons.items()}}), flush=True)
 """
-
-
-def _ray_node(args: list[str], env: dict[str, str]) -> subprocess.Popen:
-    """`ray start ... --block`: the node's processes live as long as this one, which a signal ends with them (never
-    `ray stop`, which would stop every Ray on the machine)."""
-    ray = Path(sys.executable).parent / "ray"
-    return subprocess.Popen([str(ray), "start", "--block", "--num-cpus=1", *args], env=env, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-
-
-@pytest.fixture
-def two_node_cluster(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
-    port = free_ports(1)[0]
-    temp = Path(os.environ.get("RAY_TMPDIR", "/tmp/pipetune-ray")) / f"cluster-{port}"
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_TMPDIR": str(temp)}
-    head = _ray_node(["--head", f"--port={port}", "--include-dashboard=false", f"--temp-dir={temp}"], env)
-    nodes = [head]
-    try:
-        nodes.append(_ray_node([f"--address=127.0.0.1:{port}"], env))
-        yield f"127.0.0.1:{port}", env, nodes[1]
-    finally:
-        for node in reversed(nodes):
-            if node.poll() is None:
-                node.send_signal(signal.SIGTERM)
-                node.wait(timeout=120)
 
 
 @pytest.mark.slow

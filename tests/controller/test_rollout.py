@@ -17,13 +17,13 @@ from controller.daemon import Daemon
 from controller.pipelines import ApplyReport, PipelineUnavailable, TwinPipeline
 from controller.rollout import CanaryPool, Phase, PoolWindow, TwinPoolWindows
 from models.canary import LatencyHistogram
-from models.learning import Suggestion
 from models.observation import Observation
 from models.policy import Policy
 from models.rollout import NodeState, plan_rollout
 from models.space import PIPELINE_SPACE, Config
 from models.twin import load
 from replay.profiles import Profile, WorkloadSpec, build_schedule
+from tests.controller.test_daemon import Scripted
 
 TIMEOUT = "filebeat.queue.mem.flush.timeout"
 DEFAULTS = PIPELINE_SPACE.defaults()
@@ -209,23 +209,6 @@ def test_an_agent_that_does_not_answer_during_promotion_is_recorded_not_fatal(tm
 def test_a_pool_without_controls_is_refused(tmp_path):
     with pytest.raises(ValueError, match="control nodes"):
         CanaryPool({}, Windows({}, []), plan_rollout(["only"], 1, 1))
-
-
-class Scripted:
-    """A learner that proposes the given configs in turn, then holds the last."""
-
-    def __init__(self, *configs: Config) -> None:
-        self.queue, self.last = list(configs), configs[0]
-
-    def suggest(self, context) -> Suggestion:
-        self.last = self.queue.pop(0) if self.queue else self.last
-        return Suggestion(self.last, "scripted")
-
-    def tell(self, config, context, observation, verdict) -> None:
-        pass
-
-    def update_policy(self, policy) -> None:
-        pass
 
 
 def _twin_pool(tmp_path: Path, rates_eps: tuple[float, ...]) -> tuple[CanaryPool, dict[str, TwinPipeline]]:

@@ -1,6 +1,5 @@
 """The one verdict on a window: what counts as keeping up, and every strategy judging by it alone."""
 
-import math
 
 import numpy as np
 import pytest
