@@ -13,8 +13,8 @@ steady in the after window makes the canary's judgement void (not promoted). Thr
 whether the change is promoted (throughput and backlog must hold in all, `models.verdict.judge`):
 
 - canary:         `judge_canary` on node 0 against the other nodes over the same windows (difference in
-                  differences of P95, bootstrap interval, the canary's before-window P95 within 15 % of
-                  the controls'): BETTER promotes to the pool;
+                  differences of P95, bootstrap interval widened by the controls' placebo spread, the
+                  canary's before-window P95 within 15 % of the controls'): BETTER promotes to the pool;
 - before/after CI: `judge_canary` on one node with no controls (the same interval, no drift removed);
 - before/after:   one node, the after window's P95 below the before window's (what a sequential tuner does).
 
@@ -99,13 +99,13 @@ Rule = Callable[[list[Window], list[Window], int], tuple[bool, str]]
 def canary_rule(before: list[Window], after: list[Window], seed: int) -> tuple[bool, str]:
     if not all(steady(w.observation) for w in after[1:]):
         return False, "a control was not steady in the after window"
-    controls = [LatencyHistogram.merge(w.histogram for w in ws[1:]) for ws in (before, after)]
-    judged = judge_canary(before[0].histogram, after[0].histogram, *controls, seed=seed)
+    judged = judge_canary(before[0].histogram, after[0].histogram, [w.histogram for w in before[1:]],
+                          [w.histogram for w in after[1:]], seed=seed)
     return judged.outcome is CanaryOutcome.BETTER, judged.reason
 
 
 def before_after_ci_rule(before: list[Window], after: list[Window], seed: int) -> tuple[bool, str]:
-    judged = judge_canary(before[0].histogram, after[0].histogram, None, None, seed=seed)
+    judged = judge_canary(before[0].histogram, after[0].histogram, [], [], seed=seed)
     return judged.outcome is CanaryOutcome.BETTER, judged.reason
 
 

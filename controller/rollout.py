@@ -217,7 +217,7 @@ class CanaryPool:
         def merged(window: PoolWindow, nodes: list[str] | tuple[str, ...]) -> LatencyHistogram:
             return LatencyHistogram.merge(window.latency[n] for n in nodes)
         return judge_canary(merged(before, self.plan.canary), merged(after, self.plan.canary),
-                            merged(before, self._controls()), merged(after, self._controls()),
+                            [before.latency[n] for n in self._controls()], [after.latency[n] for n in self._controls()],
                             confidence=self.confidence, seed=self.state.version)
 
     def _promote(self) -> dict[str, ApplyReport]:

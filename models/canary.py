@@ -11,10 +11,16 @@ and each resample's P95 is read the way Prometheus' `histogram_quantile` reads i
 bucket). A bootstrap, not a Mann–Whitney interval, because the question is about the P95 a user tunes,
 not a shift of the median; because four independent samples combine into one difference of differences
 by resampling each, which a rank test has no form for; and because it works on the histogram the probe
-exports without the events themselves. What the interval covers is the sampling noise of the events in
-the four windows; load that moves the canary alone is not in it, and is why a pool needs several controls.
-Events inside a window are not independent (a batch shares its wait), so the interval is narrower than a
-window-to-window repeat would be; the baseline check below and the controls carry the rest.
+exports without the events themselves. The bootstrap covers the sampling noise of the events in the
+four windows, and nothing else: load that moves one node alone (each host's own traffic), and events that
+are not independent (a batch shares its wait), make a node's P95 move more from window to window than it
+says. With two controls or more the pool measures that itself, as a placebo: each control judged against
+the other controls over the same windows had no change, so its difference in differences is that noise
+alone. Their root mean square is the noise's spread, estimated from k placebos, and the interval adds it
+as a Student-t term with k degrees of freedom to the bootstrap draws. The placebos hold the events'
+sampling noise as well, so that part is counted twice: a little conservative, on purpose, as a promotion
+that was noise costs a restart and a wrong incumbent. (On a twin fleet with ±30 % per-node load noise the
+bootstrap alone promoted 2 of 32 changes that fresh windows showed worse: `bench.fleet_canary`.)
 
 A difference in differences assumes the canary and the controls started level: the judgement is UNCLEAR
 when, before the change, the canary's P95 was off the controls' by more than `MAX_BASELINE_GAP`.
@@ -111,30 +117,34 @@ class CanaryJudgement:
 
 
 def judge_canary(canary_before: LatencyHistogram, canary_after: LatencyHistogram,
-                 controls_before: LatencyHistogram | None, controls_after: LatencyHistogram | None, *,
+                 controls_before: Sequence[LatencyHistogram], controls_after: Sequence[LatencyHistogram], *,
                  confidence: float = 0.95, seed: int = 0, min_events: int = MIN_EVENTS,
                  max_baseline_gap: float = MAX_BASELINE_GAP, resamples: int = RESAMPLES) -> CanaryJudgement:
     """BETTER when the `confidence` interval of the difference in differences of P95 lies wholly below 0,
     WORSE when wholly above, else UNCLEAR; UNCLEAR too when a window has fewer than `min_events` events, or
     when before the change the canary's P95 was off the controls' by more than `max_baseline_gap` (relative).
-    The same arguments and `seed` always give the same judgement. `controls_*`: the control nodes merged;
-    None for both in a pool of one node, which has no controls: its effect is the canary's own before/after
-    difference, load drift included."""
+    The same arguments and `seed` always give the same judgement. `controls_*`: each control node's
+    histogram, in the same node order before and after; none in a pool of one node, which has no controls:
+    its effect is the canary's own before/after difference, load drift included."""
     if not 0 < confidence < 1:
         raise ValueError(f"confidence: {confidence} is outside (0, 1)")
     if max_baseline_gap <= 0:
         raise ValueError(f"max_baseline_gap: {max_baseline_gap} must be > 0")
     if resamples < 100:
         raise ValueError(f"resamples: {resamples} is below 100")
-    if (controls_before is None) != (controls_after is None):
-        raise ValueError("controls_before, controls_after: give both or neither")
-    windows = {"canary_before": canary_before, "canary_after": canary_after}
-    if controls_before is not None and controls_after is not None:
-        windows |= {"controls_before": controls_before, "controls_after": controls_after}
+    if len(controls_before) != len(controls_after):
+        raise ValueError(f"controls_before, controls_after: {len(controls_before)} and {len(controls_after)} "
+                         "nodes; give each control node's histogram in both")
     bounds = canary_before.upper_bounds_s
-    for name, h in windows.items():
+    named = [("canary_after", canary_after), *((f"controls_before.{i}", h) for i, h in enumerate(controls_before)),
+             *((f"controls_after.{i}", h) for i, h in enumerate(controls_after))]
+    for name, h in named:
         if h.upper_bounds_s != bounds:
             raise ValueError(f"{name}: buckets differ from canary_before's; every window needs the same buckets")
+    windows = {"canary_before": canary_before, "canary_after": canary_after}
+    if controls_before:
+        windows |= {"controls_before": LatencyHistogram.merge(controls_before),
+                    "controls_after": LatencyHistogram.merge(controls_after)}
     p95 = {name: h.quantile_s() for name, h in windows.items()}
     few = [f"{name} has {h.total} events" for name, h in windows.items() if h.total < min_events]
     if few:
@@ -152,15 +162,35 @@ def judge_canary(canary_before: LatencyHistogram, canary_after: LatencyHistogram
     drawn = [_quantiles(upper, rng.multinomial(h.total, np.asarray(h.counts) / h.total, size=resamples), QUANTILE)
              for h in windows.values()]
     effect, effects = _effect(list(p95.values())), _effect(drawn)
+    placebos = _placebos(list(controls_before), list(controls_after))
+    spread_s = float(np.sqrt(np.mean(np.square(placebos)))) if placebos else 0.0
+    if spread_s > 0:
+        effects = effects + spread_s * rng.standard_t(len(placebos), size=resamples)
     tail = (1.0 - confidence) / 2
     low, high = (float(v) for v in np.quantile(effects, [tail, 1.0 - tail]))
     outcome = CanaryOutcome.BETTER if high < 0 else CanaryOutcome.WORSE if low > 0 else CanaryOutcome.UNCLEAR
     ms = {name: f"{v * 1e3:.1f}" for name, v in p95.items()}
     controls = (f"controls {ms['controls_before']} → {ms['controls_after']} ms" if "controls_after" in ms
                 else "no controls (load drift not removed)")
+    if placebos:
+        controls += f" (placebo spread ±{spread_s * 1e3:.1f} ms over {len(placebos)})"
     reason = (f"P95 canary {ms['canary_before']} → {ms['canary_after']} ms, {controls}: effect {effect * 1e3:+.1f} "
               f"ms, {confidence:.0%} interval {low * 1e3:+.1f} .. {high * 1e3:+.1f} ms")
     return CanaryJudgement(outcome, effect, low, high, reason)
+
+
+def _placebos(before: list[LatencyHistogram], after: list[LatencyHistogram]) -> list[float]:
+    """Each control's difference in differences of P95 against the other controls (two controls or more;
+    none else): what a canary that changed nothing would show."""
+    if len(before) < 2:
+        return []
+    placebos = []
+    for i in range(len(before)):
+        others = [LatencyHistogram.merge(ws[:i] + ws[i + 1:]) for ws in (before, after)]
+        p95 = [before[i].quantile_s(), after[i].quantile_s(), others[0].quantile_s(), others[1].quantile_s()]
+        if all(math.isfinite(v) for v in p95):
+            placebos.append(float(_effect(p95)))
+    return placebos
 
 
 def _effect(p95: list) -> float | np.ndarray:

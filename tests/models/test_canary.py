@@ -37,7 +37,7 @@ def test_a_histogram_of_events_counts_each_in_the_bucket_of_its_le_bound_and_mer
 def test_the_same_shift_on_canary_and_controls_is_no_effect():
     # the whole pool's load rose: every node's P95 went 100 -> 130 ms
     judged = judge_canary(window(0.100, seed=1), window(0.130, seed=2),
-                          window(0.100, 60_000, seed=3), window(0.130, 60_000, seed=4))
+                          [window(0.100, 60_000, seed=3)], [window(0.130, 60_000, seed=4)])
     assert judged.outcome is CanaryOutcome.UNCLEAR
     assert abs(judged.effect_s) < 0.004
     assert judged.low_s < 0 < judged.high_s
@@ -46,7 +46,7 @@ def test_the_same_shift_on_canary_and_controls_is_no_effect():
 def test_a_canary_that_improved_while_the_load_rose_is_better_with_the_drift_removed():
     # the canary's own P95 rose 100 -> 110 ms (a before/after look calls it worse), the controls' 100 -> 140 ms
     judged = judge_canary(window(0.100, seed=1), window(0.110, seed=2),
-                          window(0.100, 60_000, seed=3), window(0.140, 60_000, seed=4))
+                          [window(0.100, 60_000, seed=3)], [window(0.140, 60_000, seed=4)])
     assert judged.outcome is CanaryOutcome.BETTER
     assert judged.effect_s == pytest.approx(-0.030, abs=0.004)
     assert judged.low_s <= judged.effect_s <= judged.high_s < 0
@@ -55,21 +55,21 @@ def test_a_canary_that_improved_while_the_load_rose_is_better_with_the_drift_rem
 
 def test_a_canary_worse_than_its_controls_is_worse():
     judged = judge_canary(window(0.100, seed=1), window(0.150, seed=2),
-                          window(0.100, 60_000, seed=3), window(0.105, 60_000, seed=4))
+                          [window(0.100, 60_000, seed=3)], [window(0.105, 60_000, seed=4)])
     assert judged.outcome is CanaryOutcome.WORSE
     assert 0 < judged.low_s <= judged.effect_s == pytest.approx(0.045, abs=0.005)
 
 
 def test_too_few_events_is_unclear_and_says_which_window():
     judged = judge_canary(window(0.100, seed=1), window(0.050, events=150, seed=2),
-                          window(0.100, seed=3), window(0.100, seed=4))
+                          [window(0.100, seed=3)], [window(0.100, seed=4)])
     assert judged.outcome is CanaryOutcome.UNCLEAR
     assert "too few events" in judged.reason and "canary_after has 150 events" in judged.reason
     assert math.isnan(judged.effect_s)
 
 
 def test_the_judgement_is_the_same_for_the_same_seed_and_the_seed_moves_only_the_interval_edges():
-    args = (window(0.100, seed=1), window(0.095, seed=2), window(0.100, seed=3), window(0.100, seed=4))
+    args = (window(0.100, seed=1), window(0.095, seed=2), [window(0.100, seed=3)], [window(0.100, seed=4)])
     assert judge_canary(*args, seed=7) == judge_canary(*args, seed=7)
     a, b = judge_canary(*args, seed=7), judge_canary(*args, seed=8)
     assert a.effect_s == b.effect_s
@@ -82,7 +82,7 @@ def test_the_interval_covers_the_true_effect_about_as_often_as_its_confidence_sa
     covered = 0
     for k in range(100):
         judged = judge_canary(window(0.1, 5000, seed=4 * k), window(0.09, 5000, seed=4 * k + 1),
-                              window(0.1, 15_000, seed=4 * k + 2), window(0.1, 15_000, seed=4 * k + 3),
+                              [window(0.1, 15_000, seed=4 * k + 2)], [window(0.1, 15_000, seed=4 * k + 3)],
                               confidence=0.9, seed=k)
         covered += judged.low_s <= -0.010 <= judged.high_s
     assert 80 <= covered <= 97
@@ -92,12 +92,12 @@ def test_the_interval_covers_the_true_effect_about_as_often_as_its_confidence_sa
     (lambda: LatencyHistogram((0.1, 0.2), (1,)), "counts: 1 counts for 2 buckets"),
     (lambda: LatencyHistogram((0.2, 0.1), (1, 1)), "upper_bounds_s: must be > 0 and strictly increasing"),
     (lambda: LatencyHistogram((0.1, 0.2), (1, -1)), "counts: must be whole numbers"),
-    (lambda: judge_canary(window(0.1), window(0.1), window(0.1), window(0.1), confidence=1.0),
+    (lambda: judge_canary(window(0.1), window(0.1), [window(0.1)], [window(0.1)], confidence=1.0),
      "confidence: 1.0 is outside"),
-    (lambda: judge_canary(window(0.1), window(0.1), window(0.1), window(0.1), max_baseline_gap=0),
+    (lambda: judge_canary(window(0.1), window(0.1), [window(0.1)], [window(0.1)], max_baseline_gap=0),
      "max_baseline_gap: 0 must be > 0"),
-    (lambda: judge_canary(window(0.1), window(0.1), LatencyHistogram.of([0.1] * 300, (1.0,)), window(0.1)),
-     "controls_before: buckets differ"),
+    (lambda: judge_canary(window(0.1), window(0.1), [LatencyHistogram.of([0.1] * 300, (1.0,))], [window(0.1)]),
+     "controls_before.0: buckets differ"),
 ])
 def test_bad_input_names_the_field(make, message):
     with pytest.raises(ValueError, match=message):
@@ -105,20 +105,43 @@ def test_bad_input_names_the_field(make, message):
 
 
 def test_a_pool_of_one_node_is_judged_on_its_own_before_and_after_and_says_drift_is_not_removed():
-    judged = judge_canary(window(0.100, seed=1), window(0.090, seed=2), None, None)
+    judged = judge_canary(window(0.100, seed=1), window(0.090, seed=2), [], [])
     assert judged.outcome is CanaryOutcome.BETTER and judged.effect_s == pytest.approx(-0.010, abs=0.003)
     assert "no controls" in judged.reason
-    with pytest.raises(ValueError, match="controls_before, controls_after: give both or neither"):
-        judge_canary(window(0.1), window(0.1), window(0.1), None)
+    with pytest.raises(ValueError, match="controls_before, controls_after: 1 and 0 nodes"):
+        judge_canary(window(0.1), window(0.1), [window(0.1)], [])
 
 
 def test_a_canary_that_did_not_start_where_its_controls_did_is_unclear_not_better():
     # the canary still drained a previous trial's backlog (P95 130 ms against the controls' 100 ms); its return
     # to 100 ms would otherwise pass for a 30 ms improvement
     judged = judge_canary(window(0.130, seed=1), window(0.100, seed=2),
-                          window(0.100, 60_000, seed=3), window(0.100, 60_000, seed=4))
+                          [window(0.100, 60_000, seed=3)], [window(0.100, 60_000, seed=4)])
     assert judged.outcome is CanaryOutcome.UNCLEAR
     assert "% off the controls'" in judged.reason and "beyond ±15%: no common baseline" in judged.reason
     # within the gap the difference in differences is judged as usual
-    assert judge_canary(window(0.105, seed=1), window(0.080, seed=2), window(0.100, 60_000, seed=3),
-                        window(0.100, 60_000, seed=4)).outcome is CanaryOutcome.BETTER
+    assert judge_canary(window(0.105, seed=1), window(0.080, seed=2), [window(0.100, 60_000, seed=3)],
+                        [window(0.100, 60_000, seed=4)]).outcome is CanaryOutcome.BETTER
+
+
+def test_controls_that_move_apart_on_their_own_widen_the_interval_beyond_the_events_noise():
+    # Each control's own load moved its P95 by up to ±15 ms while nothing changed on it: a -8 ms canary is
+    # within that, so the placebos (each control against the others) make it unclear; the bootstrap over
+    # events alone, blind to per-node load, would call it better.
+    before = [window(0.100, 60_000, seed=3), window(0.100, 60_000, seed=5), window(0.100, 60_000, seed=7)]
+    after = [window(0.115, 60_000, seed=4), window(0.088, 60_000, seed=6), window(0.097, 60_000, seed=8)]
+    canary = (window(0.100, 60_000, seed=1), window(0.092, 60_000, seed=2))
+    events_only = judge_canary(*canary, [LatencyHistogram.merge(before)], [LatencyHistogram.merge(after)])
+    assert events_only.outcome is CanaryOutcome.BETTER and "placebo" not in events_only.reason
+    judged = judge_canary(*canary, before, after)
+    assert judged.effect_s == pytest.approx(events_only.effect_s)
+    assert judged.outcome is CanaryOutcome.UNCLEAR and judged.low_s < 0 < judged.high_s
+    assert "placebo spread ±" in judged.reason and "over 3" in judged.reason
+
+
+def test_a_change_well_beyond_the_controls_spread_is_still_better():
+    before = [window(0.100, 60_000, seed=3), window(0.100, 60_000, seed=5), window(0.100, 60_000, seed=7)]
+    after = [window(0.102, 60_000, seed=4), window(0.099, 60_000, seed=6), window(0.100, 60_000, seed=8)]
+    judged = judge_canary(window(0.100, 60_000, seed=1), window(0.060, 60_000, seed=2), before, after)
+    assert judged.outcome is CanaryOutcome.BETTER
+    assert judged.high_s < -0.030
