@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 
 import ray
 
@@ -44,8 +45,19 @@ def _history(seed: int) -> list[Told]:
     return told
 
 
+def wait_for_nodes(count: int, timeout_s: float = 120.0) -> None:
+    """Until the cluster has `count` alive nodes: `ray start --address` returns before the node has joined,
+    and on a busy machine placing actors before it has puts them all on the head."""
+    deadline = time.monotonic() + timeout_s
+    while sum(n["Alive"] for n in ray.nodes()) < count:
+        if time.monotonic() > deadline:
+            sys.exit(f"the cluster did not have {count} alive nodes within {timeout_s:.0f} s")
+        time.sleep(0.2)
+
+
 def main() -> None:
     start_ray(sys.argv[1])
+    wait_for_nodes(2)
     policy, start = Policy(), preset("defaults")
     cube = TunedCube(tuned_names(policy, "paper"), policy)
     histories = [_history(seed) for seed in range(POOLS)]

@@ -15,19 +15,16 @@ import pytest
 
 # Run in a process of its own: the test session's own Ray (the `ray_session` fixture) is a local one.
 JOINED = """
-import json, sys, time
+import json, sys
 import ray
 from controller.ray_learner import node_for, start_ray
+from tests.controller.ray_cluster_driver import wait_for_nodes
 from controller.tuning_run import LearnerSetup, tuning_learner
 from models.policy import Policy
 from models.presets import preset
 
 start_ray(sys.argv[1])
-deadline = time.monotonic() + 120
-while sum(n["Alive"] for n in ray.nodes()) < 2:
-    if time.monotonic() > deadline:
-        sys.exit("the second Ray node did not join within 120 s")
-    time.sleep(0.2)
+wait_for_nodes(2)
 """
 
 JOIN = JOINED + """
