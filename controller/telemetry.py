@@ -13,10 +13,11 @@ without a `source` label, an older probe's, is that too), `canary` (the agents' 
 `worst`, the worse of both by P95 in each window. A window Prometheus cannot be asked about, or holds
 no samples of the probe or the sources for, is `TelemetryMissing`.
 
-A telemetry given `nodes` (a pool's) reads only the series of those nodes: latency and records by the
-probe's `node` label (Filebeat's `host.name`, a canary's node), the sources, Filebeat and CPU by the
-`node` label every agent series carries. Kafka consumer-group lag is per topic, not per node: it stays
-the deployment's (pools share the topic). Without `nodes`, every series counts, with or without a node.
+A telemetry given `nodes` (a pool's) reads only the series of those nodes: latency and the records
+consumed (`pipetune_node_records_total`) by the probe's `node` label (Filebeat's `host.name`, a canary's
+node), the sources, Filebeat and CPU by the `node` label every agent series carries. Kafka consumer-group
+lag is per topic, not per node: it stays the deployment's (pools share the topic), and so do the replay
+ledger's lost events. Without `nodes`, every series counts, with or without a node, as before pools.
 """
 
 from __future__ import annotations
@@ -42,11 +43,14 @@ LatencySource = Literal["event_time", "canary", "worst"]
 # `source=""` also matches a histogram without the label at all: the probe from before it had one.
 SOURCE_MATCHERS = {"event_time": 'source=~"event_time|"', "canary": 'source="canary"'}
 APPENDED = "pipetune_source_events_total"
-_COUNTED = ("pipetune_records_total", "pipetune_events_total", APPENDED)  # the probes' and the agents' counters
-# Every record the probe consumed (`increase` or `rate`, `{s}` a selector); a probe from before
-# `pipetune_records_total` counted them in two (and by no node: a pool's telemetry finds none of them).
-CONSUMED = ("sum({f}(pipetune_records_total{s}[{w}])) or (sum({f}(pipetune_events_total{s}[{w}])) "
-            "+ sum({f}(pipetune_unparsed_events_total{s}[{w}])))")
+NODE_RECORDS = "pipetune_node_records_total"
+_COUNTED = ("pipetune_records_total", "pipetune_events_total", NODE_RECORDS, APPENDED)  # the probes' and agents'
+# Every record the probe consumed (`increase` or `rate`); a probe from before `pipetune_records_total`
+# counted them in two.
+CONSUMED = ("sum({f}(pipetune_records_total[{w}])) or (sum({f}(pipetune_events_total[{w}])) "
+            "+ sum({f}(pipetune_unparsed_events_total[{w}])))")
+# The records of some nodes (`{s}` selects them); a probe from before records by node has none.
+NODE_CONSUMED = "sum({f}(" + NODE_RECORDS + "{s}[{w}]))"
 
 
 @dataclass(frozen=True)
@@ -98,6 +102,12 @@ class PrometheusTelemetry:
         """A series selector of `matchers` and, when scoped, the node matcher ("" when there is neither)."""
         parts = [m for m in (*matchers, self._node) if m]
         return "{" + ", ".join(parts) + "}" if parts else ""
+
+    def _consumed(self, function: str, w: str) -> str:
+        """The records the probe consumed, of the telemetry's nodes when scoped, as `function` over `w`."""
+        if self.nodes is None:
+            return CONSUMED.format(f=function, w=w)
+        return NODE_CONSUMED.format(f=function, s=self._sel(), w=w)
 
     def _of(self) -> str:
         """` for nodes a, b` when scoped, for messages."""
@@ -199,10 +209,10 @@ class PrometheusTelemetry:
         # Both are counters from the start of their exporter: no sample of one means that part is not scraped.
         of = self._sel()
         appended = self.scalar(f"sum(increase({APPENDED}{of}[{w}]))", end)
-        consumed = self.scalar(CONSUMED.format(f="increase", s=of, w=w), end)
+        consumed = self.scalar(self._consumed("increase", w), end)
         for value, what in ((appended, f"{APPENDED} (the node agents' /metrics)"),
-                            (consumed, "pipetune_records_total or pipetune_events_total (the probe"
-                                       f"{', by node' if self.nodes else ''})")):
+                            (consumed, f"{NODE_RECORDS} (the probe's, by node)" if self.nodes else
+                                       "pipetune_records_total or pipetune_events_total (the probe)")):
             if math.isnan(value):
                 raise TelemetryMissing(f"telemetry (Prometheus at {self.url}): no samples of {what}{self._of()} in "
                                        f"the window{self._down(end)}")
@@ -229,7 +239,7 @@ class PrometheusTelemetry:
         series = {
             "t_s": [float(t) for t in range(math.ceil(start), math.floor(end) + 1)],
             "input_eps": self.series(f"sum(rate({APPENDED}{of}[{rate}]))", start, end),
-            "output_eps": self.series(CONSUMED.format(f="rate", s=of, w=rate), start, end),
+            "output_eps": self.series(self._consumed("rate", rate), start, end),
             "p95_s": latency.p95_series_s,
         }
         return Observation(

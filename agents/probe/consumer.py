@@ -144,6 +144,7 @@ class RecordReader:
         by_node: dict[str, int] = {}
         skipped = 0  # sampled out since the last event observed: counted for that event's node
         with self.lock:
+            self.metrics.records.inc(len(batch))
             self._pass.records += len(batch)
             for value, kafka_ms in batch:
                 self._count += 1
@@ -169,7 +170,7 @@ class RecordReader:
             if skipped:
                 by_node[self._last_node] = by_node.get(self._last_node, 0) + skipped
             for node, records in by_node.items():
-                self.metrics.records.labels(node=node).inc(records)
+                self.metrics.node_records.labels(node=node).inc(records)
 
     def _offset(self, node: str) -> float:
         offset = self._offsets.get(node)

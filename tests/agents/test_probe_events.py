@@ -63,7 +63,7 @@ def test_records_that_are_not_json_events_are_unparsed(raw):
     probe, metrics = reader(clock)
     probe.read([(raw, None)])
     assert value(metrics, "pipetune_unparsed_events_total") == 1
-    assert value(metrics, "pipetune_records_total", node="") == 1 and value(metrics, "pipetune_events_total") == 0
+    assert value(metrics, "pipetune_records_total") == 1 and value(metrics, "pipetune_events_total") == 0
 
 
 def test_msec_events_are_measured_by_node_and_source():
@@ -97,8 +97,7 @@ def test_untimed_events_are_counted_and_logged_not_measured(caplog):
     probe.read([(filebeat(json.dumps({"request_id": "r-00000001"})), None),
                 (filebeat(json.dumps({"ts_nginx": "soon"})), None), (filebeat("plain"), None)])
     assert value(metrics, "pipetune_untimed_events_total") == 3
-    assert value(metrics, "pipetune_events_total") == 0
-    assert value(metrics, "pipetune_records_total", node="web-1") == 3
+    assert value(metrics, "pipetune_events_total") == 0 and value(metrics, "pipetune_records_total") == 3
     clock.advance(11)
     with caplog.at_level("WARNING", logger="pipetune.probe"):
         probe.end_pass()
@@ -158,8 +157,9 @@ def test_above_the_sampling_rate_one_event_in_n_is_observed_and_counted_n_times(
     assert value(metrics, "pipetune_e2e_latency_seconds_count", **labels) == 400 + 100
     assert value(metrics, "pipetune_events_total") == 800
     assert value(metrics, "pipetune_canary_received_total", node="n1") == 1  # never sampled out
-    assert value(metrics, "pipetune_records_total", node="web-1") == 800
-    assert value(metrics, "pipetune_records_total", node="n1") == 1  # the canary's node, as its latencies
+    assert value(metrics, "pipetune_records_total") == 801
+    assert value(metrics, "pipetune_node_records_total", node="web-1") == 800
+    assert value(metrics, "pipetune_node_records_total", node="n1") == 1  # the canary's node, as its latencies
 
 
 def test_records_are_counted_by_node_exactly_in_sum_when_sampled():
@@ -169,7 +169,7 @@ def test_records_are_counted_by_node_exactly_in_sum_when_sampled():
     event = json.dumps({"ts_nginx": NOW - 0.01})
     probe.read([(filebeat(event, host="web-1"), None)] * 3 + [(filebeat(event, host="web-2"), None)] * 2
                + [(b"not json", None)])
-    assert [value(metrics, "pipetune_records_total", node=n) for n in ("web-1", "web-2", "")] == [3, 2, 1]
+    assert [value(metrics, "pipetune_node_records_total", node=n) for n in ("web-1", "web-2", "")] == [3, 2, 1]
     clock.advance(1)
     probe.end_pass()  # 6 records/s against 100: still every event
     batch = [(filebeat(event, host=("web-1", "web-2")[k // 200]), None) for k in range(400)]
@@ -177,10 +177,10 @@ def test_records_are_counted_by_node_exactly_in_sum_when_sampled():
     clock.advance(1)
     probe.end_pass()  # 800 records/s against 100: one in 8
     assert value(metrics, "pipetune_sampling_stride") == 8
-    before = {n: value(metrics, "pipetune_records_total", node=n) for n in ("web-1", "web-2")}
+    before = {n: value(metrics, "pipetune_node_records_total", node=n) for n in ("web-1", "web-2")}
     probe.read(batch + batch[:3])  # 200 of web-1, 200 of web-2, then 3 of web-1
-    added = {n: value(metrics, "pipetune_records_total", node=n) - before[n] for n in before}
-    assert sum(added.values()) == 403  # exact in sum
+    added = {n: value(metrics, "pipetune_node_records_total", node=n) - before[n] for n in before}
+    assert sum(added.values()) == 403 and value(metrics, "pipetune_records_total") == 6 + 800 + 403  # exact in sum
     assert added["web-1"] == pytest.approx(203, abs=8) and added["web-2"] == pytest.approx(200, abs=8)
 
 
