@@ -33,10 +33,11 @@ def cluster_brokers(bootstrap: str) -> list[dict]:
 class KafkaBrokerAdapter:
     """One broker's dynamic configs (`num.io.threads`, `num.network.threads`); no process to restart."""
 
-    name = "kafka"
     params: tuple[Param, ...] = tuple(p for p in PIPELINE_PARAMS if p.name.startswith(PREFIX))
 
-    def __init__(self, bootstrap: str, broker_id: int, record_dir: Path, *, visible_timeout_s: float = 30.0) -> None:
+    def __init__(self, bootstrap: str, broker_id: int, record_dir: Path, *, visible_timeout_s: float = 30.0,
+                 name: str = "kafka") -> None:
+        self.name = name  # the component's name in agent.yaml: one agent may hold several brokers' configs
         self.bootstrap = bootstrap
         self.broker_id = broker_id
         self.record = record_dir / FILE  # the configs sent, as properties: the version's file

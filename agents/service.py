@@ -61,7 +61,7 @@ def build_adapter(spec: Component, state_dir: Path, runtime: Runtime | None = No
         return KafkaProducerAdapter(spec.name, spec.properties, spec.health_url, runtime)
     assert isinstance(spec, KafkaBrokerComponent)
     return KafkaBrokerAdapter(spec.bootstrap, spec.broker_id, state_dir / spec.name / "rendered",
-                              visible_timeout_s=spec.visible_timeout_s)
+                              visible_timeout_s=spec.visible_timeout_s, name=spec.name)
 
 
 def build_runtime(spec: Component, state_dir: Path) -> Runtime | None:

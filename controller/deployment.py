@@ -201,12 +201,15 @@ def agent_client(node: NodeSpec, *, timeout_s: float = 120.0) -> AgentClient:
 def live_pipeline(deployment: Deployment, pool: str | None = None) -> LivePipeline:
     """One agent client per node (of `pool` only, when named); the telemetry in Prometheus (latency from
     `latency.source`) and the consumer group's lag (sampled from now on, until the pipeline is closed), from
-    the deployment alone."""
+    the deployment alone. In a deployment of several pools, a pool's telemetry reads its own nodes' series
+    only (the group's lag stays the topic's); with one pool it reads every series, as without pools."""
     members = set(deployment.pool(pool).nodes) if pool is not None else {n.name for n in deployment.nodes}
     agents = [agent_client(node) for node in deployment.nodes if node.name in members]
     kafka = deployment.kafka
     lag = LagWatch(GroupLag(kafka.bootstrap, kafka.consumer_group), span_s=2 * kafka.commit_interval_s)
-    telemetry = PrometheusTelemetry(str(deployment.prometheus.url).rstrip("/"), deployment.latency.source, lag)
+    scoped = pool is not None and len(deployment.pool_specs()) > 1
+    telemetry = PrometheusTelemetry(str(deployment.prometheus.url).rstrip("/"), deployment.latency.source, lag,
+                                    nodes=tuple(deployment.pool(pool).nodes) if scoped else None)
     return LivePipeline(agents, telemetry, deployment.config.config(), deployment.latency.clock_offsets_file)
 
 

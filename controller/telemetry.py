@@ -12,11 +12,18 @@ Latency is the deployment's `latency.source`: `event_time` (each event's own wri
 without a `source` label, an older probe's, is that too), `canary` (the agents' canary lines), or
 `worst`, the worse of both by P95 in each window. A window Prometheus cannot be asked about, or holds
 no samples of the probe or the sources for, is `TelemetryMissing`.
+
+A telemetry given `nodes` (a pool's) reads only the series of those nodes: latency and the records
+consumed (`pipetune_node_records_total`) by the probe's `node` label (Filebeat's `host.name`, a canary's
+node), the sources, Filebeat and CPU by the `node` label every agent series carries. Kafka consumer-group
+lag is per topic, not per node: it stays the deployment's (pools share the topic), and so do the replay
+ledger's lost events. Without `nodes`, every series counts, with or without a node, as before pools.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Callable, Literal, Protocol
@@ -31,15 +38,19 @@ from models.observation import Observation
 
 HISTOGRAM = "pipetune_e2e_latency_seconds"
 SERIES_RATE_WINDOW_S = 5  # per-second series are rates over this many seconds
+NODE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")  # a deployment's node names (controller.deployment.NodeSpec)
 LatencySource = Literal["event_time", "canary", "worst"]
 # `source=""` also matches a histogram without the label at all: the probe from before it had one.
 SOURCE_MATCHERS = {"event_time": 'source=~"event_time|"', "canary": 'source="canary"'}
 APPENDED = "pipetune_source_events_total"
-_COUNTED = ("pipetune_records_total", "pipetune_events_total", APPENDED)  # the probes' and the agents' counters
+NODE_RECORDS = "pipetune_node_records_total"
+_COUNTED = ("pipetune_records_total", "pipetune_events_total", NODE_RECORDS, APPENDED)  # the probes' and agents'
 # Every record the probe consumed (`increase` or `rate`); a probe from before `pipetune_records_total`
 # counted them in two.
 CONSUMED = ("sum({f}(pipetune_records_total[{w}])) or (sum({f}(pipetune_events_total[{w}])) "
             "+ sum({f}(pipetune_unparsed_events_total[{w}])))")
+# The records of some nodes (`{s}` selects them); a probe from before records by node has none.
+NODE_CONSUMED = "sum({f}(" + NODE_RECORDS + "{s}[{w}]))"
 
 
 @dataclass(frozen=True)
@@ -72,14 +83,35 @@ class TelemetrySource(Protocol):
 class PrometheusTelemetry:
     """A `TelemetrySource` over the Prometheus that scrapes the probe and the node agents."""
 
-    def __init__(self, url: str, latency_source: LatencySource = "event_time", kafka_lag: LagWatch | None = None
-                 ) -> None:
+    def __init__(self, url: str, latency_source: LatencySource = "event_time", kafka_lag: LagWatch | None = None,
+                 nodes: tuple[str, ...] | None = None) -> None:
         if latency_source not in (*SOURCE_MATCHERS, "worst"):
             raise ValueError(f"latency source must be event_time, canary or worst, got {latency_source!r}")
+        if nodes is not None and (not nodes or not all(NODE_NAME.fullmatch(n) for n in nodes)):
+            raise ValueError(f"nodes: a telemetry scoped to nodes needs at least one name of 1-64 letters, digits, "
+                             f"'_', '.' or '-', got {nodes!r}")
         self.url = url
         self.latency_source = latency_source
         self.kafka_lag = kafka_lag
+        self.nodes = nodes
+        # a PromQL regex (RE2, anchored at both ends) in a PromQL string: a name's dots escaped, the `\\` one `\`
+        self._node = "" if nodes is None else 'node=~"{}"'.format("|".join(n.replace(".", r"\\.") for n in nodes))
         self.client = PrometheusConnect(url=url, disable_ssl=True)
+
+    def _sel(self, *matchers: str) -> str:
+        """A series selector of `matchers` and, when scoped, the node matcher ("" when there is neither)."""
+        parts = [m for m in (*matchers, self._node) if m]
+        return "{" + ", ".join(parts) + "}" if parts else ""
+
+    def _consumed(self, function: str, w: str) -> str:
+        """The records the probe consumed, of the telemetry's nodes when scoped, as `function` over `w`."""
+        if self.nodes is None:
+            return CONSUMED.format(f=function, w=w)
+        return NODE_CONSUMED.format(f=function, s=self._sel(), w=w)
+
+    def _of(self) -> str:
+        """` for nodes a, b` when scoped, for messages."""
+        return f" for nodes {', '.join(self.nodes)}" if self.nodes else ""
 
     def _ask(self, query: Callable[[], list]) -> list:
         try:
@@ -101,7 +133,8 @@ class PrometheusTelemetry:
         optimises canaries), as non-cumulative bucket counts; the canary rollout judges nodes on them."""
         source = "canary" if self.latency_source == "canary" else "event_time"
         w = f"{max(round(end - start), 1)}s"
-        query = (f'sum by (node, le) (increase({HISTOGRAM}_bucket{{stage="e2e", {SOURCE_MATCHERS[source]}}}[{w}]))')
+        of = self._sel('stage="e2e"', SOURCE_MATCHERS[source])
+        query = f"sum by (node, le) (increase({HISTOGRAM}_bucket{of}[{w}]))"
         result = self._ask(lambda: self.client.custom_query(query, params={"time": f"{end:.3f}"}))
         cumulative: dict[str, dict[float, float]] = {}
         for row in result:
@@ -133,7 +166,7 @@ class PrometheusTelemetry:
         their counts miss what happened while they were down (a probe killed and restarted, say)."""
         # one function per metric: a target exports several of them, and one call over all would hold series
         # that differ only by their dropped names, which Prometheus refuses
-        counted = " or ".join(f"max_over_time({name}[{w}])" for name in _COUNTED)
+        counted = " or ".join(f"max_over_time({name}{self._sel()}[{w}])" for name in _COUNTED)
         return self._targets(f"(min_over_time(up[{w}]) == 0) and on (job, instance) ({counted})", at)
 
     def _targets(self, query: str, at: float) -> list[str]:
@@ -146,19 +179,19 @@ class PrometheusTelemetry:
     def latency(self, source: str, start: float, end: float) -> Latency:
         """The e2e percentiles, mean, per-stage P95 and mean, and per-second P95 of one latency source."""
         w = f"{max(round(end - start), 1)}s"
-        match = SOURCE_MATCHERS[source]
-        e2e = f'sum by (le) (increase({HISTOGRAM}_bucket{{stage="e2e", {match}}}[{w}]))'
+        e2e_of = self._sel('stage="e2e"', SOURCE_MATCHERS[source])
+        hops = self._sel('stage!="e2e"', SOURCE_MATCHERS[source])
+        e2e = f'sum by (le) (increase({HISTOGRAM}_bucket{e2e_of}[{w}]))'
         quantile = {q: self.scalar(f"histogram_quantile({q}, {e2e})", end) for q in (0.5, 0.95, 0.99)}
-        count = self.scalar(f'sum(increase({HISTOGRAM}_count{{stage="e2e", {match}}}[{w}]))', end)
-        total = self.scalar(f'sum(increase({HISTOGRAM}_sum{{stage="e2e", {match}}}[{w}]))', end)
-        stages = f'sum by (le, stage) (increase({HISTOGRAM}_bucket{{stage!="e2e", {match}}}[{w}]))'
+        count = self.scalar(f'sum(increase({HISTOGRAM}_count{e2e_of}[{w}]))', end)
+        total = self.scalar(f'sum(increase({HISTOGRAM}_sum{e2e_of}[{w}]))', end)
+        stages = f'sum by (le, stage) (increase({HISTOGRAM}_bucket{hops}[{w}]))'
         stage_p95 = self.by_label(f"histogram_quantile(0.95, {stages})", "stage", end)
-        stage_mean = self.by_label(f'sum by (stage) (increase({HISTOGRAM}_sum{{stage!="e2e", {match}}}[{w}])) / '
-                                   f'sum by (stage) (increase({HISTOGRAM}_count{{stage!="e2e", {match}}}[{w}]))',
-                                   "stage", end)
+        stage_mean = self.by_label(f'sum by (stage) (increase({HISTOGRAM}_sum{hops}[{w}])) / '
+                                   f'sum by (stage) (increase({HISTOGRAM}_count{hops}[{w}]))', "stage", end)
         rate = f"[{SERIES_RATE_WINDOW_S}s]"
-        series = self.series(f'histogram_quantile(0.95, sum by (le) '
-                             f'(rate({HISTOGRAM}_bucket{{stage="e2e", {match}}}{rate})))', start, end)
+        series = self.series(f'histogram_quantile(0.95, sum by (le) (rate({HISTOGRAM}_bucket{e2e_of}{rate})))',
+                             start, end)
         return Latency(quantile[0.5], quantile[0.95], quantile[0.99], total / count if count > 0 else math.nan,
                        stage_p95, stage_mean, series)
 
@@ -174,13 +207,15 @@ class PrometheusTelemetry:
         w = f"{max(round(end - start), 1)}s"
         seconds = max(end - start, 1e-9)
         # Both are counters from the start of their exporter: no sample of one means that part is not scraped.
-        appended = self.scalar(f"sum(increase({APPENDED}[{w}]))", end)
-        consumed = self.scalar(CONSUMED.format(f="increase", w=w), end)
+        of = self._sel()
+        appended = self.scalar(f"sum(increase({APPENDED}{of}[{w}]))", end)
+        consumed = self.scalar(self._consumed("increase", w), end)
         for value, what in ((appended, f"{APPENDED} (the node agents' /metrics)"),
-                            (consumed, "pipetune_records_total or pipetune_events_total (the probe)")):
+                            (consumed, f"{NODE_RECORDS} (the probe's, by node)" if self.nodes else
+                                       "pipetune_records_total or pipetune_events_total (the probe)")):
             if math.isnan(value):
-                raise TelemetryMissing(f"telemetry (Prometheus at {self.url}): no samples of {what} in the window"
-                                       f"{self._down(end)}")
+                raise TelemetryMissing(f"telemetry (Prometheus at {self.url}): no samples of {what}{self._of()} in "
+                                       f"the window{self._down(end)}")
         gaps = self._gaps(w, end)
         if gaps:
             raise TelemetryMissing(f"telemetry (Prometheus at {self.url}): {', '.join(gaps)} not scraped for part of "
@@ -189,20 +224,22 @@ class PrometheusTelemetry:
         # Canaries are stamped in ms by the agent; the pipeline's own event times may be as coarse as 1 s.
         resolution_s = 0.0 if self.latency_source == "canary" else \
             _num(self.scalar("max(pipetune_event_time_resolution_seconds)", end))
+        # The replay's ledger knows runs, not nodes: its losses count in every pool's window.
         lost = _num(self.scalar(f"sum(increase(pipetune_lost_events_total[{w}]))", end)) + \
-            _num(self.scalar(f"sum(increase(pipetune_canary_lost_total[{w}]))", end))
-        batches = self.scalar(f"sum(increase(pipetune_filebeat_output_batches_total[{w}]))", end)
-        bytes_per_event = self.scalar(f"sum(pipetune_source_bytes_total) / sum({APPENDED})", end)
-        backlog = {"source": self.scalar("sum(pipetune_source_backlog_bytes)", end) / bytes_per_event}
+            _num(self.scalar(f"sum(increase(pipetune_canary_lost_total{of}[{w}]))", end))
+        batches = self.scalar(f"sum(increase(pipetune_filebeat_output_batches_total{of}[{w}]))", end)
+        bytes_per_event = self.scalar(f"sum(pipetune_source_bytes_total{of}) / sum({APPENDED}{of})", end)
+        backlog = {"source": self.scalar(f"sum(pipetune_source_backlog_bytes{of})", end) / bytes_per_event}
         if self.kafka_lag is not None:
-            backlog["kafka"] = self.kafka_lag.lag_events(start, end)
-        cpu = self.by_label(f"rate(pipetune_component_cpu_seconds_total[{w}])", "component", end)
+            backlog["kafka"] = self.kafka_lag.lag_events(start, end)  # the topic's: every pool's
+        cpu = self.by_label(f"sum by (component) (rate(pipetune_component_cpu_seconds_total{of}[{w}]))",
+                            "component", end)
         cpu["probe"] = self.scalar(f"rate(process_cpu_seconds_total[{w}])", end)
         rate = f"{SERIES_RATE_WINDOW_S}s"
         series = {
             "t_s": [float(t) for t in range(math.ceil(start), math.floor(end) + 1)],
-            "input_eps": self.series(f"sum(rate({APPENDED}[{rate}]))", start, end),
-            "output_eps": self.series(CONSUMED.format(f="rate", w=rate), start, end),
+            "input_eps": self.series(f"sum(rate({APPENDED}{of}[{rate}]))", start, end),
+            "output_eps": self.series(self._consumed("rate", rate), start, end),
             "p95_s": latency.p95_series_s,
         }
         return Observation(

@@ -54,7 +54,7 @@ def _params(config: Config, params: tuple[Param, ...]) -> dict[str, Value]:
 def agent_service(spec: PipelineSpec, node: NodeLayout, filebeat_binary: Path, config: Config) -> Service:
     """Write the node's first Filebeat config (and, on the first node, the probe's properties file),
     agent.yaml pointing at them, and a fresh token; the agent patches them to `config` and starts Filebeat
-    (and the probe) when it starts.
+    (and the probe) when it starts. The first node's agent also holds every broker's dynamic configs.
 
     Each `up` starts the agent on an empty state dir: a kept one would put back its last version, with
     files written for the ports and paths of the pipeline file as it was then.
@@ -72,9 +72,11 @@ def agent_service(spec: PipelineSpec, node: NodeLayout, filebeat_binary: Path, c
         properties = probe_config_dir(spec) / CONSUMER_PROPERTIES
         properties.parent.mkdir(parents=True, exist_ok=True)
         properties.write_text("# librdkafka settings of the probe's consumer, read when it starts\n")
+        # Broker dynamic configs are per broker: every broker gets the pool's (`kafka` alone, else `kafka-j`),
+        # each altered through the cluster's bootstrap (the admin client sends a broker's configs to it).
         components += [
-            {"name": "kafka", "kind": "kafka", "bootstrap": spec.bootstrap, "broker_id": 1,
-             "params": _params(config, KafkaBrokerAdapter.params)},
+            *({"name": broker.service_name, "kind": "kafka", "bootstrap": spec.bootstrap, "broker_id": broker.node_id,
+               "params": _params(config, KafkaBrokerAdapter.params)} for broker in spec.broker_layouts()),
             {"name": "probe", "kind": "kafka-consumer", "properties": str(properties),
              "health_url": f"http://127.0.0.1:{spec.probe.metrics_port}/metrics",
              "runtime": {"argv": list(probe_service(spec).argv)},

@@ -125,6 +125,7 @@ class RecordReader:
         self.canaries = CanaryTracker(options.canary_grace_s)
         self.stride = 1
         self._count = 0
+        self._last_node = ""  # of the last event observed
         self._pass = _Pass(clock())
         self._untimed = 0  # since the last example was logged
         self._untimed_example = ""
@@ -140,6 +141,8 @@ class RecordReader:
         # Arrival is when the consumer got the batch: stamping each record as it is parsed would add the
         # probe's own parsing of the records before it (a 2048-event Filebeat batch: ~0.1-0.5 s here).
         received_at = self.clock()
+        by_node: dict[str, int] = {}
+        skipped = 0  # sampled out since the last event observed: counted for that event's node
         with self.lock:
             self.metrics.records.inc(len(batch))
             self._pass.records += len(batch)
@@ -147,17 +150,27 @@ class RecordReader:
                 self._count += 1
                 is_canary = CANARY_MARK in value
                 if self.stride > 1 and not is_canary and self._count % self.stride:
+                    skipped += 1
                     continue  # sampled out: at this rate every event would cost more than the probe has
                 try:
                     record = decode_record(value, kafka_ms, self._json_lines or is_canary)
                     canary = canary_of(record.line) if is_canary else None
                 except ValueError:
                     self.metrics.unparsed.inc()
+                    by_node[""] = by_node.get("", 0) + 1
                     continue
                 if canary is not None:
+                    by_node[canary.node] = by_node.get(canary.node, 0) + 1
                     self._canary(canary.node, canary.seq, canary.ts_s, record, received_at)
                 else:
+                    self._last_node = record.node
+                    by_node[record.node] = by_node.get(record.node, 0) + 1 + skipped
+                    skipped = 0
                     self._event(record, received_at)
+            if skipped:
+                by_node[self._last_node] = by_node.get(self._last_node, 0) + skipped
+            for node, records in by_node.items():
+                self.metrics.node_records.labels(node=node).inc(records)
 
     def _offset(self, node: str) -> float:
         offset = self._offsets.get(node)

@@ -12,6 +12,11 @@ The contract telemetry reads (names as exported; counters carry Prometheus' `_to
   on, one event in `pipetune_sampling_stride` is observed. A probe that falls behind (CPU-starved)
   adds its own delay: it shows in the `kafka_consume` stage and `pipetune_kafka_consumer_lag_events`.
 - `pipetune_records_total`: every record consumed, parsed or not, canaries included.
+- `pipetune_node_records_total{node}`: the same records by the node their latencies carry ("" for a
+  record that is not a JSON event): a pool's throughput. With sampling on, the records sampled out count
+  for the node of the next event observed (the batch's last, at its end): the sum over nodes is exact,
+  each node's share an estimate. A node's series starts at its first record, and `increase()` misses
+  what its first scrape holds: the probe-wide total, there from the start at 0, stays its own counter.
 - `pipetune_events_total`: events with a usable event time inside the window's range (neither untimed
   nor backfill; canaries not included). With sampling, each observed event adds the stride.
 - `pipetune_untimed_events_total`: events whose time is missing or unreadable (examples in the log).
@@ -95,6 +100,8 @@ class ProbeMetrics:
         self.latency = LatencyHistograms()
         r.register(self.latency)
         self.records = Counter("pipetune_records", "Records consumed, parsed or not", registry=r)
+        self.node_records = Counter("pipetune_node_records", "Records consumed, parsed or not, by node", ["node"],
+                                    registry=r)
         self.events = Counter("pipetune_events", "Events with a usable event time in the window's range",
                               registry=r)
         self.unparsed = Counter("pipetune_unparsed_events", "Records that are not JSON events", registry=r)

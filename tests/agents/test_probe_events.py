@@ -158,6 +158,30 @@ def test_above_the_sampling_rate_one_event_in_n_is_observed_and_counted_n_times(
     assert value(metrics, "pipetune_events_total") == 800
     assert value(metrics, "pipetune_canary_received_total", node="n1") == 1  # never sampled out
     assert value(metrics, "pipetune_records_total") == 801
+    assert value(metrics, "pipetune_node_records_total", node="web-1") == 800
+    assert value(metrics, "pipetune_node_records_total", node="n1") == 1  # the canary's node, as its latencies
+
+
+def test_records_are_counted_by_node_exactly_in_sum_when_sampled():
+    """A pool's throughput is its nodes' records; sampled-out records count for the next event observed."""
+    clock = VirtualClock(NOW)
+    probe, metrics = reader(clock, sample_above_eps=100)
+    event = json.dumps({"ts_nginx": NOW - 0.01})
+    probe.read([(filebeat(event, host="web-1"), None)] * 3 + [(filebeat(event, host="web-2"), None)] * 2
+               + [(b"not json", None)])
+    assert [value(metrics, "pipetune_node_records_total", node=n) for n in ("web-1", "web-2", "")] == [3, 2, 1]
+    clock.advance(1)
+    probe.end_pass()  # 6 records/s against 100: still every event
+    batch = [(filebeat(event, host=("web-1", "web-2")[k // 200]), None) for k in range(400)]
+    probe.read(batch * 2)
+    clock.advance(1)
+    probe.end_pass()  # 800 records/s against 100: one in 8
+    assert value(metrics, "pipetune_sampling_stride") == 8
+    before = {n: value(metrics, "pipetune_node_records_total", node=n) for n in ("web-1", "web-2")}
+    probe.read(batch + batch[:3])  # 200 of web-1, 200 of web-2, then 3 of web-1
+    added = {n: value(metrics, "pipetune_node_records_total", node=n) - before[n] for n in before}
+    assert sum(added.values()) == 403 and value(metrics, "pipetune_records_total") == 6 + 800 + 403  # exact in sum
+    assert added["web-1"] == pytest.approx(203, abs=8) and added["web-2"] == pytest.approx(200, abs=8)
 
 
 def test_clock_offsets_are_applied_per_node_and_reread(tmp_path):

@@ -16,7 +16,8 @@ from fastapi.responses import HTMLResponse
 
 from api.app import create_app
 from api.server import serve_in_thread
-from controller.state import Action, Decision, StateStore, Status, plan_pool_dirs, save_pool_dirs
+from controller.state import (Action, Decision, NodeRolloutReport, RolloutReport, StateStore, Status, plan_pool_dirs,
+                              save_pool_dirs)
 from testbed.install import PrerequisiteError
 from tests.api.browser import install_chromium, run_chromium
 from tests.api.conftest import AUTH, TOKEN
@@ -181,3 +182,24 @@ def test_the_pause_button_pauses_the_pool_shown(chromium: Path, pools_api, tmp_p
     dom = run_chromium(chromium, url + "click", tmp_path / "profile-click", "--dump-dom")
     assert re.search(r'id="result">([^<]*)<', dom).group(1) == "pause: done"
     assert stores["core"].paused() and not stores["edge"].paused()
+
+
+def test_status_page_shows_the_rollout_in_progress_of_the_pool_shown(chromium: Path, pools_api, tmp_path: Path
+                                                                    ) -> None:
+    url, stores, _ = pools_api
+    rollout = RolloutReport(phase="canary", promoted_version=3, judgement="better: P95 -0.041 s [-0.06, -0.02]",
+                            nodes={"node-1": NodeRolloutReport(version=4, state="canary"),
+                                   "node-2": NodeRolloutReport(version=3, state="promoted")})
+    status = Status.model_validate(stores["edge"].load_status())
+    stores["edge"].save_status(status.model_copy(update={"rollout": rollout}))
+    dom = run_chromium(chromium, url + "#pool=edge", tmp_path / "profile-rollout", "--dump-dom")
+    assert 'data-loaded="1"' in dom, "the page's script did not render the API's data"
+    assert "canary (promoted v3)" in _pool_rows(dom)["edge"] and "–" in _pool_rows(dom)["core"]
+    assert 'id="rollout-detail" hidden' not in dom and re.search(r'id="rollout-none" hidden', dom)
+    assert _text(dom, "rollout-phase") == "canary" and _text(dom, "rollout-version") == "v3"
+    assert _text(dom, "rollout-judgement") == rollout.judgement
+    nodes = re.findall(r'<tr class="([a-z_]+)" data-node="([^"]+)"><td>[^<]*</td><td>([^<]*)</td><td>([^<]*)</td>', dom)
+    assert nodes == [("canary", "node-1", "v4", "canary"), ("promoted", "node-2", "v3", "promoted")]
+    core = run_chromium(chromium, url + "#pool=core", tmp_path / "profile-no-rollout", "--dump-dom")
+    assert re.search(r'id="rollout-detail" hidden', core) and not re.search(r'id="rollout-none" hidden', core)
+    assert "data-node=" not in core

@@ -114,3 +114,19 @@ def test_pool_errors_name_the_field(tmp_path, pools, expected):
 def test_a_single_node_pool_may_have_its_node_as_canary(tmp_path):
     path = _three_nodes(tmp_path, [{"name": "a", "nodes": ["node-1"]}, {"name": "b", "nodes": ["node-2", "node-3"]}])
     assert [p.canary_nodes for p in load_deployment(path).pool_specs()] == [1, 1]
+
+
+def test_each_pools_telemetry_reads_its_own_nodes_and_a_single_pool_every_series(tmp_path):
+    nodes = [{"name": name, "agent_url": "http://127.0.0.1:9", "token_file": "edge-1.token"}
+             for name in ("edge-1", "edge.2", "core-1")]
+    pools = [{"name": "edge", "nodes": ["edge-1", "edge.2"]}, {"name": "core", "nodes": ["core-1"]}]
+    fleet = load_deployment(_write(tmp_path, nodes=nodes, pools=pools))
+    single = load_deployment(_write(tmp_path, nodes=nodes, pools=[{"name": "all", "nodes": ["edge-1", "edge.2",
+                                                                                             "core-1"]}]))
+    pipelines = [live_pipeline(fleet, "edge"), live_pipeline(fleet, "core"), live_pipeline(single, "all"),
+                 live_pipeline(fleet)]
+    try:
+        assert [p.telemetry.nodes for p in pipelines] == [("edge-1", "edge.2"), ("core-1",), None, None]
+    finally:
+        for pipeline in pipelines:
+            pipeline.close()

@@ -266,3 +266,67 @@ def test_a_window_in_which_the_probe_was_not_scraped_for_a_while_is_telemetry_mi
     _scraped_after(telemetry, "pipetune_records_total", time.time())
     with pytest.raises(TelemetryMissing, match="not scraped for part of the window"):
         telemetry.window(start_s, time.time())
+
+
+def test_a_pools_window_holds_only_its_own_nodes(prometheus):
+    """Two pools in one deployment: each pool's learner is judged on its nodes' latency and events alone."""
+    exporter, telemetry = prometheus
+    # Node names no other test uses (see `_window`); `pool-aX1` would match `pool-a.1` were the dot not escaped.
+    pool_a, pool_b = ("pool-a.1", "pool-a-2"), ("pool-b-1",)
+    # node: (latency s, events appended, records consumed, bytes an event, backlog bytes); pool-c-1's
+    # records are not counted by node (a probe from before records by node)
+    figures = {"pool-a.1": (0.008, 200, 100, 100, 1_000), "pool-a-2": (0.008, 200, 100, 100, 2_000),
+               "pool-b-1": (0.3, 100, 100, 50, 500), "pool-aX1": (4.0, 1_000, 1_000, 10, 0),
+               "pool-c-1": (None, 100, 0, 50, 0)}
+
+    def fill(registry: CollectorRegistry):
+        latency = Histogram("pipetune_e2e_latency_seconds", "", ["stage", "source", "node"], buckets=BUCKETS,
+                            registry=registry)
+        records = Counter("pipetune_records", "", registry=registry)
+        node_records = Counter("pipetune_node_records", "", ["node"], registry=registry)
+        labels = ["path", "node"]
+        appended = Counter("pipetune_source_events", "", labels, registry=registry)
+        appended_bytes = Counter("pipetune_source_bytes", "", labels, registry=registry)
+        backlog = Gauge("pipetune_source_backlog_bytes", "", labels, registry=registry)
+        for node, (seconds, *_) in figures.items():
+            if seconds is not None:
+                latency.labels(stage="e2e", source="event_time", node=node)
+                node_records.labels(node=node).inc(0)
+            appended.labels(path="/var/log/app.log", node=node).inc(0)
+            appended_bytes.labels(path="/var/log/app.log", node=node).inc(0)
+
+        def counters() -> None:
+            for node, (seconds, events, consumed, event_bytes, unshipped) in figures.items():
+                if seconds is not None:
+                    for _ in range(consumed):
+                        latency.labels(stage="e2e", source="event_time", node=node).observe(seconds)
+                    node_records.labels(node=node).inc(consumed)
+                records.inc(consumed)
+                appended.labels(path="/var/log/app.log", node=node).inc(events)
+                appended_bytes.labels(path="/var/log/app.log", node=node).inc(events * event_bytes)
+                backlog.labels(path="/var/log/app.log", node=node).set(unshipped)
+        return counters
+
+    start_s, end_s = _window(exporter, telemetry, fill, "pipetune_records_total")
+    a = PrometheusTelemetry(telemetry.url, nodes=pool_a).window(start_s, end_s)
+    b = PrometheusTelemetry(telemetry.url, nodes=pool_b).window(start_s, end_s)
+    everything = telemetry.window(start_s, end_s)
+    assert 0.005 < a.p95_s <= 0.01 and 0.1 < b.p95_s <= 0.5 and everything.p95_s > 2.0
+    # Every series was scraped at the same moments: increase() extrapolates them all alike.
+    assert a.throughput_ratio == pytest.approx(0.5, rel=0.01) and b.throughput_ratio == pytest.approx(1.0, rel=0.01)
+    assert a.events_in == pytest.approx(4 * b.events_in, rel=0.02)
+    assert a.events_out == pytest.approx(2 * b.events_out, rel=0.02)
+    assert everything.events_in == pytest.approx(16 * b.events_in, rel=0.02)
+    assert everything.events_out == pytest.approx(13 * b.events_out, rel=0.02)  # the probe's total, by no node
+    assert a.backlog_events == {"source": 30} and b.backlog_events == {"source": 10}
+    assert set(PrometheusTelemetry(telemetry.url, nodes=pool_a).node_histograms(start_s, end_s)) == set(pool_a)
+    # a pool none of whose records the probe counted by node: nothing to judge, and the message says why
+    with pytest.raises(TelemetryMissing, match="no samples of pipetune_node_records_total .* for nodes pool-c-1"):
+        PrometheusTelemetry(telemetry.url, nodes=("pool-c-1",)).window(start_s, end_s)
+
+
+def test_a_pools_nodes_are_names_a_deployment_allows():
+    with pytest.raises(ValueError, match="nodes: .*letters, digits"):
+        PrometheusTelemetry("http://127.0.0.1:9", nodes=('edge"1',))
+    with pytest.raises(ValueError, match="nodes: "):
+        PrometheusTelemetry("http://127.0.0.1:9", nodes=())

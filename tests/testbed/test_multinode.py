@@ -21,11 +21,11 @@ from typer.testing import CliRunner
 from agents.client import AgentClient, AgentError
 from agents.filebeat_render import render_filebeat_config
 from cli.main import app
-from controller.deployment import agent_client, load_deployment, pool_pipeline
+from controller.deployment import agent_client, live_pipeline, load_deployment, pool_pipeline
 from controller.rollout import CanaryPool
 from replay import arrivals
 from models.space import PIPELINE_SPACE
-from testbed import lifecycle
+from testbed import agent, lifecycle
 from testbed.endpoints import write_deployment
 from testbed.filebeat_layout import filebeat_layout
 from testbed.harness import replay_and_check
@@ -130,6 +130,23 @@ def test_the_deployment_file_lists_every_node_with_its_own_agent_and_no_pools(tm
     assert [n.token_file.read_text() for n in nodes] == [f"token of node-{i}\n" for i in (1, 2, 3)]
 
 
+def test_the_first_agent_holds_every_brokers_dynamic_configs(tmp_path):
+    """A pool's broker settings reach every broker, not broker 1 alone; one broker keeps its name `kafka`."""
+    for brokers, names in ((3, ["kafka-1", "kafka-2", "kafka-3"]), (1, ["kafka"])):
+        (tmp_path / str(brokers)).mkdir()
+        spec = _spec(tmp_path / str(brokers), 2, brokers)
+        config = PIPELINE_SPACE.config({"kafka.broker.num.io.threads": 6}, base=spec.start_config())
+        for node in spec.node_layouts():
+            agent.agent_service(spec, node, Path("/usr/bin/filebeat"), config)  # writes agent.yaml, starts nothing
+        first, second = (yaml.safe_load((agent.agent_dir(spec, node) / "agent.yaml").read_text())["components"]
+                         for node in spec.node_layouts())
+        kafka = [c for c in first if c["kind"] == "kafka"]
+        assert [c["name"] for c in kafka] == names and [c["broker_id"] for c in kafka] == list(range(1, brokers + 1))
+        assert all(c["params"]["kafka.broker.num.io.threads"] == 6 and c["bootstrap"] == spec.bootstrap
+                   for c in kafka)
+        assert [c["kind"] for c in second] == ["filebeat"]
+
+
 # The real cluster: 2 Filebeat nodes, 3 brokers, brought up once for the tests below.
 
 @pytest.fixture(scope="module")
@@ -213,7 +230,7 @@ def test_each_agent_answers_on_its_own_address_with_its_own_token(fleet):
     for node, token, other in zip(nodes, tokens, reversed(tokens)):
         with AgentClient(node.agent_url, token) as client:
             names = {c["name"] for c in client.components()}
-        assert names == ({"filebeat", "kafka", "probe"} if node == nodes[0] else {"filebeat"})
+        assert names == ({"filebeat", "kafka-1", "kafka-2", "kafka-3", "probe"} if node == nodes[0] else {"filebeat"})
         with AgentClient(node.agent_url, other) as client, pytest.raises(AgentError, match="refused the token"):
             client.components()
 
@@ -261,6 +278,24 @@ def test_a_change_goes_to_the_canary_node_first_then_the_pool_agrees(fleet, tmp_
         canary.close()
         for client in clients.values():
             client.close()
+
+
+@pytest.mark.slow
+def test_a_broker_setting_reaches_every_broker(fleet):
+    pipeline = live_pipeline(load_deployment(write_deployment(fleet)))
+    started = pipeline.current()
+    threads = "kafka.broker.num.io.threads"
+    wanted = int(started[threads]) + 1
+    admin = AdminClient({"bootstrap.servers": fleet.bootstrap})
+    brokers = [ConfigResource(ConfigResource.Type.BROKER, str(j)) for j in (1, 2, 3)]
+    try:
+        assert pipeline.apply(PIPELINE_SPACE.config({threads: wanted}, base=started)).ok
+        # one broker a call: the admin API takes a single BROKER resource per request
+        values = [admin.describe_configs([b])[b].result(timeout=30)["num.io.threads"].value for b in brokers]
+        assert values == [str(wanted)] * 3
+    finally:
+        pipeline.apply(started)
+        pipeline.close()
 
 
 @pytest.mark.slow
