@@ -21,6 +21,7 @@ and rejections marked.
 
     python -m bench.fleet [--tune-minutes 20] [--window 30] [--measure 60] [--rounds 2]
                           [--out docs/evidence/bench/fleet]
+    python -m bench.fleet --report docs/evidence/bench/fleet/fleet.json  # the table and plots again
 """
 
 from __future__ import annotations
@@ -237,6 +238,7 @@ def summarise(result: dict) -> dict:
             "traffic": result["traffic"][node], "p95_before_s": before, "p95_after_s": after,
             "before_over_after": before / after if after > 0 else math.nan,
             "lost_events": ledger.get("lost", 0) + sum(r["lost"] for r in fresh),
+            "duplicates": ledger.get("duplicates", 0),
             "events": ledger.get("expected", 0) + sum(r["events"] for r in fresh),
             "canaries_lost": result["canaries"].get(node, {}).get("lost", 0.0),
             "canaries_received": result["canaries"].get(node, {}).get("received", 0.0)}
@@ -246,6 +248,8 @@ def summarise(result: dict) -> dict:
                                                                        result["tune"]["began"]) / 60,
             "decisions": len(result["tune"]["steps"]),
             "lost_events": sum(n["lost_events"] for n in per_node.values()),
+            "duplicates": sum(n["duplicates"] for n in per_node.values()),
+            "remeasures": sum(s["action"] == "remeasure" for s in result["tune"]["steps"]),
             "canaries_lost": sum(n["canaries_lost"] for n in per_node.values())}
 
 
@@ -259,9 +263,11 @@ def table(summary: dict) -> str:
     lines += ["",
               f"tuned {summary['tune_minutes']:.1f} min, {summary['decisions']} decisions: "
               f"{summary['promoted']} promoted, {summary['rollbacks']} rollbacks;",
-              f"canary rejected: {summary['worse']} worse, {summary['unclear']} unclear",
+              f"canary rejected: {summary['worse']} worse, {summary['unclear']} unclear; "
+              f"{summary['remeasures']} re-measures of the incumbent",
               f"events lost {summary['lost_events']} of "
-              f"{sum(n['events'] for n in summary['nodes'].values())} (goal 0); "
+              f"{sum(n['events'] for n in summary['nodes'].values())} (goal 0), "
+              f"{summary['duplicates']} duplicated;",
               f"canaries lost {summary['canaries_lost']:.0f} of "
               f"{sum(n['canaries_received'] for n in summary['nodes'].values()) + summary['canaries_lost']:.0f}"
               " (goal 0)"]
@@ -286,9 +292,11 @@ def plot_node(result: dict, node: str, path: Path) -> None:
             color, label = marks[step["outcome"]]
             ax.axvline(step["t_s"] / 60, color=color, alpha=0.5, lw=1.2, label=None if label in shown else label)
             shown.add(label)
-        elif step["action"] == "rollback":
-            ax.axvline(step["t_s"] / 60, color="black", ls=":", lw=1, label=None if "rb" in shown else "rollback")
-            shown.add("rb")
+        if step["action"] in ("rollback", "remeasure"):  # both put a config the pool ran before on every node
+            label = {"rollback": "rollback", "remeasure": "incumbent re-measured"}[step["action"]]
+            ax.axvline(step["t_s"] / 60, color="tab:purple" if step["action"] == "remeasure" else "black",
+                       ls=":", lw=1.5, label=None if label in shown else label)
+            shown.add(label)
     n = summarise(result)["nodes"][node]
     ax.set_yscale("log")
     ax.set_xlabel("minutes into the tuning run")
@@ -350,8 +358,10 @@ def report(result: dict, out: Path) -> str:
     summary = summarise(result)
     result["summary"] = summary
     (out / "fleet.json").write_text(json.dumps(result, indent=1, default=str))
-    text = table(summary) + "\nfinal vs defaults: " + (", ".join(
-        f"{k} {a} -> {b}" for k, (a, b) in result["final_vs_defaults"].items()) or "unchanged")
+    changed = result["final_vs_defaults"].items()
+    text = "\n".join([table(summary), "final vs defaults:" + ("" if changed else " unchanged"),
+                      *(f"  {k} {a:.4g} -> {b:.4g}" if isinstance(b, float) else f"  {k} {a} -> {b}"
+                        for k, (a, b) in changed)])
     (out / "fleet.txt").write_text(text + "\n")
     for node in summary["nodes"]:
         plot_node(result, node, out / f"fleet-{node}.png")
@@ -373,7 +383,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--work", type=Path, default=Path("/tmp/pipetune-fleet"), help="the testbed's files")
     parser.add_argument("--out", type=Path, default=Path("docs/evidence/bench/fleet"))
+    parser.add_argument("--report", type=Path, help="no run: the table and plots of a recorded fleet.json, into --out")
     args = parser.parse_args()
+    if args.report is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        console.print(report(json.loads(args.report.read_text()), args.out), markup=False, highlight=False)
+        return
     for ok, flag, allowed in ((args.tune_minutes > 0, "--tune-minutes", "> 0"), (args.window >= 5, "--window", ">= 5 s"),
                               (args.rounds >= 1, "--rounds", ">= 1"),
                               (0 <= args.warmup < args.measure, "--warmup", "in [0, --measure)"),

@@ -24,9 +24,10 @@ def _recorded(**changes: object) -> dict:
     return {"traffic": {"node-1": "shop users, steady 500 ev/s", "node-2": "access-log arrivals (trace) x3"},
             "tune": {"began": 0.0, "ended": 1260.0, "rollbacks": 1,
                      "steps": [_step(60, "explore", None), _step(150, "explore", "promoted"),
-                               _step(300, "explore", "worse"), _step(420, "hold", "unclear"),
+                               _step(300, "explore", "worse"), _step(420, "remeasure", "unclear"),
                                _step(500, "rollback", None), _step(600, "explore", "promoted")]},
-            "fresh": fresh, "ledger": {"node-1": {"expected": 1000, "lost": 0}, "node-2": {"expected": 500, "lost": 3}},
+            "fresh": fresh, "ledger": {"node-1": {"expected": 1000, "lost": 0, "duplicates": 7},
+                                       "node-2": {"expected": 500, "lost": 3, "duplicates": 0}},
             "canaries": {"node-1": {"received": 2400.0, "lost": 0.0}, "node-2": {"received": 2398.0, "lost": 2.0}},
             "timeline": [{"t_s": 0.0, "p95_s": {"node-1": 2.0, "node-2": 4.0}},
                          {"t_s": 30.0, "p95_s": {"node-1": 0.4}}]} | changes
@@ -52,6 +53,7 @@ def test_the_summary_takes_the_median_of_the_fresh_rounds_and_counts_every_loss(
     assert (two["lost_events"], two["events"], two["canaries_lost"]) == (3, 900, 2.0)
     assert (summary["promoted"], summary["worse"], summary["unclear"], summary["rollbacks"]) == (2, 1, 1, 1)
     assert (summary["lost_events"], summary["canaries_lost"], summary["decisions"]) == (3, 2.0, 6)
+    assert (summary["duplicates"], summary["remeasures"]) == (7, 1)
     assert summary["tune_minutes"] == 21.0
 
 
@@ -67,7 +69,8 @@ def test_the_table_fits_80_columns_and_shows_the_figures():
     assert max(len(line) for line in text.splitlines()) <= 80
     assert "node-1" in text and "2.500s" in text and "0.250s" in text and "10.0" in text
     assert "6 decisions: 2 promoted, 1 rollbacks" in text and "canary rejected: 1 worse, 1 unclear" in text
-    assert "events lost 3 of 2300 (goal 0)" in text and "canaries lost 2 of 4800 (goal 0)" in text
+    assert "canary rejected: 1 worse, 1 unclear; 1 re-measures" in text
+    assert "events lost 3 of 2300 (goal 0), 7 duplicated" in text and "canaries lost 2 of 4800 (goal 0)" in text
 
 
 def test_each_node_gets_a_plot(tmp_path):
