@@ -42,7 +42,7 @@ from rich.console import Console
 from bench.live import write_trace
 from bench.peers import free_port
 from controller.daemon import Daemon
-from controller.deployment import PoolSpec, load_deployment, pool_pipeline, write_deployment
+from controller.deployment import Deployment, PoolSpec, load_deployment, pool_pipeline, write_deployment
 from controller.rollout import CanaryPool, Phase
 from controller.state import Decision, StateStore
 from controller.telemetry import PrometheusTelemetry, TelemetryMissing
@@ -125,7 +125,7 @@ def node_workloads(args: argparse.Namespace, length_s: float, trace: Path) -> di
     }
 
 
-def pool_deployment(spec: PipelineSpec, path: Path):
+def pool_deployment(spec: PipelineSpec, path: Path) -> Deployment:
     """The testbed's deployment with its three nodes in one pool, written to `path` and read back validated."""
     nodes = [n.name for n in spec.node_layouts()]
     described = testbed_deployment(spec).model_copy(
