@@ -128,20 +128,22 @@ def prime(spec: PipelineSpec, config: Config) -> None:
 
 
 class BackgroundLoad:
-    """Replays `workload` into the pipeline's log from a thread, then steady load at its rate, until the
-    `with` block ends.
+    """Replays `workload` into node `node`'s log (default: the first node's) from a thread, then steady load
+    at its rate, until the `with` block ends.
 
     `run_ids` names the replay runs written so far; the probe reports on each.
     """
 
-    def __init__(self, spec: PipelineSpec, workload: WorkloadSpec) -> None:
+    def __init__(self, spec: PipelineSpec, workload: WorkloadSpec, node: NodeLayout | None = None) -> None:
         self.spec = spec
         self.workload = workload
+        self.node = node
         self.schedule = build_schedule(workload).schedule
         self.run_ids: list[str] = []
         self._stop = threading.Event()
         self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._replay, name="pipetune-load", daemon=True)
+        self._thread = threading.Thread(target=self._replay, name=f"pipetune-load-{node.name if node else 1}",
+                                        daemon=True)
 
     def _chunk(self, start_s: float) -> Schedule:
         total_s, times_s, seed = self.schedule.duration_s, self.schedule.times_s, self.workload.seed
@@ -157,7 +159,7 @@ class BackgroundLoad:
             while not self._stop.is_set():
                 run_id = new_run_id()
                 self.run_ids.append(run_id)
-                replay_into(self.spec, self._chunk(start_s), run_id)
+                replay_into(self.spec, self._chunk(start_s), run_id, self.node)
                 start_s += CHUNK_S
         except BaseException as err:  # reported when the block ends, not lost in the thread
             self._error = err

@@ -74,6 +74,9 @@ class AgentSpec(_Spec):
     port: int = Port
     health_timeout_s: float = Field(default=30.0, gt=0, description="how long a changed component may take to be healthy")
     settle_s: float = Field(default=1.0, ge=0, description="how long it must stay healthy before a change counts")
+    canary_eps: float | None = Field(default=None, gt=0, le=1000,
+                                     description="each agent writes this many canaries a second into its node's "
+                                                 "log, the probe's loss signal (agents/canary.py); none when omitted")
 
 
 class PipelineSpec(_Spec):

@@ -19,6 +19,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 from typer.testing import CliRunner
 
 from agents.client import AgentClient, AgentError
+from agents.config import AgentConfig
 from agents.filebeat_render import render_filebeat_config
 from cli.main import app
 from controller.deployment import agent_client, live_pipeline, load_deployment, pool_pipeline
@@ -88,6 +89,18 @@ def test_each_node_has_its_own_address_log_agent_and_host_name(tmp_path):
     agents = [job for job in jobs if job["job_name"].startswith("pipetune-agent")]
     assert [job["static_configs"][0]["labels"]["node"] for job in agents] == ["node-1", "node-2", "node-3"]
     assert len({job["authorization"]["credentials_file"] for job in agents}) == 3  # each agent its own token
+
+
+def test_with_canary_eps_each_agent_writes_canaries_named_after_its_node_into_its_log(tmp_path):
+    spec = _spec(tmp_path, 2, 1, agent={"canary_eps": 2.0})
+    for node in spec.node_layouts():
+        agent.agent_service(spec, node, tmp_path / "filebeat", spec.start_config())
+        written = AgentConfig.model_validate(yaml.safe_load((node.home / "agent" / "agent.yaml").read_text()))
+        assert (written.canary.path, written.canary.node, written.canary.canary_eps) == (node.log_path, node.name, 2.0)
+    (tmp_path / "plain").mkdir()
+    plain = _spec(tmp_path / "plain", 1, 1)
+    agent.agent_service(plain, plain.node_layouts()[0], tmp_path / "filebeat", plain.start_config())
+    assert "canary" not in yaml.safe_load((plain.node_layouts()[0].home / "agent" / "agent.yaml").read_text())
 
 
 def test_an_absolute_log_path_gets_a_directory_per_node(tmp_path):
