@@ -44,9 +44,13 @@ def start_ray(address: str | None = None) -> None:
                  configure_logging=True)
 
 
+def _alive_nodes() -> list[str]:
+    return sorted(n["NodeID"] for n in ray.nodes() if n["Alive"])
+
+
 def node_for(index: int) -> str:
     """The alive Ray node the `index`-th pool's learner goes to: round-robin over the nodes in a fixed order."""
-    nodes = sorted(n["NodeID"] for n in ray.nodes() if n["Alive"])
+    nodes = _alive_nodes()
     return nodes[index % len(nodes)]
 
 
@@ -56,10 +60,13 @@ def _call(fn: Callable, chunk):
 
 
 def ray_map(fn: Callable, chunks: Iterable) -> list:
-    """`map` whose calls run as Ray tasks (the function is shipped once)."""
+    """`map` whose calls run as Ray tasks round-robin over the cluster's alive nodes (the function is shipped
+    once). Each call is placed on its node, softly: Ray's SPREAD is best effort, and on a busy cluster it
+    ran every call on one node; a call whose node is gone runs elsewhere."""
     fn_ref = ray.put(fn)
-    spread = _call.options(scheduling_strategy="SPREAD")  # over every node of a cluster, not the driver's alone
-    return ray.get([spread.remote(fn_ref, chunk) for chunk in chunks])
+    nodes = _alive_nodes()
+    return ray.get([_call.options(scheduling_strategy=NodeAffinitySchedulingStrategy(nodes[i % len(nodes)], soft=True))
+                    .remote(fn_ref, chunk) for i, chunk in enumerate(chunks)])
 
 
 @ray.remote
