@@ -104,6 +104,10 @@ class Rollout(Protocol):
     def rollout(self) -> RolloutReport:
         ...
 
+    def promoted(self) -> Config:
+        """The config the pool runs in full: the last one judged better side by side, or the start."""
+        ...
+
 
 class Daemon:
     """Drives one pipeline with one learner under one policy."""
@@ -234,9 +238,17 @@ class Daemon:
 
     def _update_incumbent(self, config: Config, observation: Observation) -> None:
         inc = self.incumbent
-        remeasured = inc is not None and config == inc.config
-        better = inc is not None and not load_moved(inc.offered_eps, observation.offered_eps) and observation.p95_s < inc.p95_s
-        if inc is None or remeasured or better:
+        if isinstance(self.pipeline, Rollout):
+            # The pool judged the candidate against the config in force on the same windows, load moves
+            # removed: what it promoted is the incumbent, whatever the load did since the last figure, and a
+            # candidate it took back is not, however low its window's figure.
+            adopt = config == self.pipeline.promoted()
+        else:
+            remeasured = inc is not None and config == inc.config
+            better = inc is not None and not load_moved(inc.offered_eps, observation.offered_eps) \
+                and observation.p95_s < inc.p95_s
+            adopt = inc is None or remeasured or better
+        if adopt:
             self.incumbent = Incumbent(config, observation.p95_s, observation.offered_eps)
             if self.store:
                 self.store.save_incumbent(self.incumbent)

@@ -170,7 +170,11 @@ class CanaryPool:
         if any(report.pause_s > 0 for report in changed.values()):
             self.windows.observe(seconds)
         self._before = self.windows.observe(seconds)
-        return replace(window.observation, p95_s=self._told_p95_s(judgement, before, window))
+        # The told P95 is the candidate's at the load of the window before the change: so are the load and the
+        # throughput (at the judged window's ratio), or the daemon would read a load move into it.
+        offered_eps = before.observation.offered_eps
+        return replace(window.observation, p95_s=self._told_p95_s(judgement, before, window), offered_eps=offered_eps,
+                       throughput_eps=window.observation.throughput_ratio * offered_eps)
 
     def _told_p95_s(self, judgement: CanaryJudgement, before: PoolWindow, after: PoolWindow) -> float:
         """The candidate's P95 at the load of the window before it: the canary's P95 scaled by how the
@@ -194,6 +198,10 @@ class CanaryPool:
             if isinstance(node, NodeVersions):
                 versions |= node.node_versions()
         return versions
+
+    def promoted(self) -> Config:
+        """The config the pool runs in full (the start, or the last candidate judged better)."""
+        return Config(self.state.promoted)
 
     def rollout(self) -> RolloutReport:
         """Where the pool's rollout stands: its phase, the promoted version, each node's, the last judgement."""

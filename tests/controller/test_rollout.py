@@ -69,7 +69,9 @@ class Windows:
                 median_s = (0.02 + node.config[TIMEOUT] * 0.5) * load
                 latency[name] = LatencyHistogram.of(self.rng.lognormal(np.log(median_s), 0.3, 3000), BOUNDS)
         p95 = LatencyHistogram.merge(latency.values()).quantile_s()
-        return PoolWindow(Observation(seconds, 1000.0, 1000.0, p95 / 2, p95, p95, p95 / 2), latency)
+        offered_eps = 1000.0 * load
+        return PoolWindow(Observation(seconds, offered_eps, offered_eps, p95 / 2, p95, p95, p95 / 2, events_in=3000),
+                          latency)
 
     def close(self) -> None:
         pass
@@ -242,3 +244,16 @@ def test_the_daemon_drives_a_twin_pool_canary_first_better_promoted_worse_taken_
     assert pool.state.promoted == dict(faster) and "worse" in pool.state.judgement
     assert _versions(pool)["node-1"] == (1, NodeState.ROLLED_BACK)
     assert all(_versions(pool)[n] == (1, NodeState.PROMOTED) for n in ("node-2", "node-3"))
+
+
+def test_the_daemon_keeps_what_the_pool_promoted_although_the_load_moved_while_it_was_judged(tmp_path):
+    # The load rose by half between the window before the change and the one that judged it: the pool
+    # promoted the faster config against its controls, and the daemon must not take that for a new
+    # situation and put its old incumbent back on every node (before, a re-measure of the defaults did).
+    pool, nodes, _, _ = _pool(tmp_path, loads=[1.0, 1.0, 1.5])
+    daemon = Daemon(pool, Scripted(FASTER), Policy(min_dwell_windows=1), window_s=30.0)
+    daemon.warm_up()
+    decisions = [daemon.step() for _ in range(3)]
+    assert pool.promoted() == FASTER and all(node.config == FASTER for node in nodes.values())
+    assert daemon.incumbent.config == FASTER
+    assert all(d.action != "remeasure" for d in decisions), [d.reason for d in decisions]
