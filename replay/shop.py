@@ -12,9 +12,14 @@ from __future__ import annotations
 import bisect
 import functools
 import itertools
+import json
 import math
 import random
 from dataclasses import dataclass, field
+
+import numpy as np
+
+from replay.events import Request
 
 ENDPOINTS = (
     "signup", "login", "logout", "category_list", "product_list", "product_detail", "search",
@@ -112,6 +117,13 @@ class Session:
     cart: list[int] = field(default_factory=list)
     pending_order: int | None = None
     page_depth: int = 0
+    json_who: str = field(init=False, repr=False)  # the fields that never change in a session, as JSON
+    json_client: str = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.json_who = json.dumps({"session_id": self.session_id, "user_id": self.user_id, "gender": self.gender,
+                                    "age_band": self.age_band})[1:-1]
+        self.json_client = json.dumps({"remote_addr": self.remote_addr, "user_agent": self.user_agent})[1:-1]
 
 
 @functools.lru_cache(maxsize=None)
@@ -158,11 +170,28 @@ def allowed_next(session: Session) -> dict[str, float]:
     return weights
 
 
+class _UriParts(dict):
+    """A URI template's values, each drawn only if the template names it (page and query are random)."""
+
+    def __init__(self, rng: random.Random, category: str, product: int, order: int) -> None:
+        super().__init__(category=category, product=product, order=order)
+        self._rng = rng
+
+    def __missing__(self, name: str) -> object:
+        if name == "page":
+            return 1 + int(self._rng.random() * 5)
+        if name == "query":
+            return _QUERIES[int(self._rng.random() * len(_QUERIES))]
+        raise KeyError(name)
+
+
 class ShopUsers:
     """Endless stream of shop requests from `concurrent_sessions` interleaved sessions."""
 
     def __init__(self, seed: int = 0, concurrent_sessions: int = 200) -> None:
         self._rng = random.Random(seed)
+        self._normals_rng = np.random.default_rng(seed)
+        self._normals: list[float] = []  # standard normal draws, made by numpy a block at a time
         self._seed = seed
         self._next_user = 0
         self._next_session = 0
@@ -187,7 +216,7 @@ class ShopUsers:
             category_cum_weights=tuple(itertools.accumulate(weights)),
         )
 
-    def next_request(self) -> dict:
+    def next_request(self) -> Request:
         """Advance one random live session by one step and describe the request it made."""
         rng = self._rng
         slot = int(rng.random() * len(self.sessions))
@@ -200,7 +229,12 @@ class ShopUsers:
                 return self._step(session, names[bisect.bisect(cumulative, u)])
             session = self.sessions[slot] = self._new_session()
 
-    def _step(self, s: Session, endpoint: str) -> dict:
+    def _normal(self) -> float:
+        if not self._normals:
+            self._normals = self._normals_rng.standard_normal(4096).tolist()
+        return self._normals.pop()
+
+    def _step(self, s: Session, endpoint: str) -> Request:
         rng = self._rng
         method, template, typical_bytes, typical_s = _ROUTES[endpoint]
         cum = s.category_cum_weights
@@ -215,17 +249,23 @@ class ShopUsers:
         ok = status < 400
         if ok:
             self._apply(s, endpoint, product)
-        uri = template.format(category=category, page=1 + int(rng.random() * 5), product=product,
-                              query=_QUERIES[int(rng.random() * len(_QUERIES))], order=s.pending_order or 0)
+        uri = template.format_map(_UriParts(rng, category, product, s.pending_order or 0)) if "{" in template else template
         s.state = endpoint
         s.page_depth += 1
-        return {
+        size = int(typical_bytes * math.exp(0.35 * self._normal())) if ok else 180
+        rt = round(typical_s * math.exp(0.5 * self._normal()), 3)
+        # json.dumps of the fields below, byte for byte, at a quarter of its cost: every string but the
+        # session's (rendered once, with json.dumps) comes from this module's tables and needs no escaping.
+        rendered = (f'"method": "{method}", "uri": "{uri}", "endpoint": "{endpoint}", "status": {status}, '
+                    f'"bytes": {size}, "rt": {rt!r}, "category": "{category}", {s.json_who}, '
+                    f'"logged_in": {"true" if s.logged_in else "false"}, {s.json_client}')
+        return Request({
             "method": method,
             "uri": uri,
             "endpoint": endpoint,
             "status": status,
-            "bytes": int(typical_bytes * math.exp(rng.gauss(0.0, 0.35))) if ok else 180,
-            "rt": round(typical_s * math.exp(rng.gauss(0.0, 0.5)), 3),
+            "bytes": size,
+            "rt": rt,
             "category": category,
             "session_id": s.session_id,
             "user_id": s.user_id,
@@ -234,7 +274,7 @@ class ShopUsers:
             "logged_in": s.logged_in,
             "remote_addr": s.remote_addr,
             "user_agent": s.user_agent,
-        }
+        }, rendered)
 
     def _apply(self, s: Session, endpoint: str, product: int) -> None:
         if endpoint == "signup":

@@ -9,6 +9,7 @@ import pytest
 
 from replay import arrivals
 from replay.engine import run
+from replay.events import Request
 from replay.sinks import SinkSpec
 
 # path prefix -> (status, headers, body) as the server writes them
@@ -59,7 +60,7 @@ def framing_server():
 def test_every_response_framing_is_read_and_counted(framing_server, monkeypatch, path, status_class):
     port, received = framing_server
     # Every request to the one path under test, whatever the shop user asked for.
-    monkeypatch.setattr("replay.shop.ShopUsers.next_request", lambda self: {"method": "GET", "uri": path})
+    monkeypatch.setattr("replay.shop.ShopUsers.next_request", lambda self: Request.of({"method": "GET", "uri": path}))
     result = run(arrivals.steady(100, 1), SinkSpec("http", f"http://127.0.0.1:{port}"), run_id="f")
     assert result.sink.detail == {status_class: 100} and not result.sink.failed_request_ids
     assert sorted(received) == [f"f-{i:08d}" for i in range(100)]
@@ -67,6 +68,6 @@ def test_every_response_framing_is_read_and_counted(framing_server, monkeypatch,
 
 def test_a_base_path_prefixes_every_request(framing_server, monkeypatch):
     port, received = framing_server
-    monkeypatch.setattr("replay.shop.ShopUsers.next_request", lambda self: {"method": "POST", "uri": "/chunked"})
+    monkeypatch.setattr("replay.shop.ShopUsers.next_request", lambda self: Request.of({"method": "POST", "uri": "/chunked"}))
     result = run(arrivals.steady(20, 1), SinkSpec("http", f"http://127.0.0.1:{port}/api/"), run_id="b")
     assert result.sink.detail == {"2xx": 20} and len(received) == 20
