@@ -113,10 +113,11 @@ def prepare(seq: int, run_id: str, ts_scheduled: float, request: Request, fmt: s
         rest = {"remote_addr": addr, "request": f"{method} {uri} HTTP/1.1", "status": status,
                 "body_bytes_sent": size, "request_time": fields.get("rt", 0.0), "http_user_agent": agent}
         return PreparedEvent(seq, request_id, '{"msec": "', '", ' + json.dumps(rest)[1:] + "\n", fmt)
-    ts = round(ts_scheduled, 3)
     if fmt == "multiline-json":
-        doc = {"request_id": request_id, "ts_scheduled": ts, **fields}
+        doc = {"request_id": request_id, "ts_scheduled": round(ts_scheduled, 3), **fields}
         return PreparedEvent(seq, request_id, json.dumps(doc, indent=2)[:-2] + ',\n  "ts_nginx": ', "\n}\n", fmt)
     members = f"{request.json}, " if request.json else ""
-    head = f'{{"request_id": {encode_basestring_ascii(request_id)}, "ts_scheduled": {ts!r}, {members}"ts_nginx": '
+    # ts_scheduled to the ms, as f"{:.3f}" writes it (round() and repr() cost four times as much)
+    head = (f'{{"request_id": {encode_basestring_ascii(request_id)}, "ts_scheduled": {ts_scheduled:.3f}, '
+            f'{members}"ts_nginx": ')
     return PreparedEvent(seq, request_id, head, "}\n", fmt)
