@@ -453,10 +453,13 @@ def parse_response(data: bytes, head_request: bool, eof: bool) -> tuple[int, boo
     body = end + 4
     if head_request or status in (204, 304) or 100 <= status < 200:
         return status, reusable
-    if headers.get(b"transfer-encoding", b"").endswith(b"chunked"):
-        return (status, reusable) if _chunked_end(data, body) is not None else None
-    if b"content-length" in headers:
-        return (status, reusable) if len(data) - body >= int(headers[b"content-length"]) else None
+    try:
+        if headers.get(b"transfer-encoding", b"").endswith(b"chunked"):
+            return (status, reusable) if _chunked_end(data, body) is not None else None
+        if b"content-length" in headers:
+            return (status, reusable) if len(data) - body >= int(headers[b"content-length"]) else None
+    except ValueError:  # a chunk size or length that is no number
+        raise ConnectionError(f"malformed HTTP response: {data[:160]!r}") from None
     return (status, False) if eof else None  # the body runs to the end of the connection
 
 
