@@ -127,8 +127,9 @@ def _drive(shard: _Shard, start_wall: float, run_id: str, workload: Workload, se
 
     def render_until(limit: int) -> None:
         nonlocal rendered
+        prepare, next_request, fmt, append = sink.prepare, source.next_request, workload.fmt, ready.append
         for k in range(rendered, limit):
-            ready.append(sink.prepare(seqs[k], run_id, start_wall + times_list[k], source.next_request(), workload.fmt))
+            append(prepare(seqs[k], run_id, start_wall + times_list[k], next_request(), fmt))
         rendered = max(rendered, limit)
 
     # Map the monotonic clock onto the shared wall-clock start once, so stamps never jump.

@@ -181,12 +181,14 @@ class KafkaSink:
             self._failed.append(request_id)
 
     def send(self, batch: Sequence[PreparedEvent], ts_nginx: float) -> None:
+        produce, topic, on_delivery = self._producer.produce, self.topic, self._on_delivery  # looked up once a batch
+        unacknowledged, clock = self._unacknowledged, time.perf_counter
         for event in batch:
             key, value = event.request_id.encode(), event.text(ts_nginx).rstrip("\n").encode()
-            self._unacknowledged[event.request_id] = time.perf_counter()
+            unacknowledged[event.request_id] = clock()
             while True:
                 try:
-                    self._producer.produce(self.topic, value=value, key=key, on_delivery=self._on_delivery)
+                    produce(topic, value=value, key=key, on_delivery=on_delivery)
                     break
                 except BufferError:  # the producer's queue is full: wait for the broker, as kafka-python did
                     self._producer.poll(0.05)
