@@ -1,9 +1,10 @@
 """Where replayed events go: a log file (with logrotate-style rotation), HTTP, a Kafka topic, stdout.
 
-A sink takes a batch of prepared events and their write stamp, and never makes the scheduler wait
-for an answer: the HTTP sink fires requests from its own event loop, the Kafka sink hands records to
-the producer's background sender. `SinkSpec` describes a sink in plain data, so each replay process
-can open its own.
+A sink renders ahead what it will write of each event (`prepare`), takes a batch of them and their
+write stamp (`send`), and never makes the scheduler wait for an answer: the HTTP sink writes requests on
+non-blocking sockets and reads the answers while the scheduler has nothing due (`wait`), the Kafka sink
+hands records to the producer's background sender. `SinkSpec` describes a sink in plain data, so each
+replay process can open its own.
 """
 
 from __future__ import annotations
