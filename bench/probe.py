@@ -24,7 +24,7 @@ from kafka.admin import NewTopic
 from agents.probe.consumer import Probe, ProbeOptions, consumer_settings
 from agents.probe.ledger import Ledger
 from agents.probe.metrics import ProbeMetrics
-from replay.events import FORMATS, prepare
+from replay.events import FORMATS, Request, prepare
 from testbed.pipeline import DEFAULT_PIPELINE, load_pipeline
 from testbed.probe import event_time_spec
 
@@ -34,7 +34,7 @@ FIELDS = {"method": "GET", "uri": "/product/123", "endpoint": "product", "status
 
 
 def _record(run_id: str, seq: int, now: float, fmt: str) -> bytes:
-    line = prepare(seq, run_id, now, FIELDS, fmt).text(now).rstrip("\n")
+    line = prepare(seq, run_id, now, Request.of(FIELDS), fmt).text(now).rstrip("\n")
     stamp = datetime.fromtimestamp(now, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     event = {"@timestamp": stamp, "@metadata": {"beat": "filebeat", "type": "_doc", "version": "7.17.29"},
              "message": line, "host": {"name": "web-1"}, "log": {"offset": seq * 400, "file": {"path": "/var/log/access.log"}},

@@ -19,7 +19,7 @@ from typing import Callable
 import numpy as np
 
 from replay.arrivals import Phase, Schedule
-from replay.events import RequestSource, TraceRequests, prepare
+from replay.events import RequestSource, TraceRequests
 from replay.shop import ShopUsers
 from replay.sinks import SinkSpec, SinkStats
 from replay.trace import TraceRecord
@@ -127,8 +127,9 @@ def _drive(shard: _Shard, start_wall: float, run_id: str, workload: Workload, se
 
     def render_until(limit: int) -> None:
         nonlocal rendered
+        prepare, next_request, fmt, append = sink.prepare, source.next_request, workload.fmt, ready.append
         for k in range(rendered, limit):
-            ready.append(prepare(seqs[k], run_id, start_wall + times_list[k], source.next_request(), workload.fmt))
+            append(prepare(seqs[k], run_id, start_wall + times_list[k], next_request(), fmt))
         rendered = max(rendered, limit)
 
     # Map the monotonic clock onto the shared wall-clock start once, so stamps never jump.
@@ -149,7 +150,7 @@ def _drive(shard: _Shard, start_wall: float, run_id: str, workload: Workload, se
             elif rendered < min(n, done + _LOOKAHEAD) and times_list[done] - now > 0.0005:
                 render_until(min(n, rendered + _RENDER_CHUNK))
             else:
-                time.sleep(max(0.0, times_list[done] - now))
+                sink.wait(max(0.0, times_list[done] - now))
             if progress is not None and now >= next_progress:
                 progress(done, float(sent_at[done - 1] - times[done - 1]) if done else 0.0)
                 next_progress = now + _PROGRESS_EVERY_S

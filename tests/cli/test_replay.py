@@ -6,6 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 import replay.engine
+import replay.sinks
 from cli.main import app
 from tests.clock import VirtualClock
 
@@ -16,7 +17,7 @@ runner = CliRunner()
 def clock(monkeypatch) -> VirtualClock:
     """The replay scheduler's clock, under the test's control: every event goes out at its scheduled time,
     so achieved rates and durations follow from the schedule, not from how busy the machine is."""
-    return VirtualClock().install(monkeypatch, replay.engine)
+    return VirtualClock().install(monkeypatch, replay.engine, replay.sinks)  # the sinks wait for the scheduler
 
 
 def _replay(*args):

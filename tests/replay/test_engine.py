@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 
 import replay.engine
+import replay.sinks
 from replay import arrivals
 from replay.engine import Workload, run
+from replay.events import Request, prepare
 from replay.manifest import build_manifest
 from replay.sinks import SinkSpec
 from tests.clock import VirtualClock
@@ -19,7 +21,7 @@ from tests.clock import VirtualClock
 def clock(monkeypatch) -> VirtualClock:
     """The scheduler's clock, under the test's control: send times and lags follow from the schedule and
     the sink, not from how busy the machine is."""
-    return VirtualClock().install(monkeypatch, replay.engine)
+    return VirtualClock().install(monkeypatch, replay.engine, replay.sinks)
 
 
 def test_five_seconds_at_2000_eps_into_a_file_has_every_event_on_time(tmp_path, read_events, clock):
@@ -37,12 +39,17 @@ def test_five_seconds_at_2000_eps_into_a_file_has_every_event_on_time(tmp_path, 
 
 def test_a_slow_sink_shows_as_send_lag_not_as_a_stretched_schedule(tmp_path, clock):
     class SlowSink:
+        prepare = staticmethod(prepare)
+
         def __init__(self):
             self.n = 0
 
         def send(self, batch, ts):
             clock.sleep(0.05)  # a sink that takes 50 ms per write
             self.n += len(batch)
+
+        def wait(self, timeout_s):
+            clock.sleep(timeout_s)
 
         def close(self):
             from replay.sinks import SinkStats
@@ -153,11 +160,10 @@ def test_stdout_sink_writes_json_lines(capsys):
 
 
 def test_a_batch_larger_than_the_rotation_size_is_spread_over_files_of_whole_lines(tmp_path, read_events):
-    from replay.events import prepare
     from replay.sinks import FileSink
 
     sink = FileSink(tmp_path / "access.log", rotate_bytes=20_000)
-    batch = [prepare(i, "big", 1.7e9, {"uri": f"/x/{i}"}, "json") for i in range(1000)]
+    batch = [prepare(i, "big", 1.7e9, Request.of({"uri": f"/x/{i}"}), "json") for i in range(1000)]
     sink.send(batch, 1.7e9)
     assert sink.close().detail["rotations"] > 1
     files = list(tmp_path.glob("access.log*"))

@@ -1,5 +1,6 @@
 """The shop users' state machine: only valid transitions, realistic variety, preferences by user."""
 
+import json
 from collections import Counter
 
 from hypothesis import given, settings, strategies as st
@@ -46,18 +47,18 @@ def _check_session_rules(events):
 @given(seed=st.integers(0, 2**32 - 1), sessions=st.integers(1, 50))
 def test_the_state_machine_never_makes_an_invalid_transition(seed, sessions):
     users = ShopUsers(seed, concurrent_sessions=sessions)
-    _check_session_rules([users.next_request() for _ in range(3000)])
+    _check_session_rules([users.next_request().fields for _ in range(3000)])
 
 
 def test_sessions_end_and_new_ones_start():
     users = ShopUsers(1, concurrent_sessions=10)
-    seen = _check_session_rules([users.next_request() for _ in range(20000)])
+    seen = _check_session_rules([users.next_request().fields for _ in range(20000)])
     assert len(seen) > 200  # 10 concurrent slots went through many visits
 
 
 def test_all_fifteen_endpoints_occur_with_realistic_variety():
     users = ShopUsers(2)
-    events = [users.next_request() for _ in range(50000)]
+    events = [users.next_request().fields for _ in range(50000)]
     endpoints = Counter(e["endpoint"] for e in events)
     assert set(endpoints) == set(ENDPOINTS)
     assert endpoints["product_detail"] > endpoints["pay"] > 0  # browsing far outweighs buying
@@ -71,7 +72,7 @@ def test_all_fifteen_endpoints_occur_with_realistic_variety():
 
 def test_gender_and_age_weight_category_preferences():
     users = ShopUsers(3, concurrent_sessions=400)
-    events = [users.next_request() for _ in range(60000)]
+    events = [users.next_request().fields for _ in range(60000)]
     browse = [e for e in events if e["endpoint"] == "product_list"]
 
     def share(category, **who):
@@ -87,3 +88,10 @@ def test_gender_and_age_weight_category_preferences():
 def test_same_seed_same_requests():
     a, b = ShopUsers(9), ShopUsers(9)
     assert [a.next_request() for _ in range(500)] == [b.next_request() for _ in range(500)]
+
+
+def test_each_request_is_rendered_as_json_dumps_renders_its_fields():
+    users = ShopUsers(seed=11, concurrent_sessions=50)
+    for _ in range(20000):
+        request = users.next_request()
+        assert "{" + request.json + "}" == json.dumps(request.fields)
