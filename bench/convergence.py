@@ -58,15 +58,17 @@ def drive(calibration: str, workload: WorkloadSpec, windows: int, window_s: floa
 
 
 def convergence(decisions: list[Decision], final_p95_s: float) -> dict:
-    """When the window P95 first came within 1.1× of the final P95, and the changes after that window."""
+    """When the window P95 first came within 1.1× of the final P95, the changes after that window, when the learner
+    first said it converged and the changes after that (under a moving load, the ones its re-opened searches made)."""
     p95 = [d.observed["p95_s"] for d in decisions]
     changed = [bool(d.change) for d in decisions]
     near = next((i for i, p in enumerate(p95) if p <= 1.1 * final_p95_s), None)
-    converged = next((d.window for d in decisions if d.reason.startswith("converged")), None)
+    converged = next((i for i, d in enumerate(decisions) if d.reason.startswith("converged")), None)
     return {"final_p95_s": final_p95_s, "near_window": decisions[near].window if near is not None else None,
             "changes": sum(changed),
             "changes_after_near": sum(changed[near + 1:]) if near is not None else None,
-            "first_converged_window": converged}
+            "first_converged_window": decisions[converged].window if converged is not None else None,
+            "changes_after_converged": sum(changed[converged + 1:]) if converged is not None else None}
 
 
 def change_causes(decisions: list[Decision]) -> list[dict]:
@@ -127,6 +129,9 @@ def main() -> None:
                           str(figures["changes_after_near"]), str(figures["first_converged_window"]),
                           f"{figures['final_p95_s']:.4f}", str(figures["changes"]))
         console.print(table)
+        for case, figures in out.items():
+            if case.startswith(f"{cal} /"):
+                console.print(f"{case}: {figures['changes_after_converged']} changes after it first converged")
         if "diurnal" in profiles:
             console.print(f"{cal} / diurnal, changes by cause:")
             for row in out[f"{cal} / diurnal"]["changes_by_cause"]:
