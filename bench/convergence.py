@@ -1,7 +1,7 @@
 """Does pipetune converge and then leave the pipeline alone? The figures of converge-and-stay, on the twin.
 
-Run: `python -m bench.convergence [--calibrations paper-2vcpu,local-filebeat-kafka] [--windows 100]
-[--diurnal-windows 60] [--seed 0] [--json PATH]`.
+Run: `python -m bench.convergence [--calibrations paper-2vcpu,local-filebeat-kafka] [--profiles steady,diurnal]
+[--windows 100] [--diurnal-windows 60] [--seed 0] [--json PATH] [--trace]`.
 
 For each calibration, the daemon drives pipetune (pre-screening on a misjudged twin, as `bench.tuners`
 does) for `--windows` windows of steady load, then for `--diurnal-windows` windows of a diurnal load whose
@@ -9,7 +9,7 @@ one cycle spans the run. Printed: the window where the window P95 first came wit
 config's P95 (measured on fresh windows), the config changes after it, the final P95, the window the
 learner first said "converged"; for the diurnal run, every change with the load it saw and its cause: the
 initial search, or a search re-opened (by a load move beyond the daemon's re-measure threshold, a breach,
-a drift of the incumbent's P95, a policy change).
+a drift of the incumbent's P95, a policy change). `--trace` also prints every window: load, P95, action, why.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Callable
 
 from rich import box
 from rich.console import Console
@@ -35,30 +36,39 @@ from replay.profiles import Profile, WorkloadSpec
 console = Console(width=80)  # readable in 80 columns, piped or not
 
 
-def drive(calibration: str, workload: WorkloadSpec, windows: int, window_s: float, seed: int) -> dict:
-    """One daemon run of pipetune on the twin; returns its decisions and the final incumbent's fresh P95."""
+def drive(calibration: str, workload: WorkloadSpec, windows: int, window_s: float, seed: int,
+          on_decision: Callable[[Decision], None] | None = None) -> dict:
+    """One daemon run of pipetune on the twin; returns its decisions and the final incumbent's fresh P95.
+    `on_decision` is called with each decision as it is made."""
     cal = load(calibration)
     policy, start = Policy(), preset("defaults")
     setup = LearnerSetup("pipetune", policy, start, cal.topology, seed, screen=misjudged(cal, seed))
     pipeline = twin_pipeline(start, cal, workload, windows, window_s)
     daemon = Daemon(pipeline, tuning_learner(setup, remote=False), policy, window_s=window_s)
     decisions: list[Decision] = []
-    daemon.run(windows, on_decision=decisions.append)
+
+    def record(decision: Decision) -> None:
+        decisions.append(decision)
+        if on_decision is not None:
+            on_decision(decision)
+    daemon.run(windows, on_decision=record)
     final = daemon.incumbent.config if daemon.incumbent else pipeline.current()
     fresh = measure_fresh(final, cal, workload.rate_eps, window_s, seed=seed + 1000)
     return {"decisions": decisions, "final_p95_s": fresh.p95_s}
 
 
 def convergence(decisions: list[Decision], final_p95_s: float) -> dict:
-    """When the window P95 first came within 1.1× of the final P95, and the changes after that window."""
+    """When the window P95 first came within 1.1× of the final P95, the changes after that window, when the learner
+    first said it converged and the changes after that (under a moving load, the ones its re-opened searches made)."""
     p95 = [d.observed["p95_s"] for d in decisions]
     changed = [bool(d.change) for d in decisions]
     near = next((i for i, p in enumerate(p95) if p <= 1.1 * final_p95_s), None)
-    converged = next((d.window for d in decisions if d.reason.startswith("converged")), None)
+    converged = next((i for i, d in enumerate(decisions) if d.reason.startswith("converged")), None)
     return {"final_p95_s": final_p95_s, "near_window": decisions[near].window if near is not None else None,
             "changes": sum(changed),
             "changes_after_near": sum(changed[near + 1:]) if near is not None else None,
-            "first_converged_window": converged}
+            "first_converged_window": decisions[converged].window if converged is not None else None,
+            "changes_after_converged": sum(changed[converged + 1:]) if converged is not None else None}
 
 
 def change_causes(decisions: list[Decision]) -> list[dict]:
@@ -78,27 +88,40 @@ def change_causes(decisions: list[Decision]) -> list[dict]:
     return rows
 
 
+def trace(d: Decision) -> None:
+    """One window on one line: its load, P95, action (* when it changed the config) and why."""
+    console.print(f"  {d.window:3d} {d.observed['offered_eps']:5.0f} ev/s {d.observed['p95_s'] * 1e3:9.2f} ms "
+                  f"{d.action}{' *' if d.change else ''}: {d.reason}", soft_wrap=True, highlight=False)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calibrations", default="paper-2vcpu,local-filebeat-kafka")
+    parser.add_argument("--profiles", default="steady,diurnal", help="steady, diurnal or both")
     parser.add_argument("--windows", type=int, default=100)
     parser.add_argument("--diurnal-windows", type=int, default=60)
     parser.add_argument("--window", type=float, default=30.0)
     parser.add_argument("--rate", type=float, default=300.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--trace", action="store_true", help="print every window's load, P95, action and why")
     args = parser.parse_args()
+    profiles = args.profiles.split(",")
+    unknown = set(profiles) - {"steady", "diurnal"}
+    if unknown:
+        parser.error(f"--profiles: {', '.join(sorted(unknown))} unknown; allowed: steady, diurnal")
     out: dict = {}
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 0), title=f"pipetune on the twin, {args.window:g} s windows, seed {args.seed}")
     for col in ("case", "windows", "near 1.1×\nat", "changes\nafter", "converged\nat", "final\nP95 s", "changes"):
         table.add_column(col, justify="left" if col == "case" else "right", no_wrap=True)
     for cal in args.calibrations.split(","):
-        steady = drive(cal, WorkloadSpec(Profile.steady, args.rate, seed=args.seed), args.windows, args.window,
-                       args.seed)
-        period_s = args.diurnal_windows * args.window
-        diurnal = drive(cal, WorkloadSpec(Profile.diurnal, args.rate, seed=args.seed, period_s=period_s),
-                        args.diurnal_windows, args.window, args.seed)
-        for name, run, windows in (("steady", steady, args.windows), ("diurnal", diurnal, args.diurnal_windows)):
+        for name in profiles:
+            windows = args.windows if name == "steady" else args.diurnal_windows
+            period = {"period_s": windows * args.window} if name == "diurnal" else {}
+            if args.trace:
+                console.print(f"{cal} / {name}, window by window (* a change):")
+            run = drive(cal, WorkloadSpec(Profile(name), args.rate, seed=args.seed, **period), windows, args.window,
+                        args.seed, trace if args.trace else None)
             figures = convergence(run["decisions"], run["final_p95_s"])
             out[f"{cal} / {name}"] = figures | ({"changes_by_cause": change_causes(run["decisions"])}
                                                 if name == "diurnal" else {})
@@ -106,9 +129,14 @@ def main() -> None:
                           str(figures["changes_after_near"]), str(figures["first_converged_window"]),
                           f"{figures['final_p95_s']:.4f}", str(figures["changes"]))
         console.print(table)
-        console.print(f"{cal} / diurnal, changes by cause:")
-        for row in out[f"{cal} / diurnal"]["changes_by_cause"]:
-            console.print(f"  window {row['window']:3d} at {row['offered_eps']:5.0f} ev/s: {row['action']}, {row['cause']}")
+        for case, figures in out.items():
+            if case.startswith(f"{cal} /"):
+                console.print(f"{case}: {figures['changes_after_converged']} changes after it first converged")
+        if "diurnal" in profiles:
+            console.print(f"{cal} / diurnal, changes by cause:")
+            for row in out[f"{cal} / diurnal"]["changes_by_cause"]:
+                console.print(f"  window {row['window']:3d} at {row['offered_eps']:5.0f} ev/s: {row['action']}, "
+                              f"{row['cause']}")
         if args.json:
             args.json.write_text(json.dumps(out, indent=1))
 

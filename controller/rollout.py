@@ -12,7 +12,8 @@ A config the pool ran in full before (the one a run started from, an incumbent m
 rollback) was judged then: it goes to every node at once, in the same steps.
 Either way the daemon sees the candidate as the config of the window that judged it, and the learner
 is told the measured effect, not a raw window: the window's P95 is the canary's, scaled by how the
-controls' P95 moved since the window before the change (an unclear effect counts as none). A window
+controls' P95 moved since the window before the change (an unclear effect counts as none), with the
+standard deviation the judgement's interval implies (`Observation.p95_sd_s`). A window
 that follows a restart only settles the canary and judges nothing. After a judgement the pool measures
 one window of every node on the promoted config (after a settle window when that took a restart): the
 next candidate's baseline.
@@ -30,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
+from statistics import NormalDist
 from typing import Mapping, Protocol
 
 from agents.probe.metrics import LATENCY_BUCKETS_S
@@ -174,7 +176,8 @@ class CanaryPool:
         # throughput (at the judged window's ratio), or the daemon would read a load move into it.
         offered_eps = before.observation.offered_eps
         return replace(window.observation, p95_s=self._told_p95_s(judgement, before, window), offered_eps=offered_eps,
-                       throughput_eps=window.observation.throughput_ratio * offered_eps)
+                       throughput_eps=window.observation.throughput_ratio * offered_eps,
+                       p95_sd_s=self._told_sd_s(judgement))
 
     def _told_p95_s(self, judgement: CanaryJudgement, before: PoolWindow, after: PoolWindow) -> float:
         """The candidate's P95 at the load of the window before it: the canary's P95 scaled by how the
@@ -188,6 +191,14 @@ class CanaryPool:
             return p95(before, self.plan.canary)
         controls = self._controls()
         return p95(after, self.plan.canary) * p95(before, controls) / p95(after, controls)
+
+    def _told_sd_s(self, judgement: CanaryJudgement) -> float | None:
+        """How sure the told P95 is: the standard deviation its interval implies (a normal one of the same
+        width), so the learner weighs a loose judgement less; an unclear one too, whose effect lies anywhere in
+        it. None without an interval (the learner's own noise estimate applies)."""
+        if not (math.isfinite(judgement.low_s) and math.isfinite(judgement.high_s)):
+            return None
+        return (judgement.high_s - judgement.low_s) / (2 * NormalDist().inv_cdf(0.5 + self.confidence / 2))
 
     # -- the rollout --------------------------------------------------------------------------------
 

@@ -5,6 +5,8 @@
   for log stage-P95, over only the parameters that move that stage (`STAGE_PARAMS`) plus the offered
   load (log-scaled) as a context input. Each is a function of two to four inputs, which a few windows
   pin down; their sum predicts the end-to-end P95. Without stage data the whole pipeline is one stage.
+  A window whose measurement states its own uncertainty (`Observation.p95_sd_s`: a canary judgement's
+  interval) is that much noisier a point to the models, so a loose judgement moves them less.
 - Throughput is modelled by one GP over every tuned parameter for the margin (output / offered − 1).
 - Safety: a candidate is proposed only if the margin GP's lower confidence bound clears the policy's
   floor (margin ≥ min_throughput_ratio − 1) and, with a P95 ceiling, the predicted P95's upper bound
@@ -24,7 +26,9 @@
   perturbed less often. Once the trust region has collapsed (no gain found however close it looked),
   the expected gain (κ = 0) replaces the optimistic one.
 - Converge and stay: a change is proposed only when its gain exceeds `CONFIDENCE_Z` × the noise of a
-  window (the pooled spread of repeated windows, the stage models' noise terms before there are any).
+  window (the pooled spread of repeated windows, the stage models' noise terms before there are any; never
+  below half the resolution of the latencies, 1 ms at best, nor a stage's bound below it: a gain no window
+  can resolve is none).
   When nothing in the trust region does, after at least `MIN_SEARCH` windows of search, the learner
   looks once more over every safe config (a box as wide as the cube, optimistic gains): the trust region
   is a box around the incumbent, the safe set reaches beyond it, and near capacity the big gains lie
@@ -33,9 +37,10 @@
   (2 × noise 3.0 ms)"), without scoring again, until something happens: the load moves beyond
   `LOAD_SHIFT`, a window breaches the guardrails, the incumbent's P95 drifts beyond `DRIFT_Z` × the noise,
   or the policy changes. Then the search re-opens from a fresh trust region and says why. The load is an
-  input of every model, so after a load move the search may stop again at once, when the models see
-  nothing to gain at the new load; the other causes are changes the models never saw, and the search
-  measures `MIN_SEARCH` windows first.
+  input of every model, so after a load move the search may stop again at once, and only the gain the
+  models expect at the new load (κ = 0, in the trust region and beyond) justifies a change: their
+  optimism there is the novelty of the load, not of the configs. The other causes are changes the models
+  never saw: the search measures `MIN_SEARCH` windows first, optimistically.
 """
 
 from __future__ import annotations
@@ -59,11 +64,13 @@ from models.verdict import Verdict
 
 MapFn = Callable[[Callable, Iterable], Iterable]
 _RATE_LOG_RANGE = (math.log(10.0), math.log(1e6))  # offered load, events/s, mapped onto [0, 1]
-_MIN_STAGE_S = 1e-3  # stage latencies below a millisecond are all "nothing" to the model
+# No latency pipetune reads is finer than a millisecond: the probe's first histogram bucket is 1 ms wide, Kafka's
+# record timestamps and nginx's $msec are milliseconds. Stage latencies below it are all "nothing" to the model.
+RESOLUTION_S = 1e-3
 CONFIDENCE_Z = 2.0  # a change must promise more than this many standard deviations of a window's noise
 DRIFT_Z = 3.0  # a converged incumbent measured this many noise deviations off re-opens the search
 NOISE_DOF = 3  # repeated windows (beyond the first of each config) before the measured noise counts
-NOISE_FLOOR = 0.01  # of the P95: no window is measured more precisely than this
+NOISE_FLOOR = 0.01  # of the P95: no window is measured more precisely than this, nor than half its resolution
 NOISE_ALIKE = math.log(1.5)  # configs within this log-P95 of the incumbent's share its noise
 DRIFT_WINDOWS = 2  # the incumbent's last windows whose mean is compared, for drift, with the windows before
 MIN_SEARCH = 10  # windows a search (the first, or one re-opened) measures before it may stop
@@ -99,12 +106,16 @@ class Surrogate:
         self._offset = 0.0
         self._gp: GaussianProcessRegressor | None = None
 
-    def fit(self, x: np.ndarray, y: np.ndarray, optimize: bool = True) -> None:
+    def fit(self, x: np.ndarray, y: np.ndarray, optimize: bool = True, noise_var: np.ndarray | None = None) -> None:
         """Condition on (x, y); with `optimize`, fit the kernel's hyperparameters too (from the last fitted ones:
-        one optimiser run, no restarts), else keep the last fitted kernel, which costs one Cholesky solve."""
+        one optimiser run, no restarts), else keep the last fitted kernel, which costs one Cholesky solve.
+        `noise_var`: each point's own measurement variance (0 where unknown), on top of the learned noise term:
+        a point measured loosely pulls the posterior less."""
         self._offset = 0.0 if self.prior_std else float(np.mean(y))
         kernel = self._gp.kernel_ if self._gp is not None else self.kernel
-        gp = GaussianProcessRegressor(kernel, normalize_y=False, n_restarts_optimizer=0, random_state=self.seed,
+        alpha = 1e-10 if noise_var is None else 1e-10 + np.asarray(noise_var, dtype=float)
+        gp = GaussianProcessRegressor(kernel, alpha=alpha, normalize_y=False, n_restarts_optimizer=0,
+                                      random_state=self.seed,
                                       optimizer="fmin_l_bfgs_b" if optimize or self._gp is None else None)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
@@ -122,6 +133,16 @@ class Surrogate:
         assert self._gp is not None, "fit before predict"
         mean, std = self._gp.predict(x, return_std=True)
         return mean + self._offset, np.sqrt(np.maximum(std**2 - self.noise_var, 1e-18))
+
+
+def _log_var(observation: Observation) -> float:
+    """The variance of a window's log P95 its measurement states (`p95_sd_s`, e.g. a canary judgement's interval),
+    0 where it states none. A canary judges the end-to-end P95 only; its relative spread stands for every stage's
+    figure of that window too."""
+    sd_s = observation.p95_sd_s
+    if sd_s is None or not math.isfinite(sd_s) or observation.p95_s <= 0:
+        return 0.0
+    return (sd_s / observation.p95_s) ** 2
 
 
 @dataclass(frozen=True)
@@ -178,13 +199,14 @@ class _History:
     stage_log_p95: list[dict[str, float]] = field(default_factory=list)
     margin: list[float] = field(default_factory=list)
     p95_s: list[float] = field(default_factory=list)
+    p95_log_var: list[float] = field(default_factory=list)  # the window's own variance of log P95 (0: not told)
     feasible: list[bool] = field(default_factory=list)
 
     def keep(self, recent: int, best: int) -> None:
         """Forget all but what `kept_history` keeps, so fits and memory stay bounded however long the run."""
         kept = kept_history(self.p95_s, self.feasible, recent, best)
         if len(kept) < len(self.p95_s):
-            for name in ("configs", "contexts", "x", "stage_log_p95", "margin", "p95_s", "feasible"):
+            for name in ("configs", "contexts", "x", "stage_log_p95", "margin", "p95_s", "p95_log_var", "feasible"):
                 values = getattr(self, name)
                 setattr(self, name, [values[i] for i in kept])
 
@@ -220,7 +242,9 @@ class SafeBayesLearner:
         self._exhausted = False  # the trust region collapsed: only what the model expects, not hopes, counts
         self._converged: _Converged | None = None
         self._reopened = ""  # why the search re-opened, told with the next proposal
+        self._known_ground = False  # re-opened on a load move: only what the models expect there counts
         self._noise_s = 0.0  # the last estimate of a window's noise
+        self._resolution_s = RESOLUTION_S  # the step of the latest window's latencies
         self._told = 0
         self._searched = 0  # windows measured since the search (re-)opened
 
@@ -253,8 +277,8 @@ class SafeBayesLearner:
 
     def _stage_values(self, observation: Observation) -> dict[str, float]:
         if set(self.stage_dims) == {"e2e"}:
-            return {"e2e": math.log(max(observation.p95_s, _MIN_STAGE_S))}
-        return {stage: math.log(max(observation.stage_p95_s[stage], _MIN_STAGE_S))
+            return {"e2e": math.log(max(observation.p95_s, RESOLUTION_S))}
+        return {stage: math.log(max(observation.stage_p95_s[stage], RESOLUTION_S))
                 for stage in self.stage_dims if stage in observation.stage_p95_s}
 
     def tell(self, config: Config, context: Context, observation: Observation, verdict: Verdict) -> None:
@@ -267,7 +291,9 @@ class SafeBayesLearner:
         h.stage_log_p95.append(self._stage_values(observation))
         h.margin.append(margin)
         h.p95_s.append(observation.p95_s)
+        h.p95_log_var.append(_log_var(observation))
         h.feasible.append(verdict.ok)
+        self._resolution_s = max(RESOLUTION_S, observation.latency_resolution_s)
         h.keep(self.history_recent, self.history_best)
         self._current = config
         self._told += 1
@@ -294,6 +320,7 @@ class SafeBayesLearner:
         if self._converged is None and not self._exhausted:
             return
         self._converged, self._exhausted, self._reopened = None, False, why
+        self._known_ground = modelled
         self.length, self._successes, self._failures = self.length_init, 0, 0
         self._searched = MIN_SEARCH if modelled else 0
         self._best_p95_s = math.inf
@@ -327,15 +354,18 @@ class SafeBayesLearner:
                 continue
             columns = np.append(dims, context_col)
             gp = self._stage_gps.setdefault(stage, Surrogate(len(columns), seed=self.seed))
-            gp.fit(x[np.ix_(rows, columns)], np.array([h.stage_log_p95[i][stage] for i in rows]), optimize)
+            gp.fit(x[np.ix_(rows, columns)], np.array([h.stage_log_p95[i][stage] for i in rows]), optimize,
+                   np.array([h.p95_log_var[i] for i in rows]))
         self._margin_gp.fit(x, np.array(h.margin), optimize)
 
     def _predict_p95(self, features: np.ndarray, kappa: float) -> np.ndarray:
-        """Σ over stages of exp(μ − κσ): the predicted P95 (κ = 0) or its optimistic bound (κ > 0)."""
+        """Σ over stages of exp(μ − κσ), each at least `RESOLUTION_S`: the predicted P95 (κ = 0) or its optimistic
+        bound (κ > 0)."""
         total = np.zeros(len(features))
         for stage, gp in self._stage_gps.items():
             mean, std = gp.predict(features[:, np.append(self.stage_dims[stage], features.shape[1] - 1)])
-            total += np.exp(mean - kappa * std)
+            # no stage is ever measured below the resolution: a bound beneath it is a gain no window could show
+            total += np.maximum(np.exp(mean - kappa * std), RESOLUTION_S)
         return total
 
     def suggest(self, context: Context) -> Suggestion:
@@ -375,10 +405,13 @@ class SafeBayesLearner:
             return self._hold(incumbent, inc_p95, f"no candidate predicted safe in trust region {self.length:.2f}",
                               noise_s)
         # Before the trust region collapses, the optimistic gain (what the model hopes for); after, the expected.
-        promise = self._promise(pool, inc_p95, expected=self._exhausted)
+        # After a load move, the models have searched this ground before: only the gain they expect at the new
+        # load justifies a change (their optimism there is only the load's novelty).
+        expected = self._exhausted or self._known_ground
+        promise = self._promise(pool, inc_p95, expected=expected)
         threshold = CONFIDENCE_Z * noise_s
         best = float(np.max(promise))
-        kind = "predicted" if self._exhausted else "optimistic"
+        kind = "predicted" if expected else "optimistic"
         why = f"{kind} gain {{gain_ms:.1f}} ms > {threshold * 1e3:.1f} ms ({CONFIDENCE_Z:g} × noise {noise_s * 1e3:.1f} ms)"
         if best <= threshold:
             below = f"best {kind} gain {best * 1e3:.1f} ms < {threshold * 1e3:.1f} ms"
@@ -387,9 +420,9 @@ class SafeBayesLearner:
                                                       "measure the incumbent again to know it", noise_s)
             if self._exhausted or self._searched >= MIN_SEARCH:
                 # The trust region is a box around the incumbent; the safe set reaches beyond it. Stop only when
-                # nothing safe anywhere promises, even optimistically, more than the threshold.
+                # nothing safe anywhere promises more than the threshold (even optimistically, but on known ground).
                 wide = self._pool(center, context, self.length_max)
-                wide_promise = self._promise(wide, inc_p95, expected=False)
+                wide_promise = self._promise(wide, inc_p95, expected=self._known_ground)
                 if float(np.max(wide_promise)) <= threshold:
                     self._converged = _Converged(incumbent, context.offered_eps,
                                                  self._measured_p95(incumbent, context, inc_p95), noise_s,
@@ -397,8 +430,8 @@ class SafeBayesLearner:
                     return self._hold(incumbent, inc_p95, self._converged.reason, noise_s)
                 self.length, self._exhausted = self.length_init, False  # search again from a fresh trust region
                 pool, promise = wide, wide_promise
-                why = (f"{below} in the trust region, but beyond it an optimistic gain {{gain_ms:.1f}} ms: "
-                       "widen the trust region")
+                beyond = "a predicted" if self._known_ground else "an optimistic"
+                why = f"{below} in the trust region, but beyond it {beyond} gain {{gain_ms:.1f}} ms: widen the trust region"
                 order = np.argsort(-promise)[: int(np.sum(promise > threshold))]
             else:
                 # A model of a few windows can look flat where it has not looked yet (near capacity it misjudges
@@ -420,7 +453,8 @@ class SafeBayesLearner:
                           f"{inc_p95:.3f}s, margin LCB {lcb:+.3f}, trust region {self.length:.2f}, "
                           f"{int(pool.safe.sum())}/{len(pool.safe)} safe",
                           {"p95_s": float(pool.mean[i]), "p95_lower_s": float(pool.optimistic[i]),
-                           "margin": float(pool.m_mean[i]), "margin_lcb": float(lcb), "noise_s": noise_s})
+                           "margin": float(pool.m_mean[i]), "margin_lcb": float(lcb), "noise_s": noise_s,
+                           "incumbent_p95_s": inc_p95})
 
     def _pool(self, center: np.ndarray, context: Context, length: float) -> _Pool:
         """Candidates in a box of side `length` around `center` (and stage-by-stage moves in it), scored."""
@@ -460,13 +494,14 @@ class SafeBayesLearner:
 
         Once `NOISE_DOF` repeated windows exist: the relative spread of the P95 of every config measured more
         than once at about this load with a P95 like the incumbent's (the incumbent above all: the daemon
-        holds it), pooled, never below
-        `NOISE_FLOOR` of the P95 (a few repeats can agree to the millisecond). Before: the stage models'
-        noise terms (each stage's P95 × its log-noise deviation, in quadrature), which also take in what
-        the models do not fit yet, so they overstate the noise.
+        holds it), pooled. Before: the stage models' noise terms (each stage's P95 × its log-noise deviation,
+        in quadrature), which also take in what the models do not fit yet, so they overstate the noise. Either
+        way never below `NOISE_FLOOR` of the P95 nor half the step of the latencies (`RESOLUTION_S`, or a
+        coarser event time): repeats can agree to the millisecond, and a gain no window resolves must not count.
         """
         h = self.history
         p95_s = self._measured_p95(incumbent, context, inc_p95)
+        floor_s = max(p95_s * NOISE_FLOOR, self._resolution_s / 2)
         groups: dict[Config, list[float]] = {}
         for c, ctx, p, ok in zip(h.configs, h.contexts, h.p95_s, h.feasible):
             if ok and p > 0 and math.isfinite(p) and not load_moved(ctx.offered_eps, context.offered_eps):
@@ -480,12 +515,13 @@ class SafeBayesLearner:
             for stage, gp in self._stage_gps.items():
                 mean, _ = gp.predict(features[:, np.append(self.stage_dims[stage], features.shape[1] - 1)])
                 modelled += float(np.exp(mean[0])) ** 2 * gp.noise_var
-            return math.sqrt(modelled), dof
-        return p95_s * max(math.sqrt(measured / dof), NOISE_FLOOR), dof
+            return max(math.sqrt(modelled), floor_s), dof
+        return max(p95_s * math.sqrt(measured / dof), floor_s), dof
 
     def _hold(self, incumbent: Config, inc_p95: float, why: str, noise_s: float) -> Suggestion:
         self._current = incumbent
-        return Suggestion(incumbent, f"{why}: keep the incumbent", {"p95_s": inc_p95, "noise_s": noise_s})
+        return Suggestion(incumbent, f"{why}: keep the incumbent",
+                          {"p95_s": inc_p95, "noise_s": noise_s, "incumbent_p95_s": inc_p95})
 
     def _first_passing(self, order: np.ndarray, cand: np.ndarray, incumbent: Config, context: Context) -> int | None:
         """The best-ranked candidate the twin expects to keep up, or to keep up as well as the incumbent where the

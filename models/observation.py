@@ -35,6 +35,9 @@ class Observation:
     series: dict[str, list[float]] = field(default_factory=dict)
     latency_resolution_s: float = 0.0  # the clock step of the event times behind the latencies (0: finer than 1 ms)
     clock_offsets: dict[str, ClockOffset] = field(default_factory=dict)  # each node's clock minus the controller's
+    # The standard deviation of `p95_s` where the measurement says it (a canary's judgement has an interval);
+    # None: a plain window, whose noise the learner estimates from repeated windows.
+    p95_sd_s: float | None = None
 
     @property
     def throughput_ratio(self) -> float:

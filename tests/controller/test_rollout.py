@@ -108,6 +108,18 @@ def test_a_better_canary_is_promoted_in_steps_although_the_load_rose_on_every_no
     assert "interval" in pool.state.judgement
 
 
+def test_the_learner_is_told_the_judged_p95_with_the_spread_its_interval_implies(tmp_path):
+    pool, _, _, _ = _pool(tmp_path, loads=[1.0, 1.6])
+    plain = pool.observe(30)
+    assert plain.p95_sd_s is None  # a window that judged nothing: the learner estimates its noise itself
+    pool.apply(FASTER)
+    judged = pool.observe(30)
+    low_ms, high_ms = (float(v) for v in pool.state.judgement.split("interval ")[1].removesuffix(" ms").split(" .. "))
+    # a 95 % interval spans ±1.96 standard deviations (its bounds are printed to 0.1 ms)
+    assert judged.p95_sd_s == pytest.approx((high_ms - low_ms) / 1e3 / (2 * 1.96), abs=0.1e-3 / 1.96)
+    assert 0 < judged.p95_sd_s < judged.p95_s
+
+
 def test_a_worse_canary_is_taken_back_and_the_controls_are_never_touched(tmp_path):
     pool, nodes, _, changes = _pool(tmp_path, loads=[1.0, 0.7, 1.0])
     before = pool.observe(30)

@@ -292,3 +292,63 @@ def test_after_a_load_move_the_search_may_stop_at_once_when_the_models_see_nothi
         windows += 1
         suggestion = learner.suggest(moved)
     assert suggestion.config == incumbent and suggestion.reason.startswith("converged")
+
+
+@pytest.mark.parametrize("sd_s", [0.005, 0.25])
+def test_a_window_told_with_its_uncertainty_moves_the_models_belief_only_as_far_as_it_is_sure(sd_s):
+    # Five plain windows of A at 0.5 s, then one of B, next to it, at 0.25 s: a canary judgement's P95 with the
+    # standard deviation its interval implies. Tight, the learner believes B's 0.25 s; loose, it stays near A's.
+    cube = TunedCube(NAMES, Policy())
+    a = cube.decode(np.array([0.5, 0.5, 0.5]), base=PIPELINE_SPACE.defaults())
+    b = cube.decode(np.array([0.6, 0.5, 0.5]), base=PIPELINE_SPACE.defaults())
+    learner = SafeBayesLearner(cube, a, seed=0)
+    for p95 in (0.49, 0.5, 0.51, 0.5, 0.495):
+        observation = Observation(30, 300, 300, p95 / 2, p95, p95 * 1.2, p95 / 2)
+        learner.tell(a, CTX, observation, judge(observation, Policy(), a))
+    told = Observation(30, 300, 300, 0.125, 0.25, 0.3, 0.125, p95_sd_s=sd_s)
+    learner.tell(b, CTX, told, judge(told, Policy(), b))
+    believed_s = learner.suggest(Context(CTX.offered_eps, b)).predicted["incumbent_p95_s"]
+    if sd_s < 0.01:
+        assert believed_s == pytest.approx(0.25, rel=0.1)
+    else:
+        assert believed_s > 0.4  # a judgement as wide as the effect itself hardly moves it
+
+
+def test_no_gain_below_the_resolution_of_a_window_justifies_a_change():
+    # A pipeline at ~2 ms whose repeated windows agree to a few microseconds: the 1 % floor would let a 0.04 ms
+    # "gain" through; no window resolves less than a millisecond, so the learner stops and holds.
+    cube = TunedCube(NAMES, Policy())
+    start = PIPELINE_SPACE.defaults()
+    learner = SafeBayesLearner(cube, start, seed=0)
+    rng = np.random.default_rng(0)
+    suggestion = learner.suggest(CTX)
+    incumbent, best_p95_s = None, math.inf
+    for _ in range(MIN_SEARCH + 20):
+        config = suggestion.config
+        u = cube.encode(config)
+        p95 = 0.002 * (1 + 0.05 * float(np.sum((u - 0.5) ** 2))) + rng.normal(0, 2e-6)
+        observation = Observation(30, 300, 300, p95 / 2, p95, p95 * 1.2, p95 / 2)
+        learner.tell(config, CTX, observation, judge(observation, Policy(), config))
+        if observation.p95_s < best_p95_s or config == incumbent:
+            incumbent, best_p95_s = config, observation.p95_s
+        suggestion = learner.suggest(Context(CTX.offered_eps, incumbent))
+        if learner.converged:
+            break
+    assert learner.converged and suggestion.config == incumbent
+    assert suggestion.predicted["noise_s"] >= 0.0005  # half a millisecond: the resolution's floor
+
+
+def test_after_a_load_move_only_a_gain_the_models_expect_at_the_new_load_changes_the_config():
+    # The synthetic pipeline's P95 does not depend on the load: the models learnt at 300 ev/s all there is to
+    # know at 450. Their optimism at a load they have not seen is no reason to touch the pipeline.
+    learner, problem, incumbent, _ = _converged_learner()
+    moved = Context(450.0, incumbent)
+    suggestion = learner.suggest(moved)
+    for _ in range(MIN_SEARCH):
+        assert suggestion.config == incumbent, suggestion.reason
+        if learner.converged:
+            break
+        observation = problem(incumbent)
+        learner.tell(incumbent, moved, observation, judge(observation, Policy(), incumbent))
+        suggestion = learner.suggest(moved)
+    assert learner.converged and suggestion.reason.startswith("converged: best predicted gain")
