@@ -7,7 +7,9 @@
   pin down; their sum predicts the end-to-end P95. Without stage data the whole pipeline is one stage.
   A window whose measurement states its own uncertainty (`Observation.p95_sd_s`: a canary judgement's
   interval) is that much noisier a point to the models, so a loose judgement moves them less.
-- Throughput is modelled by one GP over every tuned parameter for the margin (output / offered − 1).
+- Throughput is modelled by one GP over every tuned parameter for the margin (output / offered − 1); a window
+  that breached a throughput rule is told below the floor whatever its ratio. A window that drained a queue
+  left from before it (`drains_backlog`) is told to no model: its P95 and ratio are the past's.
 - Safety: a candidate is proposed only if the margin GP's lower confidence bound clears the policy's
   floor (margin ≥ min_throughput_ratio − 1) and, with a P95 ceiling, the predicted P95's upper bound
   stays under it. The margin GP's prior mean is 0 with a fixed prior spread, so far from every
@@ -60,7 +62,7 @@ from models.observation import Observation
 from models.policy import Policy
 from models.screen import TwinScreen, screen_bar
 from models.space import Config
-from models.verdict import Verdict
+from models.verdict import BreachKind, Verdict, drains_backlog
 
 MapFn = Callable[[Callable, Iterable], Iterable]
 _RATE_LOG_RANGE = (math.log(10.0), math.log(1e6))  # offered load, events/s, mapped onto [0, 1]
@@ -74,6 +76,7 @@ NOISE_FLOOR = 0.01  # of the P95: no window is measured more precisely than this
 NOISE_ALIKE = math.log(1.5)  # configs within this log-P95 of the incumbent's share its noise
 DRIFT_WINDOWS = 2  # the incumbent's last windows whose mean is compared, for drift, with the windows before
 MIN_SEARCH = 10  # windows a search (the first, or one re-opened) measures before it may stop
+ROBUST_SD = 1.4826  # a normal distribution's standard deviation over its median absolute deviation
 REFIT_EVERY = 10  # windows between fits of the GPs' hyperparameters (after the first REFIT_EVERY, every one)
 
 
@@ -282,9 +285,21 @@ class SafeBayesLearner:
                 for stage in self.stage_dims if stage in observation.stage_p95_s}
 
     def tell(self, config: Config, context: Context, observation: Observation, verdict: Verdict) -> None:
+        self._current = config
+        self._searched += 1
+        if drains_backlog(observation, self.policy, config):
+            # Its P95 is the queue left from before (a rollback's, a slow config's), its ratio above 1 the drain:
+            # neither is the config's. Told as the config's, one such window set the noise of every later window
+            # at ~1.7 s near capacity, and the search stopped 60 % off the best it had found the way to.
+            return
         h = self.history
-        # the margin GP models the raw ratio; whether the window was feasible is the verdict's to say
         margin = float(np.clip(observation.throughput_ratio - 1.0, -1.0, 0.5))
+        behind = sum(b.excess for b in verdict.breaches if b.kind is not BreachKind.CEILING)
+        if behind > 0:
+            # A window can breach the backlog rule with a ratio above 1 (its output drained the queue it had let
+            # grow, or a micro-batch fell due): told its ratio, the margin model would vouch for it. It is told
+            # below the floor instead, by as much as it broke the rule by.
+            margin = min(margin, self.margin_floor * (1.0 + behind))
         h.configs.append(config)
         h.contexts.append(context)
         h.x.append(self._features(config, context))
@@ -295,9 +310,7 @@ class SafeBayesLearner:
         h.feasible.append(verdict.ok)
         self._resolution_s = max(RESOLUTION_S, observation.latency_resolution_s)
         h.keep(self.history_recent, self.history_best)
-        self._current = config
         self._told += 1
-        self._searched += 1
         held = self._converged
         if held is not None and not verdict.ok:
             self._reopen(f"guardrail: {'; '.join(verdict.messages)}")
@@ -494,7 +507,7 @@ class SafeBayesLearner:
 
         Once `NOISE_DOF` repeated windows exist: the relative spread of the P95 of every config measured more
         than once at about this load with a P95 like the incumbent's (the incumbent above all: the daemon
-        holds it), pooled. Before: the stage models' noise terms (each stage's P95 × its log-noise deviation,
+        holds it), pooled and robust to a stray window. Before: the stage models' noise terms (each stage's P95 × its log-noise deviation,
         in quadrature), which also take in what the models do not fit yet, so they overstate the noise. Either
         way never below `NOISE_FLOOR` of the P95 nor half the step of the latencies (`RESOLUTION_S`, or a
         coarser event time): repeats can agree to the millisecond, and a gain no window resolves must not count.
@@ -509,14 +522,20 @@ class SafeBayesLearner:
         # only configs like the incumbent: one that barely keeps up is slower and far noisier
         groups = {c: g for c, g in groups.items() if abs(float(np.mean(g)) - math.log(p95_s)) < NOISE_ALIKE}
         dof = sum(len(g) - 1 for g in groups.values())
-        measured = sum(float(np.sum((np.array(g) - np.mean(g)) ** 2)) for g in groups.values())  # dof × variance
+        # Robust: the repeats' deviations from their config's median (the median repeat itself left out, scaled
+        # so a pair's is its deviation from the mean), their median absolute value × `ROBUST_SD`. The standard
+        # deviation let one window that still carried a rollback's queue (8.4 s among 4.1 s ones) set the noise,
+        # and the threshold with it, at ~1.7 s near capacity: the search stopped with gains of 2 s in sight.
+        deviations = [abs(d) * math.sqrt(len(g) / (len(g) - 1))
+                      for g in groups.values() if len(g) > 1
+                      for d in sorted(np.array(g) - np.median(g), key=abs)[len(g) % 2:]]
         if dof < NOISE_DOF:
             modelled = 0.0  # variance
             for stage, gp in self._stage_gps.items():
                 mean, _ = gp.predict(features[:, np.append(self.stage_dims[stage], features.shape[1] - 1)])
                 modelled += float(np.exp(mean[0])) ** 2 * gp.noise_var
             return max(math.sqrt(modelled), floor_s), dof
-        return max(p95_s * math.sqrt(measured / dof), floor_s), dof
+        return max(p95_s * ROBUST_SD * float(np.median(deviations)), floor_s), dof
 
     def _hold(self, incumbent: Config, inc_p95: float, why: str, noise_s: float) -> Suggestion:
         self._current = incumbent

@@ -76,6 +76,16 @@ def buffered_events(config: Config, rate_eps: float) -> float:
     return flush_batch + in_flight_batches * output_batch
 
 
+def drains_backlog(observation: Observation, policy: Policy, config: Config) -> bool:
+    """Whether the window shipped more than came in by more than a pipeline that keeps up can (the mirror of
+    the BEHIND rule, with the same allowance): it emptied a backlog left from before it, e.g. by a rolled-back
+    config, so its latency and throughput describe that past, not `config`."""
+    surplus = (observation.throughput_eps - observation.offered_eps) * observation.duration_s
+    allowed = observation.shortfall_allowed(policy.min_throughput_ratio,
+                                            buffered_events(config, observation.offered_eps))
+    return surplus > allowed
+
+
 def judge(observation: Observation, policy: Policy, config: Config | None, previous: Observation | None = None
           ) -> Verdict:
     """The verdict on `observation`, made by `config` (None: unknown, so nothing is excused as buffered), under

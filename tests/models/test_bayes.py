@@ -352,3 +352,49 @@ def test_after_a_load_move_only_a_gain_the_models_expect_at_the_new_load_changes
         learner.tell(incumbent, moved, observation, judge(observation, Policy(), incumbent))
         suggestion = learner.suggest(moved)
     assert learner.converged and suggestion.reason.startswith("converged: best predicted gain")
+
+
+def _window_at(p95_s: float, ratio: float = 1.0) -> Observation:
+    return Observation(duration_s=30, offered_eps=300, throughput_eps=300 * ratio, p50_s=p95_s / 2, p95_s=p95_s,
+                       p99_s=p95_s * 1.2, mean_s=p95_s / 2)
+
+
+def _measured_learner(p95s: list[float]) -> tuple[SafeBayesLearner, object]:
+    """A learner told the start config's windows of `p95s` (each keeping up exactly)."""
+    cube = TunedCube(NAMES, Policy())
+    start = cube.decode(np.array([0.5, 0.5, 0.5]), base=PIPELINE_SPACE.defaults())
+    learner = SafeBayesLearner(cube, start, seed=0)
+    for p95_s in p95s:
+        window = _window_at(p95_s)
+        learner.tell(start, CTX, window, judge(window, Policy(), start))
+    return learner, start
+
+
+def test_a_window_that_drains_a_queue_left_from_before_is_not_taken_as_the_configs():
+    # after a rollback the restored config ships the queue its predecessor left: 20 % more out than in, 8 s P95
+    learner, start = _measured_learner([4.0, 4.1, 3.95])
+    draining = _window_at(8.4, ratio=1.2)
+    learner.tell(start, CTX, draining, judge(draining, Policy(), start))
+    assert learner.history.p95_s == [4.0, 4.1, 3.95] and 1.2 - 1 not in learner.history.margin
+    assert learner.suggest(Context(CTX.offered_eps, start)).predicted["incumbent_p95_s"] < 4.5
+
+
+def test_one_stray_window_does_not_set_the_noise_a_change_must_beat():
+    steady = [4.0, 4.08, 3.96, 4.04, 4.0, 3.92, 4.06]
+    quiet, start = _measured_learner(steady)
+    stray, _ = _measured_learner(steady + [6.5])  # e.g. a window still slowed by a rollback's queue
+    context = Context(CTX.offered_eps, start)
+    quiet_noise_s = quiet.suggest(context).predicted["noise_s"]
+    stray_noise_s = stray.suggest(context).predicted["noise_s"]
+    assert quiet_noise_s < 0.1 and stray_noise_s < 1.5 * quiet_noise_s  # the standard deviation would be ~0.9 s
+
+
+def test_a_window_breaching_the_backlog_rule_is_below_the_margin_floor_to_the_safety_model_whatever_its_ratio():
+    learner, start = _measured_learner([4.0])
+    before = _window_at(4.0)
+    grown = Observation(duration_s=30, offered_eps=300, throughput_eps=300 * 1.04, p50_s=2.0, p95_s=4.0, p99_s=5.0,
+                        mean_s=2.0, backlog_events={"logstash": 20_000})
+    verdict = judge(grown, Policy(), start, before)
+    assert [b.kind.value for b in verdict.breaches] == ["backlog"]
+    learner.tell(start, CTX, grown, verdict)
+    assert learner.history.margin[-1] < learner.margin_floor

@@ -9,7 +9,7 @@ from models.observation import Observation
 from models.policy import Policy
 from models.space import PIPELINE_SPACE, Config
 from models.strategies import STRATEGIES, build_learner
-from models.verdict import BreachKind, buffered_events, judge
+from models.verdict import BreachKind, buffered_events, drains_backlog, judge
 
 
 def _window(out_eps: float, p50_s: float = 0.5, offered_eps: float = 1000.0, backlog: int = 500) -> Observation:
@@ -46,6 +46,15 @@ def test_the_same_deficit_with_small_buffers_is_falling_behind():
     assert breach.kind is BreachKind.BEHIND and breach.unit == "events"
     assert breach.figure == pytest.approx(80 * 30) and breach.limit == pytest.approx(1500 + 8)
     assert "92.0% of input" in breach.message and "8 events its buffers hold" in breach.message
+
+
+def test_a_window_shipping_more_than_came_in_beyond_what_its_config_buffers_is_draining_a_backlog():
+    # 3000 events buffered, trusted up to 5 % (1500) on top of the 5 % share: up to 10 % ahead is batching
+    assert not drains_backlog(_window(out_eps=1090.0), Policy(), _config())
+    assert drains_backlog(_window(out_eps=1110.0), Policy(), _config())
+    # a small-batch config is ahead by more than batching only beyond the policy's share
+    assert drains_backlog(_window(out_eps=1060.0), Policy(), _config(min_events=1, pipelining=0))
+    assert not drains_backlog(_window(out_eps=1000.0), Policy(), _config(min_events=1, pipelining=0))
 
 
 def test_a_config_falling_behind_is_not_excused_by_its_growing_latency():
