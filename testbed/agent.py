@@ -84,8 +84,9 @@ def agent_service(spec: PipelineSpec, node: NodeLayout, filebeat_binary: Path, c
     document = {"state_dir": str(directory / "state"), "host": node.host, "port": node.agent_port,
                 "health_timeout_s": spec.agent.health_timeout_s, "settle_s": spec.agent.settle_s,
                 "components": components}
-    if spec.agent.canary_eps is not None:  # into the busy log itself: the canaries share its harvester
-        document["canary"] = {"path": str(node.log_path), "canary_eps": spec.agent.canary_eps, "node": node.name}
+    if spec.agent.canary_eps is not None:  # in the busy log, the canaries share its harvester
+        path = node.canary_path if spec.agent.canary_file else node.log_path
+        document["canary"] = {"path": str(path), "canary_eps": spec.agent.canary_eps, "node": node.name}
     (directory / "agent.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
     token = token_file(spec, node)
     # Created 0600 before the secret is written, so it is never readable by others.

@@ -9,9 +9,11 @@ from testbed.pipeline import NodeLayout, PipelineSpec
 
 
 def filebeat_layout(spec: PipelineSpec, node: NodeLayout | None = None) -> FilebeatLayout:
-    """Node `node`'s Filebeat (default: the first node's), publishing the node's name as its host.name."""
+    """Node `node`'s Filebeat (default: the first node's), publishing the node's name as its host.name; it
+    reads the node's log, and the canaries' own file with `agent.canary_file`."""
     node = node or spec.node_layouts()[0]
-    return FilebeatLayout((node.log_path,), spec.filebeat.input, spec.log.format == "multiline-json",
+    paths = (node.log_path, node.canary_path) if spec.agent.canary_file else (node.log_path,)
+    return FilebeatLayout(paths, spec.filebeat.input, spec.log.format == "multiline-json",
                           tuple(spec.bootstrap.split(",")), spec.filebeat.topic, node.filebeat_http_port,
                           node.home / "filebeat", name=node.name)
 

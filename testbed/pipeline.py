@@ -77,6 +77,9 @@ class AgentSpec(_Spec):
     canary_eps: float | None = Field(default=None, gt=0, le=1000,
                                      description="each agent writes this many canaries a second into its node's "
                                                  "log, the probe's loss signal (agents/canary.py); none when omitted")
+    canary_file: bool = Field(default=False, description="canaries go into a file of their own beside each node's "
+                                                         "log (`canary.log`), which its Filebeat input reads too; "
+                                                         "else into the busy log")
 
 
 class PipelineSpec(_Spec):
@@ -207,6 +210,11 @@ class NodeLayout:
     filebeat_http_port: int  # Filebeat's stats listen on 127.0.0.1, where the agent's health check looks
     home: Path
     log_path: Path
+
+    @property
+    def canary_path(self) -> Path:
+        """The canaries' own file (`agent.canary_file`), harvested beside the log."""
+        return self.log_path.parent / "canary.log"
 
     @property
     def agent_url(self) -> str:

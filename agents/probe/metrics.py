@@ -2,7 +2,7 @@
 
 The contract telemetry reads (names as exported; counters carry Prometheus' `_total`):
 
-- `pipetune_e2e_latency_seconds{stage, source, node}` histogram (`LATENCY_BUCKETS_S`: 62, 1 ms-120 s).
+- `pipetune_e2e_latency_seconds{stage, source, node}` histogram (`LATENCY_BUCKETS_S`: 123 bounds, 1 ms-120 s).
   `source` is `event_time` (the line's own write time, read by the probe's `EventTimeSpec`: on the
   testbed the replay's `ts_nginx`, epoch seconds) or `canary` (an agent's heartbeat line). `stage` is
   `e2e` (write → consumed) or a hop: `filebeat_read` (write → Filebeat's `@timestamp`),
@@ -47,11 +47,13 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.core import HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-# The E12 series (ratio ~1.2) from 1 ms to 120 s: histogram_quantile interpolates linearly inside a
-# bucket, and the 30 coarser buckets before (1-1.5-2-3 s) put a P95 up to 20-30 % off on the testbed
-# (docs/evidence/bench/measurement-run1-30-buckets.txt).
-_E12 = (1.0, 1.2, 1.5, 1.8, 2.2, 2.7, 3.3, 3.9, 4.7, 5.6, 6.8, 8.2)
-LATENCY_BUCKETS_S = (*(round(m * 10.0 ** d, 4) for d in range(-3, 2) for m in _E12), 100.0, 120.0)
+# The E24 series (ratio ~1.1) from 1 ms to 120 s: histogram_quantile interpolates linearly inside a
+# bucket, and coarser buckets put the testbed's P95 off the exact figure: up to 20-30 % with the 30
+# buckets of 1-1.5-2-3 s (docs/evidence/bench/measurement-run1-30-buckets.txt), 5-8 % at ~2 s with the
+# E12 series (ratio ~1.2, docs/evidence/bench/measurement-merged/).
+_E24 = (1.0, 1.1, 1.2, 1.3, 1.5, 1.6, 1.8, 2.0, 2.2, 2.4, 2.7, 3.0, 3.3, 3.6, 3.9, 4.3, 4.7, 5.1, 5.6, 6.2, 6.8, 7.5,
+        8.2, 9.1)
+LATENCY_BUCKETS_S = (*(round(m * 10.0 ** d, 4) for d in range(-3, 2) for m in _E24), 100.0, 110.0, 120.0)
 EVENT_TIME, CANARY = "event_time", "canary"
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from models.canary import CanaryOutcome, LatencyHistogram, judge_canary
 
-BOUNDS_S = tuple(float(b) for b in np.geomspace(0.001, 120.0, 61)) + (math.inf,)  # 62 buckets, as the probe's
+BOUNDS_S = tuple(float(b) for b in np.geomspace(0.001, 120.0, 123)) + (math.inf,)  # 124 buckets, as the probe's
 
 
 def window(p95_s: float, events: int = 20_000, seed: int = 0) -> LatencyHistogram:

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from agents.client import AgentClient, AgentError
 from agents.config import AgentConfig
-from agents.filebeat_render import render_filebeat_config
+from agents.filebeat_render import render_filebeat_config, render_filebeat_inputs
 from cli.main import app
 from controller.deployment import agent_client, live_pipeline, load_deployment, pool_pipeline
 from controller.rollout import CanaryPool
@@ -101,6 +101,17 @@ def test_with_canary_eps_each_agent_writes_canaries_named_after_its_node_into_it
     plain = _spec(tmp_path / "plain", 1, 1)
     agent.agent_service(plain, plain.node_layouts()[0], tmp_path / "filebeat", plain.start_config())
     assert "canary" not in yaml.safe_load((plain.node_layouts()[0].home / "agent" / "agent.yaml").read_text())
+
+
+def test_with_canary_file_canaries_get_a_file_of_their_own_that_filebeat_harvests_too(tmp_path):
+    spec = _spec(tmp_path, 2, 1, agent={"canary_eps": 2.0, "canary_file": True})
+    for node in spec.node_layouts():
+        agent.agent_service(spec, node, tmp_path / "filebeat", spec.start_config())
+        written = AgentConfig.model_validate(yaml.safe_load((node.home / "agent" / "agent.yaml").read_text()))
+        assert written.canary.path == node.canary_path != node.log_path
+        assert node.canary_path.parent == node.log_path.parent
+        inputs = yaml.safe_load(render_filebeat_inputs(filebeat_layout(spec, node), spec.start_config()))
+        assert inputs[0]["paths"] == [str(node.log_path), str(node.canary_path)]  # one input: a harvester each
 
 
 def test_an_absolute_log_path_gets_a_directory_per_node(tmp_path):
