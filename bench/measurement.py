@@ -3,9 +3,10 @@
 The replay writes traffic that carries no pipetune field — plain combined lines (`time_local`, 1 s)
 and nginx JSON with `$msec` — while canaries (agents/canary.py) go both into the same log (the
 operator's opt-in mode, node `in-log`) and into a file of their own that Filebeat harvests beside it
-(`agent.canary_file`, node `own-file`: its own harvester, which backs off at end-of-file). The replay knows when it wrote each line, and each line's URI ends in a unique `req=`
-parameter, so a truth consumer of the bench's own (same consumer settings as the probe, its own
-process) matches what arrived in Kafka to its write time. The probe measures only from the lines'
+(`agent.canary_file`, node `own-file`: its own harvester, which backs off at end-of-file). The replay
+knows when it wrote each line, and each line's URI ends in a unique `req=` parameter, so a truth
+consumer of the bench's own (same consumer settings as the probe, its own process) matches what
+arrived in Kafka to its write time. The probe measures only from the lines'
 event time and from the canaries. Per config and rate it prints:
 - true P95 (arrival − replay write time), event-time P95 as the probe exports it (Prometheus
   `histogram_quantile` over the window, what the daemon reads) and computed exactly from the same

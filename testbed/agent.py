@@ -84,7 +84,7 @@ def agent_service(spec: PipelineSpec, node: NodeLayout, filebeat_binary: Path, c
     document = {"state_dir": str(directory / "state"), "host": node.host, "port": node.agent_port,
                 "health_timeout_s": spec.agent.health_timeout_s, "settle_s": spec.agent.settle_s,
                 "components": components}
-    if spec.agent.canary_eps is not None:  # in the busy log, the canaries share its harvester
+    if spec.agent.canary_eps is not None:  # in the busy log they share its harvester; in a file of their own, not
         path = node.canary_path if spec.agent.canary_file else node.log_path
         document["canary"] = {"path": str(path), "canary_eps": spec.agent.canary_eps, "node": node.name}
     (directory / "agent.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
