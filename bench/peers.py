@@ -18,6 +18,9 @@ and run in the same session, on the same targets, one tool at a time:
    with the same payloads (pipetune's own events as the perf test's `--payload-file`), acks, linger and
    batch size: records/s flat out (from the broker's LogAppendTime stamps of a topic's first and last
    record, and as each tool reports it), and at a fixed 20k records/s each tool's produce-to-ack latency.
+   Flat out, each tool uses the machine as it is built to: the perf test is one JVM whose sender runs
+   on its own thread; the replay, whose Python event generation is single-threaded, runs one process
+   per CPU (`--processes`), as an operator wanting its top rate would.
 
 Goals (reported, not asserted): pipetune within 1 % of the target rate with P99 lateness no worse than
 k6's and no more CPU per request; its Kafka sink at >= 0.8x the perf test's records/s.
@@ -441,6 +444,7 @@ class KafkaRow:
     latency_ms: dict[str, float]  # p50, p95, p99, p999: produce to acknowledgement
     cpu_s: float
     send_lag_p99_ms: float = float("nan")  # pipetune: how late it handed records over (the perf test says not)
+    processes: int = 1  # pipetune: replay processes
     load_1min: float = field(default_factory=lambda: os.getloadavg()[0])  # the machine's, as the run ended
 
 
@@ -462,20 +466,21 @@ def run_perf_test(libs: Path, bootstrap: str, topic: str, records: int, throughp
 
 
 def run_replay_kafka(bootstrap: str, topic: str, records: int, rate_eps: float | None, directory: Path,
-                     name: str) -> KafkaRow:
+                     name: str, processes: int = 1) -> KafkaRow:
     """Flat out (`rate_eps` None): a schedule offered far faster than any producer here goes."""
     offered = rate_eps or 1_000_000.0
     properties = directory / "producer.properties"
     properties.write_text("".join(f"{k}={v}\n" for k, v in PRODUCER.items()))
     replay = run_replay(["--rate", f"{offered:g}", "--duration", f"{records / offered:g}", "--kafka",
-                         f"{bootstrap}/{topic}", "--producer-properties", str(properties), "--run-id", name],
+                         f"{bootstrap}/{topic}", "--producer-properties", str(properties), "--run-id", name,
+                         "--processes", str(processes)],
                         directory, name)
     s = replay.summary
     count, at_broker = broker_rate(bootstrap, topic)
     tool_eps = s["delivered"] / s["duration_s"]
     return KafkaRow("pipetune", "flat out" if rate_eps is None else f"{rate_eps:,.0f}/s", count, tool_eps, at_broker,
                     {q: s.get(f"ack_latency_{q}_ms", float("nan")) for q in ("p50", "p95", "p99", "p999")},
-                    replay.measured.cpu_s, s["send_lag_p99_ms"])
+                    replay.measured.cpu_s, s["send_lag_p99_ms"], processes)
 
 
 def kafka_side_by_side(peers: Peers, full_records: int, fixed_eps: int, fixed_s: float, work: Path) -> list[KafkaRow]:
@@ -490,7 +495,8 @@ def kafka_side_by_side(peers: Peers, full_records: int, fixed_eps: int, fixed_s:
             rows.append(run_perf_test(peers.kafka_tools_libs, bootstrap, f"perf-{k}", records,
                                       -1 if rate is None else rate, payloads, where, f"perf-{k}"))
             create_topic(bootstrap, f"replay-{k}")
-            rows.append(run_replay_kafka(bootstrap, f"replay-{k}", records, rate, where, f"replay-{k}"))
+            rows.append(run_replay_kafka(bootstrap, f"replay-{k}", records, rate, where, f"replay-{k}",
+                                         (os.cpu_count() or 1) if rate is None else 1))
     return rows
 
 
@@ -541,6 +547,10 @@ def _table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]], le
     return table
 
 
+def _kafka_tool(row: KafkaRow) -> str:
+    return f"{row.tool} x{row.processes}" if row.processes > 1 else row.tool
+
+
 def print_report(report: Report, console: Console) -> None:
     console.print(_table("HTTP into nginx at fixed rates: rate (nginx's lines); load average",
                          ("tool", "target/s", "logged", "achieved/s", "error %", "dropped", "load"),
@@ -557,11 +567,11 @@ def print_report(report: Report, console: Console) -> None:
                            f"{r.cpu_s:.2f}") for r in report.ramp]))
     console.print(_table(f"Kafka, {report.record_bytes:.0f} B records, acks=1, linger 5 ms: records/s",
                          ("mode", "tool", "records", "tool says/s", "broker/s", "CPU s", "load"),
-                         [(r.mode, r.tool, f"{r.records:,}", f"{r.tool_eps:,.0f}", f"{r.broker_eps:,.0f}",
+                         [(r.mode, _kafka_tool(r), f"{r.records:,}", f"{r.tool_eps:,.0f}", f"{r.broker_eps:,.0f}",
                            f"{r.cpu_s:.2f}", f"{r.load_1min:.1f}") for r in report.kafka], left=2))
     console.print(_table("Kafka: latency from produce to the broker's ack, ms (as each tool reports it)",
                          ("mode", "tool", "p50", "p95", "p99", "p99.9", "send lag p99"),
-                         [(r.mode, r.tool, *(f"{r.latency_ms[q]:,.1f}" for q in ("p50", "p95", "p99", "p999")),
+                         [(r.mode, _kafka_tool(r), *(f"{r.latency_ms[q]:,.1f}" for q in ("p50", "p95", "p99", "p999")),
                            f"{r.send_lag_p99_ms:,.1f}" if r.tool == "pipetune" else "-") for r in report.kafka],
                          left=2))
     console.print(f"load average (1 min) at start {report.load_start:.1f}, at end {report.load_end:.1f}, "

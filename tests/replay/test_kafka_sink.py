@@ -18,15 +18,17 @@ from tests.conftest import free_ports
 
 
 @pytest.mark.slow
-def test_kafka_sink_produces_every_event_once(testbed):
+@pytest.mark.parametrize("processes", [1, 2])  # 2: how the replay reaches its top rate
+def test_kafka_sink_produces_every_event_once(testbed, processes):
     bootstrap = f"127.0.0.1:{testbed.kafka.port}"
-    topic = "replay-sink-test"
+    topic = f"replay-sink-test-{processes}"
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     try:
         admin.create_topics([NewTopic(topic, num_partitions=2, replication_factor=1)])
     finally:
         admin.close()
-    result = run(arrivals.steady(1000, 2), SinkSpec("kafka", f"{bootstrap}/{topic}"), run_id="kafka")
+    result = run(arrivals.steady(1000, 2), SinkSpec("kafka", f"{bootstrap}/{topic}"), run_id="kafka",
+                 processes=processes)
     assert result.sink.delivered == 2000 and not result.sink.failed_request_ids
     # Each acknowledged record's produce-to-ack latency, as Kafka's producer perf test reports it.
     assert len(result.sink.ack_latency_s) == 2000 and min(result.sink.ack_latency_s) > 0
@@ -34,7 +36,7 @@ def test_kafka_sink_produces_every_event_once(testbed):
     assert 0 < summary["ack_latency_p50_ms"] <= summary["ack_latency_p99_ms"] <= summary["ack_latency_p999_ms"]
 
     consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
-                             group_id="replay-sink-test", consumer_timeout_ms=2000)
+                             group_id=topic, consumer_timeout_ms=2000)
     seen: list[str] = []
     deadline = time.monotonic() + 30
     while len(seen) < 2000 and time.monotonic() < deadline:
