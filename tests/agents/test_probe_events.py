@@ -61,7 +61,7 @@ def test_plain_lines_stay_text_unless_they_are_canaries():
 def test_records_that_are_not_json_events_are_unparsed(raw):
     clock = VirtualClock(NOW)
     probe, metrics = reader(clock)
-    probe.read([(raw, None)])
+    probe.read([(raw, None)], clock.time())
     assert value(metrics, "pipetune_unparsed_events_total") == 1
     assert value(metrics, "pipetune_records_total") == 1 and value(metrics, "pipetune_events_total") == 0
 
@@ -70,7 +70,7 @@ def test_msec_events_are_measured_by_node_and_source():
     clock = VirtualClock(NOW)
     probe, metrics = reader(clock, event_time=EventTimeSpec("epoch_s", field="msec"))
     line = json.dumps({"msec": "1799999999.959", "request": "GET / HTTP/1.1"})  # 41 ms before NOW
-    probe.read([(filebeat(line, read_at=NOW - 0.02), int((NOW - 0.01) * 1000))])
+    probe.read([(filebeat(line, read_at=NOW - 0.02), int((NOW - 0.01) * 1000))], clock.time())
     labels = {"stage": "e2e", "source": "event_time", "node": "web-1"}
     # A stamp truncated to the ms: the write was on average mid-way through that millisecond.
     assert value(metrics, "pipetune_e2e_latency_seconds_sum", **labels) == pytest.approx(0.0405, abs=1e-5)
@@ -84,7 +84,7 @@ def test_combined_lines_report_one_second_resolution():
     clock = VirtualClock(1431857103.7)
     probe, metrics = reader(clock, event_time=EventTimeSpec("time_local", regex=COMBINED_TIME_REGEX))
     line = '10.0.0.1 - - [17/May/2015:10:05:03 +0000] "GET /a HTTP/1.1" 200 5 "-" "x"'
-    probe.read([(filebeat(line), None)])
+    probe.read([(filebeat(line), None)], clock.time())
     probe.end_pass()
     assert value(metrics, "pipetune_event_time_resolution_seconds") == 1.0
     labels = {"stage": "e2e", "source": "event_time", "node": "web-1"}
@@ -95,7 +95,7 @@ def test_untimed_events_are_counted_and_logged_not_measured(caplog):
     clock = VirtualClock(NOW)
     probe, metrics = reader(clock)
     probe.read([(filebeat(json.dumps({"request_id": "r-00000001"})), None),
-                (filebeat(json.dumps({"ts_nginx": "soon"})), None), (filebeat("plain"), None)])
+                (filebeat(json.dumps({"ts_nginx": "soon"})), None), (filebeat("plain"), None)], clock.time())
     assert value(metrics, "pipetune_untimed_events_total") == 3
     assert value(metrics, "pipetune_events_total") == 0 and value(metrics, "pipetune_records_total") == 3
     clock.advance(11)
@@ -108,7 +108,7 @@ def test_backfill_and_future_events_are_counted_apart_from_the_histograms():
     clock = VirtualClock(NOW)
     probe, metrics = reader(clock, backfill_after_s=600, future_tolerance_s=2)
     lines = [NOW - 3 * 3600, NOW - 601, NOW + 30, NOW - 1.0, NOW + 1.0]  # two past, one future, two in range
-    probe.read([(filebeat(json.dumps({"ts_nginx": ts})), None) for ts in lines])
+    probe.read([(filebeat(json.dumps({"ts_nginx": ts})), None) for ts in lines], clock.time())
     assert value(metrics, "pipetune_backfill_events_total", kind="past") == 2
     assert value(metrics, "pipetune_backfill_events_total", kind="future") == 1
     labels = {"stage": "e2e", "source": "event_time", "node": "web-1"}
@@ -124,14 +124,14 @@ def test_canaries_are_measured_per_node_and_losses_wait_for_the_grace():
         line = json.dumps({"pipetune_canary": {"node": node, "seq": seq, "ts_ms": int((clock.now - age_s) * 1000)}})
         return filebeat(line, host=node), None
 
-    probe.read([canary("n1", 1), canary("n1", 2), canary("n1", 5), canary("n1", 2), canary("n2", 40)])
+    probe.read([canary("n1", 1), canary("n1", 2), canary("n1", 5), canary("n1", 2), canary("n2", 40)], clock.time())
     labels = {"stage": "e2e", "source": "canary", "node": "n1"}
     assert value(metrics, "pipetune_e2e_latency_seconds_count", **labels) == 3
     assert value(metrics, "pipetune_canary_received_total", node="n1") == 4
     assert value(metrics, "pipetune_canary_duplicate_total", node="n1") == 1
     assert value(metrics, "pipetune_events_total") == 0  # canaries are not the traffic
     clock.advance(29)
-    probe.read([canary("n1", 3)])  # late, within the grace: not lost
+    probe.read([canary("n1", 3)], clock.time())  # late, within the grace: not lost
     probe.end_pass()
     assert value(metrics, "pipetune_canary_lost_total", node="n1") == 0
     clock.advance(1)
@@ -147,12 +147,12 @@ def test_above_the_sampling_rate_one_event_in_n_is_observed_and_counted_n_times(
     clock = VirtualClock(NOW)
     probe, metrics = reader(clock, sample_above_eps=100)
     batch = [(filebeat(json.dumps({"ts_nginx": NOW - 0.01})), None) for _ in range(400)]
-    probe.read(batch)
+    probe.read(batch, clock.time())
     clock.advance(1)
     probe.end_pass()  # 400 records/s against 100: every 4th
     assert value(metrics, "pipetune_sampling_stride") == 4
     canary = json.dumps({"pipetune_canary": {"node": "n1", "seq": 1, "ts_ms": int(NOW * 1000)}})
-    probe.read(batch + [(filebeat(canary), None)])
+    probe.read(batch + [(filebeat(canary), None)], clock.time())
     labels = {"stage": "e2e", "source": "event_time", "node": "web-1"}
     assert value(metrics, "pipetune_e2e_latency_seconds_count", **labels) == 400 + 100
     assert value(metrics, "pipetune_events_total") == 800
@@ -168,17 +168,17 @@ def test_records_are_counted_by_node_exactly_in_sum_when_sampled():
     probe, metrics = reader(clock, sample_above_eps=100)
     event = json.dumps({"ts_nginx": NOW - 0.01})
     probe.read([(filebeat(event, host="web-1"), None)] * 3 + [(filebeat(event, host="web-2"), None)] * 2
-               + [(b"not json", None)])
+               + [(b"not json", None)], clock.time())
     assert [value(metrics, "pipetune_node_records_total", node=n) for n in ("web-1", "web-2", "")] == [3, 2, 1]
     clock.advance(1)
     probe.end_pass()  # 6 records/s against 100: still every event
     batch = [(filebeat(event, host=("web-1", "web-2")[k // 200]), None) for k in range(400)]
-    probe.read(batch * 2)
+    probe.read(batch * 2, clock.time())
     clock.advance(1)
     probe.end_pass()  # 800 records/s against 100: one in 8
     assert value(metrics, "pipetune_sampling_stride") == 8
     before = {n: value(metrics, "pipetune_node_records_total", node=n) for n in ("web-1", "web-2")}
-    probe.read(batch + batch[:3])  # 200 of web-1, 200 of web-2, then 3 of web-1
+    probe.read(batch + batch[:3], clock.time())  # 200 of web-1, 200 of web-2, then 3 of web-1
     added = {n: value(metrics, "pipetune_node_records_total", node=n) - before[n] for n in before}
     assert sum(added.values()) == 403 and value(metrics, "pipetune_records_total") == 6 + 800 + 403  # exact in sum
     assert added["web-1"] == pytest.approx(203, abs=8) and added["web-2"] == pytest.approx(200, abs=8)
@@ -192,7 +192,7 @@ def test_clock_offsets_are_applied_per_node_and_reread(tmp_path):
     assert value(metrics, "pipetune_clock_offset_seconds", node="web-1") == 0.5
     # web-1's clock is 0.5 s ahead: a line it stamped 0.45 s in our future was written 50 ms ago.
     probe.read([(filebeat(json.dumps({"ts_nginx": NOW + 0.45})), None),
-                (filebeat(json.dumps({"ts_nginx": NOW - 0.05}), host="web-2"), None)])
+                (filebeat(json.dumps({"ts_nginx": NOW - 0.05}), host="web-2"), None)], clock.time())
     for node in ("web-1", "web-2"):
         labels = {"stage": "e2e", "source": "event_time", "node": node}
         assert value(metrics, "pipetune_e2e_latency_seconds_sum", **labels) == pytest.approx(0.05, abs=1e-3)
