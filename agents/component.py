@@ -236,7 +236,11 @@ class ManagedComponent:
         return self._result(record, record.version)
 
     def _put_in_force(self, record: Version, cost: ChangeCost) -> str:
-        """Write the version's files, apply them, wait until the component is healthy; returns the action."""
+        """Write the version's files, apply them, wait until the component is healthy; returns the action.
+        A change that restarts the component stops it before its files are written: one that watches its
+        own files (Filebeat's input reload) must not put them in force itself first, half-way."""
+        if cost is ChangeCost.RESTART and self.runtime is not None:
+            self.runtime.stop()
         write_files(_paths(record.files))
         applied = self.adapter.apply(Config(record.params), self.runtime, cost)
         self._wait_healthy()

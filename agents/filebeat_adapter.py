@@ -1,6 +1,14 @@
-"""The Filebeat adapter: the operator's filebeat.yml (and the input files it reloads) patched in place —
+"""The Filebeat adapter: the operator's filebeat.yml (and the input files it loads) patched in place —
 the selected inputs, `queue.mem.*` and the output's tuned keys — checked with `filebeat test config`,
-put in force by Filebeat's own input reload or by a restart, as the operator's config allows."""
+put in force by a restart.
+
+Input keys too, even where Filebeat reloads its input files itself (`filebeat.config.inputs` with
+`reload.enabled`): a reload stops the input while its harvester may wait to hand a line to a full
+queue; Filebeat 7.17 drops that line, but has already moved the harvester's in-memory offset past it,
+and the reloaded input resumes from there, so the line is lost for good (issue #14, measured by
+`python -m bench.reload_loss`). A restart resumes from the registry, which
+holds only offsets Kafka acknowledged: lines may come twice, never not at all. The agent stops
+Filebeat before it writes the files (agents/component.py), so the reloader never sees them first."""
 
 from __future__ import annotations
 
@@ -19,7 +27,7 @@ from agents.filebeat_patch import FilebeatFiles, InputSelector
 from agents.yaml_patch import YamlPatchError, key_splits
 from models.space import PIPELINE_PARAMS, ChangeCost, Config, Param
 
-PARAMS = tuple(p for p in PIPELINE_PARAMS if p.component == "filebeat")  # costs as where inputs reload live
+PARAMS = tuple(dataclasses.replace(p, cost=ChangeCost.RESTART) for p in PIPELINE_PARAMS if p.component == "filebeat")
 
 
 class FilebeatAdapter:
@@ -34,10 +42,7 @@ class FilebeatAdapter:
         self.http_port = http_port
         self.runtime = runtime
         self.check_timeout_s = check_timeout_s
-        # An input key changes live only where Filebeat reloads the input's file; else it restarts Filebeat.
-        self.params: tuple[Param, ...] = tuple(
-            p if self.files.is_live(p.name) else dataclasses.replace(p, cost=ChangeCost.RESTART)
-            for p in PARAMS)
+        self.params: tuple[Param, ...] = PARAMS
 
     def patch(self, config: Config) -> dict[Path, str]:
         try:
@@ -73,8 +78,8 @@ class FilebeatAdapter:
             Path(check).unlink(missing_ok=True)
 
     def apply(self, config: Config, runtime: Runtime | None, cost: ChangeCost) -> Applied:
-        """Live input changes: Filebeat re-reads its input files itself (reload.period); else a restart."""
-        return restart_if_needed(runtime, cost, self.name) or Applied("inputs reloaded")
+        """A restart (never Filebeat's live input reload: it can lose a line, see above)."""
+        return restart_if_needed(runtime, cost, self.name) or Applied("already in force")
 
     def health(self) -> Health:
         """Filebeat's HTTP endpoint answers with its stats; without one, only that the process runs."""

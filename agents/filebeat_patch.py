@@ -1,11 +1,9 @@
 """An operator's Filebeat 7.17 config, patched rather than regenerated.
 
 `discover` reads filebeat.yml and the input files it loads (`filebeat.config.inputs`), finds the inputs
-the agent is told to tune (by filestream `id`, or by a glob over a `log` input's paths), the output in
-use, and whether each input's keys change live (an input file Filebeat reloads) or need a restart
-(inputs written in filebeat.yml; the queue and the output always). `patch` then rewrites only the
-tuned keys of those inputs, of `queue.mem` and of that output, leaving every other byte of every file
-as it was.
+the agent is told to tune (by filestream `id`, or by a glob over a `log` input's paths) and the output
+in use. `patch` then rewrites only the tuned keys of those inputs, of `queue.mem` and of that output,
+leaving every other byte of every file as it was.
 """
 
 from __future__ import annotations
@@ -64,7 +62,7 @@ class InputSelector:
 
 @dataclass(frozen=True)
 class TunedInput:
-    """One selected input: where it is written, what it is, and whether Filebeat reloads it live."""
+    """One selected input: where it is written and what it is."""
 
     file: Path
     index: int  # its position in that file's list of inputs
@@ -72,7 +70,6 @@ class TunedInput:
     type: str
     id: str | None
     paths: tuple[str, ...]
-    live: bool
 
 
 @dataclass(frozen=True)
@@ -82,10 +79,6 @@ class FilebeatFiles:
     config: Path
     inputs: tuple[TunedInput, ...]
     output: str  # kafka | logstash
-
-    def is_live(self, param: str) -> bool:
-        """Whether changing `param` needs no restart: an input key, with every tuned input reloaded live."""
-        return param in INPUT_KEYS and all(tuned.live for tuned in self.inputs)
 
     def files(self) -> tuple[Path, ...]:
         return tuple(dict.fromkeys([self.config, *(tuned.file for tuned in self.inputs)]))
@@ -112,28 +105,27 @@ def _paths(node: MappingNode) -> tuple[str, ...]:
         if isinstance(paths, SequenceNode) else ()
 
 
-def _inputs_in(path: Path, node: Node | None, live: bool) -> list[TunedInput]:
+def _inputs_in(path: Path, node: Node | None) -> list[TunedInput]:
     if node is None:
         return []
     if not isinstance(node, SequenceNode):
         raise FilebeatConfigError(f"{path}:{line_of(node)}: expected a list of inputs")
     return [TunedInput(path, i, line_of(item), _scalar(lookup(item, "type")) or "log", _scalar(lookup(item, "id")),
-                       _paths(item), live)
+                       _paths(item))
             for i, item in enumerate(node.value) if isinstance(item, MappingNode)]
 
 
 def _external_inputs(config: Path, root: MappingNode) -> list[TunedInput]:
-    """The inputs of the files `filebeat.config.inputs` loads; live when Filebeat reloads them."""
+    """The inputs of the files `filebeat.config.inputs` loads."""
     loader = lookup(root, "filebeat.config.inputs")
     if not isinstance(loader, MappingNode) or _scalar(lookup(loader, "enabled")) == "false":
         return []
     pattern = _scalar(lookup(loader, "path")) or ""
     pattern = pattern.replace("${path.config}", str(config.parent))
-    live = _scalar(lookup(loader, "reload.enabled")) == "true"
     found = []
     for name in sorted(glob.glob(str(config.parent / pattern))):
         text, node = _read(Path(name))
-        found += _inputs_in(Path(name), node, live)
+        found += _inputs_in(Path(name), node)
     return found
 
 
@@ -142,7 +134,7 @@ def discover(config: Path, selectors: list[InputSelector]) -> FilebeatFiles:
     _, root = _read(config)
     if not isinstance(root, MappingNode):
         raise FilebeatConfigError(f"{config}:{line_of(root)}: expected a mapping of settings")
-    every = _inputs_in(config, lookup(root, "filebeat.inputs"), live=False) + _external_inputs(config, root)
+    every = _inputs_in(config, lookup(root, "filebeat.inputs")) + _external_inputs(config, root)
     chosen: list[TunedInput] = []
     for selector in selectors:
         matched = [tuned for tuned in every if selector.matches(tuned.id, tuned.paths)]

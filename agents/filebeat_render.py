@@ -3,8 +3,8 @@ pipeline's shape and a `Config`. The agent never renders: it patches whatever co
 this one included (`write_first_config`, then agent.yaml points the adapter at it).
 
 Inputs are rendered into their own file, loaded through `filebeat.config.inputs` with reload
-enabled, so input parameters (scan frequency, backoff, ...) change while Filebeat runs; the queue
-and the output live in filebeat.yml, and changing them restarts Filebeat.
+enabled, as many operators' configs have it; the queue and the output live in filebeat.yml. The
+agent restarts Filebeat for every change all the same (agents/filebeat_adapter.py says why).
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def render_filebeat_inputs(layout: FilebeatLayout, config: Config) -> str:
 
 
 def render_filebeat_config(layout: FilebeatLayout, config: Config) -> str:
-    """filebeat.yml: reloadable inputs, memory queue, Kafka output, HTTP stats on loopback."""
+    """filebeat.yml: inputs in their own reloaded file, memory queue, Kafka output, HTTP stats on loopback."""
     flush_min = int(config["filebeat.queue.mem.flush.min_events"])
     document: dict[str, object] = {"name": layout.name} if layout.name else {}
     document |= {

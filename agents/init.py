@@ -126,8 +126,7 @@ def filebeat(config: Path, binary: Path, selectors: list[InputSelector]) -> Mana
              "inputs": [{"id": s.id} if s.id is not None else {"path": s.path_glob} for s in selectors],
              "http_port": http_port, "params": params, "runtime": {"kind": "process", "argv": argv}}
     summary = [f"filebeat: {config}, output.{files.output}"]
-    summary += [f"  input {t.id or list(t.paths)} ({t.type}, {t.file}:{t.line}): "
-                f"{'reloaded live' if t.live else 'in filebeat.yml, changes restart Filebeat'}" for t in files.inputs]
+    summary += [f"  input {t.id or list(t.paths)} ({t.type}, {t.file}:{t.line})" for t in files.inputs]
     summary += _costs(adapter.params) + [f"  note: {note}" for note in notes]
     summary.append(f"  health: {f'GET http://127.0.0.1:{http_port}/stats' if http_port else 'the process runs (no http.enabled)'}")
     summary.append(f"  the agent starts and restarts Filebeat itself: {' '.join(argv)}")

@@ -123,6 +123,12 @@ class DockerRuntime:
         if self.reload_signal and self.running():
             self._get().kill(signal=self.reload_signal)
 
+    def stop(self) -> None:
+        """Stop the container if it runs (docker sends SIGTERM, SIGKILL after the timeout)."""
+        container = self._get()
+        if container.status == "running":
+            container.stop(timeout=self.stop_timeout_s)
+
     def restart(self) -> None:
         """Restart the container (docker stops it with SIGTERM, SIGKILL after the timeout), or start it."""
         container = self._get()

@@ -107,14 +107,15 @@ def write_wrapper(directory: Path) -> Path:
     return wrapper
 
 
-def filebeat_agent_config(tmp_path: Path, binary: Path, runtime: dict | None = None, **changes: object) -> AgentConfig:
-    """An agent managing one Filebeat, on a first config written as the testbed writes its own (its output
-    points at a closed port: health needs only its HTTP stats)."""
+def filebeat_agent_config(tmp_path: Path, binary: Path, runtime: dict | None = None, *, bootstrap: str | None = None,
+                          topic: str = "nginx-access", **changes: object) -> AgentConfig:
+    """An agent managing one Filebeat, on a first config written as the testbed writes its own; its output
+    points at `bootstrap`, by default a closed port (health needs only its HTTP stats)."""
     config_dir = tmp_path / "filebeat"
     wrapper = write_wrapper(config_dir)
     http_port, kafka_port, agent_port = free_ports(3)
-    layout = FilebeatLayout((tmp_path / "logs" / "access.log",), "filestream", False, (f"127.0.0.1:{kafka_port}",),
-                            "nginx-access", http_port, config_dir)
+    layout = FilebeatLayout((tmp_path / "logs" / "access.log",), "filestream", False,
+                            (bootstrap or f"127.0.0.1:{kafka_port}",), topic, http_port, config_dir)
     main = write_first_config(layout, PIPELINE_SPACE.defaults())
     argv = ["/bin/sh", str(wrapper), str(binary), "-c", str(main), "--path.home", str(config_dir)]
     raw = {

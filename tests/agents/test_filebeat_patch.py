@@ -33,10 +33,10 @@ def _changed(before: str, after: str) -> list[str]:
     return [line for line in difflib.ndiff(before.splitlines(), after.splitlines()) if line[:2] in ("- ", "+ ")]
 
 
-def test_inputs_written_in_filebeat_yml_are_found_by_id_and_need_a_restart(inline):
+def test_inputs_written_in_filebeat_yml_are_found_by_id(inline):
     files = discover(inline, [InputSelector(id="nginx-access")])
-    assert [(t.id, t.type, t.live) for t in files.inputs] == [("nginx-access", "filestream", False)]
-    assert files.output == "kafka" and not files.is_live("filebeat.scan_frequency")
+    assert [(t.file, t.id, t.type) for t in files.inputs] == [(inline, "nginx-access", "filestream")]
+    assert files.output == "kafka" and files.files() == (inline,)
 
 
 def test_only_the_selected_input_the_queue_and_the_output_change(inline):
@@ -55,11 +55,11 @@ def test_only_the_selected_input_the_queue_and_the_output_change(inline):
     assert other in after  # the other input (and its multiline parser), byte for byte
 
 
-def test_inputs_in_reloaded_files_are_found_by_path_and_change_live(reloading):
+def test_inputs_in_loaded_input_files_are_found_by_path_and_patched_there(reloading):
     files = discover(reloading, [InputSelector(path_glob="/var/log/nginx/access.log*")])
-    assert [(t.file.name, t.type, t.live) for t in files.inputs] == [("web.yml", "log", True)]
-    assert files.is_live("filebeat.scan_frequency") and not files.is_live("filebeat.queue.mem.flush.timeout")
     web = reloading.parent / "inputs.d" / "web.yml"
+    assert [(t.file.name, t.type) for t in files.inputs] == [("web.yml", "log")]
+    assert files.files() == (reloading, web)
     before = web.read_text()
     patched = patch(files, TUNED)
     inputs = yaml.safe_load(patched[web])

@@ -25,6 +25,8 @@ class FakeRuntime:
 
     def restart(self) -> None: ...
 
+    def stop(self) -> None: ...
+
     def running(self) -> bool:
         return self.up
 
@@ -121,6 +123,34 @@ def test_a_health_url_is_asked_when_given(tmp_path):
 def test_an_adapter_with_no_way_to_tell_health_is_refused(tmp_path):
     with pytest.raises(ValueError, match="health_url or the runtime"):
         KafkaProducerAdapter("replay", tmp_path)
+
+
+class RecordingRuntime(FakeRuntime):
+    """Notes what the client's file holds each time the process is stopped or (re)started."""
+
+    def __init__(self, properties: Path) -> None:
+        super().__init__()
+        self.properties, self.seen = properties, []
+
+    def stop(self) -> None:
+        self.seen.append(("stop", self.properties.read_text()))
+
+    def restart(self) -> None:
+        self.seen.append(("restart", self.properties.read_text()))
+
+
+def test_a_restart_stops_the_process_before_its_files_change(tmp_path):
+    """A component that watches its own files (Filebeat's input reload) must not see the new ones while
+    it still runs: it would put them in force itself, its own way (issue #14: a reload can lose a line)."""
+    adapter = producer(tmp_path, text="linger.ms=5\n")
+    runtime = RecordingRuntime(tmp_path / "producer.properties")
+    component = ManagedComponent(adapter, runtime, ConfigStore(tmp_path / "state", "replay"), {}, settle_s=0)
+    component.start()
+    runtime.seen.clear()
+    assert component.change(1, {"kafka.producer.linger.ms": 20}).status == "applied"
+    [(first, before), (then, after)] = runtime.seen
+    assert (first, then) == ("stop", "restart")
+    assert "linger.ms=20" not in before and "linger.ms=20" in after
 
 
 def test_a_change_after_the_operator_removed_the_file_is_rejected_and_the_version_stays(tmp_path):

@@ -98,18 +98,19 @@ def test_filebeat_killed_mid_run_is_restarted_by_the_agent_and_loses_nothing(tes
     assert report.duplicate_events >= 0  # at-least-once: re-sent events are counted, and allowed
 
 
-def test_input_settings_reload_live_and_queue_settings_restart_filebeat(testbed):
+def test_input_and_queue_settings_restart_filebeat(testbed):
     filebeat = lifecycle.recorded_services(testbed)["filebeat"]
     pipeline = live_pipeline(testbed)
     before = pipeline.current()
     pid = processes.running_pid(filebeat)
     try:
         changed = PIPELINE_SPACE.config({"filebeat.max_backoff": 0.1}, base=before)
-        assert lifecycle.apply(testbed, changed) == "filebeat inputs reloaded"
-        assert processes.running_pid(filebeat) == pid
+        assert lifecycle.apply(testbed, changed) == "filebeat restarted"  # a live reload can lose a line
+        assert processes.running_pid(filebeat) not in (None, pid)
         inputs = (testbed.resolved_run_dir() / "filebeat" / "inputs.d" / "replay.yml").read_text()
         assert "backoff.max: 100ms" in inputs
         assert pipeline.current() == changed
+        pid = processes.running_pid(filebeat)
         queue = PIPELINE_SPACE.config({"filebeat.queue.mem.events": 8192}, base=changed)
         assert lifecycle.apply(testbed, queue) == "filebeat restarted"
         assert processes.running_pid(filebeat) not in (None, pid)

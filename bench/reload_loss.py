@@ -1,0 +1,136 @@
+"""Does changing a Filebeat input key under load lose events? (issue #14)
+
+On its own testbed (ports 400 above the default pipeline's, run dir `reload-loss`), with a small memory
+queue so that the harvester mostly waits to publish, the replay writes a steady load into the log while
+the bench changes `filebeat.max_backoff` back and forth through the node agent, `--changes` times,
+`--every` seconds apart. The probe's ledger then says how many of the replayed events never reached
+Kafka, and for each lost event the sample gives its write time, which the bench sets against the
+change that followed it. The agent's answer to each change says how it was put in force ("filebeat
+inputs reloaded": Filebeat's live input reload; "filebeat restarted").
+
+    python -m bench.reload_loss [--changes 40] [--every 3] [--rate 2000] [--queue-events 64]
+                                [--bulk-max-size 32] [--out docs/evidence/bench/reload-loss]
+
+Starts its testbed (and stops it again); writes reload_loss.json to --out and prints its figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import time
+from pathlib import Path
+
+from agents.probe.ledger import split_request_id
+from agents.probe.runs import read_report
+from models.presets import preset
+from models.space import PIPELINE_SPACE, Config
+from replay.profiles import Profile, WorkloadSpec
+from testbed import lifecycle
+from testbed.calibration_design import LOW_LATENCY
+from testbed.harness import BackgroundLoad, prime
+from testbed.pipeline import DEFAULT_PIPELINE, PipelineSpec, load_pipeline
+
+ROOT = Path(__file__).resolve().parents[1]
+PORT_SHIFT = 400
+BACKOFFS_S = (0.05, 0.07)  # the two values `filebeat.max_backoff` alternates between (both low latency)
+
+
+def reload_spec() -> PipelineSpec:
+    """The default pipeline on ports of its own and a run dir of its own."""
+    base = load_pipeline(DEFAULT_PIPELINE)
+    shift = {"port": base.kafka.port + PORT_SHIFT, "controller_port": base.kafka.controller_port + PORT_SHIFT}
+    return base.model_copy(update={
+        "name": "reload-loss",
+        "kafka": base.kafka.model_copy(update=shift),
+        "filebeat": base.filebeat.model_copy(update={"http_port": base.filebeat.http_port + PORT_SHIFT}),
+        "prometheus": base.prometheus.model_copy(update={"port": base.prometheus.port + PORT_SHIFT}),
+        "probe": base.probe.model_copy(update={"metrics_port": base.probe.metrics_port + PORT_SHIFT}),
+        "agent": base.agent.model_copy(update={"port": base.agent.port + PORT_SHIFT})})
+
+
+def busy_config(queue_events: int, bulk_max_size: int) -> Config:
+    """Low latency, with a queue small enough that the harvester waits on it whenever the log has a backlog."""
+    return PIPELINE_SPACE.config(LOW_LATENCY | {"filebeat.queue.mem.events": queue_events,
+                                                "filebeat.output.bulk_max_size": bulk_max_size},
+                                 base=preset("defaults"))
+
+
+def change_inputs(spec: PipelineSpec, config: Config, changes: int, every_s: float) -> list[dict]:
+    """`changes` input changes through the agent, `every_s` apart; each one's time and the agent's answer."""
+    made = []
+    for i in range(changes):
+        started = time.monotonic()
+        changed = PIPELINE_SPACE.config({"filebeat.max_backoff": BACKOFFS_S[(i + 1) % 2]}, base=config)
+        at = time.time()
+        made.append({"at": at, "took_s": 0.0, "message": lifecycle.apply(spec, changed)})
+        made[-1]["took_s"] = round(time.time() - at, 3)
+        time.sleep(max(0.0, every_s - (time.monotonic() - started)))
+    return made
+
+
+def lost_times(spec: PipelineSpec, run_ids: list[str]) -> list[float]:
+    """The write time of each lost event the probe's reports sample (evenly spaced steady runs)."""
+    times = []
+    for run_id in run_ids:
+        report = read_report(spec.resolved_run_dir() / "reports", run_id)
+        manifest = json.loads((spec.resolved_run_dir() / "manifests" / f"{run_id}.json").read_text())
+        spacing_s = manifest["duration_s"] / max(manifest["events"], 1)
+        for request_id in report.lost_sample if report else []:
+            parsed = split_request_id(request_id)
+            if parsed is not None:
+                times.append(manifest["started_at"] + parsed[1] * spacing_s)
+    return sorted(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--changes", type=int, default=40)
+    parser.add_argument("--every", type=float, default=3.0, help="seconds between changes")
+    parser.add_argument("--rate", type=float, default=2000.0, help="events/s the replay writes")
+    parser.add_argument("--queue-events", type=int, default=64)
+    parser.add_argument("--bulk-max-size", type=int, default=32)
+    parser.add_argument("--out", type=Path, default=ROOT / "docs/evidence/bench/reload-loss")
+    args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a stop still brings its testbed down
+    spec, config = reload_spec(), busy_config(args.queue_events, args.bulk_max_size)
+    lifecycle.down(spec)
+    lifecycle.up(spec, config)
+    try:
+        prime(spec, config)
+        began = time.time()
+        with BackgroundLoad(spec, WorkloadSpec(Profile.steady, args.rate, args.changes * args.every)) as load:
+            time.sleep(2.0)  # the load under way before the first change
+            changes = change_inputs(spec, config, args.changes, args.every)
+            time.sleep(2.0)
+        ledger = load.ledger()
+        lost_at = lost_times(spec, load.run_ids)
+    finally:
+        lifecycle.down(spec)
+    starts = [c["at"] for c in changes]
+    # For each lost event: how long before the next change began it was written (None: after the last).
+    following = [next((i for i, s in enumerate(starts) if s >= t), None) for t in lost_at]
+    before_change = [None if i is None else round(starts[i] - t, 2) for i, t in zip(following, lost_at)]
+    actions = sorted({c["message"] for c in changes})
+    result = {"changes": len(changes), "every_s": args.every, "rate_eps": args.rate,
+              "queue_events": args.queue_events, "bulk_max_size": args.bulk_max_size,
+              "actions": actions, "change_took_s_max": max(c["took_s"] for c in changes),
+              "ledger": ledger, "lost_written_s_before_next_change": before_change,
+              "changes_followed_by_loss": len({i for i in following if i is not None}),
+              "load_s": round(time.time() - began, 1)}
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "reload_loss.json").write_text(json.dumps(result | {"change_log": changes}, indent=1))
+    print(f"{len(changes)} input changes, {args.every:g} s apart, at {args.rate:g} events/s "
+          f"(queue.mem.events {args.queue_events}, bulk_max_size {args.bulk_max_size})")
+    print(f"put in force by: {', '.join(actions)} (slowest change {result['change_took_s_max']:.1f} s)")
+    print(f"events: {ledger['expected']} written, {ledger['lost']} lost, {ledger['duplicates']} duplicated, "
+          f"{ledger['late']} late")
+    print(f"lost events, seconds written before the next change: {before_change}")
+    print(f"changes with a lost event written before them (and after the one before): "
+          f"{result['changes_followed_by_loss']} of {len(changes)}")
+
+
+if __name__ == "__main__":
+    main()
