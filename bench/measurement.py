@@ -81,16 +81,9 @@ def contenders() -> dict[str, Config]:
 
 def bench_spec(fmt: str) -> PipelineSpec:
     """The default pipeline with `fmt` lines, on ports of its own and a run dir of its own."""
-    base = load_pipeline(DEFAULT_PIPELINE)
-    shift = {"port": base.kafka.port + PORT_SHIFT, "controller_port": base.kafka.controller_port + PORT_SHIFT}
-    return base.model_copy(update={
-        "name": f"measurement-{fmt}",
-        "log": base.log.model_copy(update={"format": fmt}),
-        "kafka": base.kafka.model_copy(update=shift),
-        "filebeat": base.filebeat.model_copy(update={"http_port": base.filebeat.http_port + PORT_SHIFT}),
-        "prometheus": base.prometheus.model_copy(update={"port": base.prometheus.port + PORT_SHIFT}),
-        "probe": base.probe.model_copy(update={"metrics_port": base.probe.metrics_port + PORT_SHIFT}),
-        "agent": base.agent.model_copy(update={"port": base.agent.port + PORT_SHIFT, "canary_file": True})})
+    spec = load_pipeline(DEFAULT_PIPELINE).beside(f"measurement-{fmt}", PORT_SHIFT)
+    return spec.model_copy(update={"log": spec.log.model_copy(update={"format": fmt}),
+                                   "agent": spec.agent.model_copy(update={"canary_file": True})})
 
 
 def _truth(bootstrap: str, topic: str, settings: dict, ready, stop, results) -> None:

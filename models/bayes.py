@@ -507,10 +507,11 @@ class SafeBayesLearner:
 
         Once `NOISE_DOF` repeated windows exist: the relative spread of the P95 of every config measured more
         than once at about this load with a P95 like the incumbent's (the incumbent above all: the daemon
-        holds it), pooled and robust to a stray window. Before: the stage models' noise terms (each stage's P95 ×
-        its log-noise deviation, in quadrature), which also take in what the models do not fit yet, so they
-        overstate the noise. Either way never below `NOISE_FLOOR` of the P95 nor half the step of the latencies (`RESOLUTION_S`, or a
-        coarser event time): repeats can agree to the millisecond, and a gain no window resolves must not count.
+        holds it), pooled and robust to a stray window. Before: the stage models' noise terms (each stage's
+        P95 × its log-noise deviation, in quadrature), which also take in what the models do not fit yet, so
+        they overstate the noise. Either way never below `NOISE_FLOOR` of the P95 nor half the step of the
+        latencies (`RESOLUTION_S`, or a coarser event time): repeats can agree to the millisecond, and a gain
+        no window resolves must not count.
         """
         h = self.history
         p95_s = self._measured_p95(incumbent, context, inc_p95)

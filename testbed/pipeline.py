@@ -109,6 +109,19 @@ class PipelineSpec(_Spec):
             taken[host, port] = field
         return self
 
+    def beside(self, name: str, port_shift: int) -> "PipelineSpec":
+        """This pipeline under another name (so another run dir), every port `port_shift` higher: a
+        testbed that runs beside this one (a bench's own)."""
+        k, fb, pr, pb, ag = self.kafka, self.filebeat, self.prometheus, self.probe, self.agent
+        return self.model_copy(update={
+            "name": name,
+            "kafka": k.model_copy(update={"port": k.port + port_shift,
+                                          "controller_port": k.controller_port + port_shift}),
+            "filebeat": fb.model_copy(update={"http_port": fb.http_port + port_shift}),
+            "prometheus": pr.model_copy(update={"port": pr.port + port_shift}),
+            "probe": pb.model_copy(update={"metrics_port": pb.metrics_port + port_shift}),
+            "agent": ag.model_copy(update={"port": ag.port + port_shift})})
+
     def _sized(self) -> str:
         """How the node and broker counts spread the ports, for a collision's message."""
         if self.nodes == 1 and self.brokers == 1:

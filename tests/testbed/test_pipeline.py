@@ -24,6 +24,14 @@ def test_default_pipeline_loads_with_loopback_ports_and_component_defaults():
     assert spec.log_path().is_relative_to(spec.resolved_run_dir())
 
 
+
+def test_a_pipeline_beside_another_shares_no_port_and_no_run_dir():
+    spec = load_pipeline()
+    other = spec.beside("a-bench", 300)
+    assert not set(spec.listeners().values()) & set(other.listeners().values())
+    assert other.resolved_run_dir() != spec.resolved_run_dir() and other.bootstrap != spec.bootstrap
+
+
 @pytest.mark.parametrize("edit, field", [
     (lambda r: r["kafka"].update(port="x"), "kafka.port"),
     (lambda r: r["kafka"].update(port=80), "kafka.port"),
