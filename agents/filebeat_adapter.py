@@ -12,7 +12,6 @@ Filebeat before it writes the files (agents/component.py), so the reloader never
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import tempfile
 import urllib.request
@@ -27,7 +26,7 @@ from agents.filebeat_patch import FilebeatFiles, InputSelector
 from agents.yaml_patch import YamlPatchError, key_splits
 from models.space import PIPELINE_PARAMS, ChangeCost, Config, Param
 
-PARAMS = tuple(dataclasses.replace(p, cost=ChangeCost.RESTART) for p in PIPELINE_PARAMS if p.component == "filebeat")
+PARAMS = tuple(p for p in PIPELINE_PARAMS if p.component == "filebeat")
 
 
 class FilebeatAdapter:

@@ -37,8 +37,8 @@
   there. If something there promises more than the threshold, the trust region widens again; if nothing
   does, the learner holds the incumbent and says so ("converged: best predicted gain 0.8 ms < 6.0 ms
   (2 × noise 3.0 ms)"), without scoring again, until something happens: the load moves beyond
-  `LOAD_SHIFT`, a window breaches the guardrails, the incumbent's P95 drifts beyond `DRIFT_Z` × the noise,
-  or the policy changes. Then the search re-opens from a fresh trust region and says why. The load is an
+  `LOAD_SHIFT`, a window breaches the guardrails, the incumbent's P95 drifts beyond `DRIFT_Z` × the noise
+  and `DRIFT_MIN` of itself, or the policy changes. Then the search re-opens from a fresh trust region and says why. The load is an
   input of every model, so after a load move the search may stop again at once, and only the gain the
   models expect at the new load (κ = 0, in the trust region and beyond) justifies a change: their
   optimism there is the novelty of the load, not of the configs. The other causes are changes the models
@@ -71,6 +71,7 @@ _RATE_LOG_RANGE = (math.log(10.0), math.log(1e6))  # offered load, events/s, map
 RESOLUTION_S = 1e-3
 CONFIDENCE_Z = 2.0  # a change must promise more than this many standard deviations of a window's noise
 DRIFT_Z = 3.0  # a converged incumbent measured this many noise deviations off re-opens the search
+DRIFT_MIN = 0.1  # ... if it moved by this share of its P95 too: a smaller drift is not worth a new search
 NOISE_DOF = 3  # repeated windows (beyond the first of each config) before the measured noise counts
 NOISE_FLOOR = 0.01  # of the P95: no window is measured more precisely than this, nor than half its resolution
 NOISE_ALIKE = math.log(1.5)  # configs within this log-P95 of the incumbent's share its noise
@@ -161,19 +162,25 @@ class _Converged:
     threshold_s: float
     since: list[float] = field(default_factory=list)
 
-    def drifted(self) -> tuple[float, float] | None:
-        """(before, now) when the mean P95 of the last `DRIFT_WINDOWS` windows left that of the windows since
-        convergence before them by more than `DRIFT_Z` × the noise of such a difference, else None.
+    def drift(self) -> str | None:
+        """Why the incumbent drifted, or None: the mean P95 of the last `DRIFT_WINDOWS` windows left that of the
+        windows since convergence before them by more than `DRIFT_Z` × the noise of such a difference and by
+        more than `DRIFT_MIN` of the P95.
 
         Only windows since convergence count: the window that made a config the incumbent was its best,
-        so it is biased low.
+        so it is biased low. Those earlier windows are repeats of the incumbent, so their own spread is a
+        noise estimate too, and the larger one counts: the noise at convergence rests on few repeats.
         """
         earlier, recent = self.since[:-DRIFT_WINDOWS], self.since[-DRIFT_WINDOWS:]
         if len(earlier) < DRIFT_WINDOWS:
             return None
         before, now = float(np.mean(earlier)), float(np.mean(recent))
-        spread = self.noise_s * math.sqrt(1 / DRIFT_WINDOWS + 1 / len(earlier))
-        return (before, now) if abs(now - before) > DRIFT_Z * spread else None
+        noise_s = max(self.noise_s, float(np.std(earlier, ddof=1)))
+        spread = noise_s * math.sqrt(1 / DRIFT_WINDOWS + 1 / len(earlier))
+        if abs(now - before) <= max(DRIFT_Z * spread, DRIFT_MIN * before):
+            return None
+        return (f"the incumbent's P95 drifted {before * 1e3:.1f} → {now * 1e3:.1f} ms, beyond the noise of "
+                f"{noise_s * 1e3:.1f} ms")
 
     @property
     def reason(self) -> str:
@@ -316,10 +323,9 @@ class SafeBayesLearner:
             self._reopen(f"guardrail: {'; '.join(verdict.messages)}")
         elif held is not None and config == held.config and not load_moved(held.offered_eps, context.offered_eps):
             held.since.append(observation.p95_s)
-            drifted = held.drifted()
-            if drifted is not None:
-                self._reopen(f"the incumbent's P95 drifted {drifted[0] * 1e3:.1f} → {drifted[1] * 1e3:.1f} ms, "
-                             f"beyond the noise of {held.noise_s * 1e3:.1f} ms")
+            drift = held.drift()
+            if drift is not None:
+                self._reopen(drift)
         self._update_trust_region(verdict.ok, observation.p95_s)
         self._fit()
 

@@ -12,7 +12,7 @@ from models.space import PIPELINE_SPACE
 from models.twin import load
 from tests.controller.test_daemon import WINDOW_S, Scripted, _steady_load
 
-BETTER = PIPELINE_SPACE.config({"filebeat.backoff": 0.2})
+CHANGED = PIPELINE_SPACE.config({"kafka.broker.num.io.threads": 4})  # live: no restart window to wait out
 
 
 class StopsDuring(TwinPipeline):
@@ -31,7 +31,7 @@ class StopsDuring(TwinPipeline):
 
 def _stopping_daemon(at: int, store: StateStore, learner=None) -> tuple[Daemon, StopsDuring]:
     pipeline = StopsDuring(at)
-    pipeline.daemon = Daemon(pipeline, learner or Scripted(BETTER), Policy(), window_s=WINDOW_S, store=store)
+    pipeline.daemon = Daemon(pipeline, learner or Scripted(CHANGED), Policy(), window_s=WINDOW_S, store=store)
     return pipeline.daemon, pipeline
 
 
@@ -41,10 +41,10 @@ def test_a_stop_mid_window_finishes_and_records_that_window_and_applies_nothing_
     daemon, pipeline = _stopping_daemon(3, store)  # warm-up, window 0, then the stop during window 1
     assert daemon.run(None, on_decision=decisions.append) == 2
     assert [d.window for d in decisions] == [0, 1]
-    assert decisions[0].action == "explore" and pipeline.current() == BETTER
+    assert decisions[0].action == "explore" and pipeline.current() == CHANGED
     last = decisions[1]
     assert last.action == "hold" and last.reason.startswith("stopping") and not last.change
-    assert pipeline.current() == BETTER  # the config in force stays
+    assert pipeline.current() == CHANGED  # the config in force stays
     logged = store.decisions()
     assert [d["seq"] for d in logged] == [0, 1]
     observations = store.observations()
@@ -60,7 +60,7 @@ def test_revert_puts_the_starting_config_back_and_records_it(tmp_path):
     decision = daemon.revert(preset("defaults"))
     assert pipeline.current() == preset("defaults")
     assert decision.action == "revert" and decision.window == 2
-    assert decision.change == {"filebeat.backoff": [0.2, preset("defaults")["filebeat.backoff"]]}
+    assert decision.change == {"kafka.broker.num.io.threads": [4, preset("defaults")["kafka.broker.num.io.threads"]]}
     assert store.decisions()[-1]["action"] == "revert"
 
 

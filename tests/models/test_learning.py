@@ -89,5 +89,5 @@ def test_a_change_costs_what_its_dearest_parameter_costs():
     assert ChangeCost.dearest([ChangeCost.LIVE, ChangeCost.RESTART, ChangeCost.RELOAD]) is ChangeCost.RESTART
     assert ChangeCost.dearest([ChangeCost.RELOAD, ChangeCost.LIVE]) is ChangeCost.RELOAD
     assert ChangeCost.dearest([]) is ChangeCost.LIVE
-    policy = Policy(tuned=["filebeat.backoff", "logstash.pipeline.batch.size", "filebeat.output.bulk_max_size"])
+    policy = Policy(tuned=["kafka.broker.num.io.threads", "logstash.pipeline.batch.size", "filebeat.backoff"])
     assert TunedCube(tuned_names(policy, "paper"), policy).restart_mask().tolist() == [False, False, True]

@@ -96,8 +96,8 @@ def test_a_filebeat_restart_pauses_reading_and_loses_nothing() -> None:
 def test_a_live_change_costs_no_pause_and_a_logstash_change_reloads() -> None:
     twin = Twin(config("baseline"), poisson(300, 30), QUIET, seed=3)
     twin.run_until(10.0)
-    assert twin.apply(config("baseline", filebeat__scan_frequency=1.0)) == 0.0
-    assert twin.apply(config("baseline", filebeat__scan_frequency=1.0,
+    assert twin.apply(config("baseline", kafka__broker__num__io__threads=4)) == 0.0
+    assert twin.apply(config("baseline", kafka__broker__num__io__threads=4,
                              logstash__pipeline__batch__size=50)) == QUIET.logstash.reload_s
     twin.run_until(80.0)
     assert np.all(np.isfinite(twin.stamps.sink))
