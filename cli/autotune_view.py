@@ -38,7 +38,7 @@ def _row(d: Decision, total: int | None, best: str) -> tuple[str, ...]:
 
 def pool_line(pool: str, d: Decision, total: int | None) -> str:
     """One pool's window as one plain line, the pool first: the pools' windows interleave as they come."""
-    return f"pool {pool}: " + plain_line(WINDOW_COLUMNS, _row(d, total, ""))
+    return plain_line(WINDOW_COLUMNS, _row(d, total, ""), prefix=f"pool {pool}: ")
 
 
 class WindowView:

@@ -1,8 +1,10 @@
 """Tables that stay readable wherever they are printed: in a terminal, columns that do not fit are dropped
-by priority (never squeezed to nothing); anywhere else (a pipe, a file, CI) each row is one plain line."""
+by priority (never squeezed to nothing); anywhere else (a pipe, a file, CI) each row is a plain line,
+wrapped at 80 columns with its continuation lines indented."""
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -14,6 +16,8 @@ from rich.text import Text
 _COLUMN_FRAME = 3
 _TABLE_FRAME = 1  # the closing border
 _FLEXIBLE_MIN = 12  # a free-text column shown narrower than this says nothing
+PLAIN_WIDTH = 80  # a pipe has no width: a log read in a terminal or an editor, or pasted, should not need more
+_INDENT = "    "  # a plain row's continuation lines
 
 
 @dataclass(frozen=True)
@@ -72,9 +76,21 @@ def render_table(title: str, columns: Sequence[Column], rows: Sequence[Sequence[
     return table
 
 
-def plain_line(columns: Sequence[Column], row: Sequence[str]) -> str:
-    """One row with every column, each cell as its column's `plain` says, for output that is not a terminal."""
-    return "  ".join(c.plain.format(header=c.header, value=cell) for c, cell in zip(columns, row) if cell)
+def plain_line(columns: Sequence[Column], row: Sequence[str], prefix: str = "") -> str:
+    """One row with every column, each cell as its column's `plain` says, for output that is not a terminal:
+    `prefix` and the cells, wrapped at `PLAIN_WIDTH` between cells where they fit (inside a free-text cell
+    where not). A row's first line starts at the margin and the rest are indented, so each row still
+    starts a line of its own."""
+    cells = [c.plain.format(header=c.header, value=cell) for c, cell in zip(columns, row) if cell]
+    lines = [prefix + cells[0]] if cells else [prefix]
+    for cell in cells[1:]:
+        if len(lines[-1]) + 2 + len(cell) <= PLAIN_WIDTH:
+            lines[-1] += "  " + cell
+        else:
+            lines.append(_INDENT + cell)
+    return "\n".join(wrapped for line in lines
+                     for wrapped in textwrap.wrap(line, PLAIN_WIDTH, subsequent_indent=_INDENT,
+                                                  break_long_words=False, break_on_hyphens=False))
 
 
 def print_rows(console: Console, title: str, columns: Sequence[Column], rows: Sequence[Sequence[str]]) -> None:
@@ -82,6 +98,6 @@ def print_rows(console: Console, title: str, columns: Sequence[Column], rows: Se
     if console.is_terminal:
         console.print(render_table(title, columns, rows, console.width))
         return
-    console.print(title, markup=False, highlight=False, soft_wrap=True)
+    console.print(textwrap.fill(title, PLAIN_WIDTH), markup=False, highlight=False, soft_wrap=True)
     for row in rows:
         console.print(plain_line(columns, row), markup=False, highlight=False, soft_wrap=True)

@@ -1,4 +1,4 @@
-"""Tables that fit: columns dropped by priority in a narrow terminal, one plain line per row elsewhere."""
+"""Tables that fit: columns dropped by priority in a narrow terminal, plain lines wrapped at 80 columns elsewhere."""
 
 import io
 import re
@@ -49,11 +49,15 @@ def test_the_priority_zero_columns_show_even_when_nothing_fits() -> None:
     assert list(widths(COLUMNS, ROWS, 10)) == [0, 1, 2]
 
 
-def test_elsewhere_each_row_is_one_plain_line_with_every_column() -> None:
-    lines = _draw(40, terminal=False).splitlines()
-    assert lines == ["title"] + [plain_line(COLUMNS, row) for row in ROWS]
-    assert lines[2] == ("window 2/2  rollback  P95 12.500 s  offered ev/s 600  best P95 s 3.699  "
-                        "why: output behind input [95 %]")
+def test_elsewhere_each_row_is_a_plain_line_with_every_column_wrapped_at_80() -> None:
+    text = _draw(40, terminal=False)
+    assert text.splitlines()[0] == "title"
+    assert text == "\n".join(["title"] + [plain_line(COLUMNS, row) for row in ROWS]) + "\n"
+    assert max(len(line) for line in text.splitlines()) <= 80
+    rows = re.split(r"\n(?! )", text.strip())[1:]  # a row's continuation lines are indented
+    assert [" ".join(row.split()) for row in rows[1:]] == [
+        "window 2/2 rollback P95 12.500 s offered ev/s 600 best P95 s 3.699 why: output behind input [95 %]"]
+    assert rows[1].splitlines()[1].startswith("    ")
 
 
 def test_a_rendered_table_has_the_fitting_columns_only() -> None:
