@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+from pathlib import Path
 from typing import Callable, Iterable
 
 import ray
@@ -26,6 +27,7 @@ from models.verdict import Verdict
 
 
 REBUILD_ATTEMPTS = 3  # times one call builds a lost actor again before it gives up
+RAY_TOKEN = Path.home() / ".ray" / "auth_token"  # where Ray keeps its token authentication's token
 
 
 def start_ray(address: str | None = None) -> None:
@@ -33,7 +35,8 @@ def start_ray(address: str | None = None) -> None:
 
     Ray's servers listen on every interface of the machine whatever address they are given, so a local
     Ray keeps Ray's own token authentication (its token in ~/.ray/auth_token): without it anyone who can
-    reach the machine could run code in the learners' processes."""
+    reach the machine could run code in the learners' processes. Ray writes that token readable by every
+    user of the machine; it is made its owner's alone."""
     if ray.is_initialized():
         return
     os.environ.setdefault("RAY_TMPDIR", "/tmp/pipetune-ray")
@@ -42,6 +45,8 @@ def start_ray(address: str | None = None) -> None:
     else:
         ray.init(num_cpus=os.cpu_count(), include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False,
                  configure_logging=True)
+    if RAY_TOKEN.exists():
+        RAY_TOKEN.chmod(0o600)
 
 
 def _alive_nodes() -> list[str]:

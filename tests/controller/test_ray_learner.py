@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import signal
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -107,3 +108,9 @@ def test_a_pool_whose_learners_node_stops_goes_on_with_a_learner_rebuilt_from_it
     assert after["decisions"] == {"edge": 4, "core": 4}  # two windows each before and after: none lost
     # the rebuilt learner was taught every stored window again, and nothing twice
     assert after["told"][moved[0]] == after["stored"][moved[0]] >= 3
+
+
+def test_rays_token_is_readable_by_its_owner_only(ray_session):
+    from controller.ray_learner import RAY_TOKEN
+
+    assert RAY_TOKEN.exists() and stat.S_IMODE(RAY_TOKEN.stat().st_mode) == 0o600
