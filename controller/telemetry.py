@@ -162,12 +162,16 @@ class PrometheusTelemetry:
         return f"; not scraped: {', '.join(down)}" if down else ""
 
     def _gaps(self, w: str, at: float) -> list[str]:
-        """The probe and agent targets Prometheus failed to scrape at least once in the window ending at `at`:
-        their counts miss what happened while they were down (a probe killed and restarted, say)."""
+        """The probe and agent targets whose counts miss part of the window ending at `at`: one that restarted
+        in it (its counters reset: what it counted after its last scrape went with it) or that Prometheus does
+        not reach at its end. One that missed a scrape or two and runs on loses nothing: it kept counting."""
         # one function per metric: a target exports several of them, and one call over all would hold series
         # that differ only by their dropped names, which Prometheus refuses
-        counted = " or ".join(f"max_over_time({name}{self._sel()}[{w}])" for name in _COUNTED)
-        return self._targets(f"(min_over_time(up[{w}]) == 0) and on (job, instance) ({counted})", at)
+        of = self._sel()
+        restarted = " or ".join(f"max by (job, instance) (resets({name}{of}[{w}])) > 0" for name in _COUNTED)
+        counted = " or ".join(f"max_over_time({name}{of}[{w}])" for name in _COUNTED)
+        return self._targets(f"(up and on (job, instance) ({restarted})) or "
+                             f"((up == 0) and on (job, instance) ({counted}))", at)
 
     def _targets(self, query: str, at: float) -> list[str]:
         """`job instance (node N)` of each series `query` returns."""
@@ -218,8 +222,8 @@ class PrometheusTelemetry:
                                        f"the window{self._down(end)}")
         gaps = self._gaps(w, end)
         if gaps:
-            raise TelemetryMissing(f"telemetry (Prometheus at {self.url}): {', '.join(gaps)} not scraped for part of "
-                                   f"the window: its counts miss that time, nothing to judge")
+            raise TelemetryMissing(f"telemetry (Prometheus at {self.url}): {', '.join(gaps)} restarted in the window "
+                                   f"or not scraped at its end: its counts miss part of it, nothing to judge")
         latency = self._latency(start, end)
         # Canaries are stamped in ms by the agent; the pipeline's own event times may be as coarse as 1 s.
         resolution_s = 0.0 if self.latency_source == "canary" else \

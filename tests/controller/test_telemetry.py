@@ -245,26 +245,42 @@ def test_a_window_without_the_agents_sources_is_telemetry_missing_naming_them(pr
         telemetry.window(end_s - 1, end_s)
 
 
-def test_a_window_in_which_the_probe_was_not_scraped_for_a_while_is_telemetry_missing(prometheus):
-    """A probe killed mid-window (and restarted) counted nothing while it was down: that window is not judged."""
-    exporter, telemetry = prometheus
-
-    def fill(registry: CollectorRegistry):
-        records = Counter("pipetune_records", "", registry=registry)
-        events = Counter("pipetune_events", "", registry=registry)  # a probe exports both
-        _sources(registry, 0, 0)
-        return lambda: (records.inc(10), events.inc(10))
-
-    start_s, end_s = _window(exporter, telemetry, fill, "pipetune_records_total")
-    telemetry.window(start_s, end_s)  # scraped throughout: readable
+def _unscraped(exporter: Exporter, telemetry: PrometheusTelemetry) -> None:
+    """Make the exporter answer 503 until Prometheus records it down."""
     exporter.down = True
     deadline = time.monotonic() + 60
     while not _scalar(telemetry, "up") == 0:
         assert time.monotonic() < deadline, "Prometheus did not record the exporter down within 60 s"
         time.sleep(0.2)
+
+
+def test_a_probe_missed_by_scrapes_loses_nothing_but_a_restarted_one_is_telemetry_missing(prometheus):
+    """A probe Prometheus could not scrape for a while kept counting: the window is read whole. A probe killed
+    and restarted mid-window counted nothing while it was down: that window is not judged."""
+    exporter, telemetry = prometheus
+    counting = []
+
+    def fill(registry: CollectorRegistry):
+        records = Counter("pipetune_records", "", registry=registry)
+        events = Counter("pipetune_events", "", registry=registry)  # a probe exports both
+        _sources(registry, 0, 0)
+        counting.append(lambda: (records.inc(10), events.inc(10)))
+        return counting[-1]
+
+    start_s, _ = _window(exporter, telemetry, fill, "pipetune_records_total")
+    _unscraped(exporter, telemetry)
+    counting[0]()  # counted while nobody looked
     exporter.down = False
     _scraped_after(telemetry, "pipetune_records_total", time.time())
-    with pytest.raises(TelemetryMissing, match="not scraped for part of the window"):
+    assert telemetry.window(start_s, time.time()).events_out == pytest.approx(20, rel=0.3)
+
+    _unscraped(exporter, telemetry)
+    restarted = CollectorRegistry()
+    fill(restarted)()  # a new process: its counters start again from zero
+    exporter.registry = restarted
+    exporter.down = False
+    _scraped_after(telemetry, "pipetune_records_total", time.time())
+    with pytest.raises(TelemetryMissing, match="restarted in the window or not scraped at its end"):
         telemetry.window(start_s, time.time())
 
 
