@@ -16,6 +16,7 @@ from typing import Callable
 
 from controller.daemon import Daemon, DaemonMetrics
 from controller.pipelines import Pipeline, PipelineUnavailable
+from controller.ray_learner import RemoteLearner
 from controller.state import Decision, PoolDir, StateStore, save_pool_dirs
 from models.learning import Learner
 from models.policy import Policy
@@ -98,7 +99,7 @@ class PoolRunner:
             daemon = Daemon(run.pipeline, learner, policy, window_s=self.window_s, store=run.store,
                             metrics=run.metrics, name=run.name)
             daemon.stop = self.stop
-            if hasattr(learner, "on_restore"):  # a Ray actor: lost with its node, it is taught again from the store
+            if isinstance(learner, RemoteLearner):  # lost with its Ray node, it is taught again from the store
                 learner.on_restore = partial(relearn, daemon)
             run.resumed = daemon.resume()
             return daemon
