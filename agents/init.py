@@ -29,6 +29,7 @@ from agents.logstash_patch import OUTPUT_PREFIX, PIPELINE_KEYS
 from agents.yaml_patch import YamlPatchError, compose, lookup
 from models.space import PIPELINE_SPACE, ChangeCost, Param, ParamError, Value
 
+METRICS_TOKEN = "metrics-token"  # beside the token: the one Prometheus scrapes /metrics with
 _GO_DURATION = re.compile(r"([0-9]*\.?[0-9]+)(ns|us|µs|ms|s|m|h)")
 _SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
@@ -183,7 +184,8 @@ def kafka_broker(bootstrap: str) -> Managed:
 
 
 def write(out: Path, components: list[Managed]) -> tuple[Path, Path]:
-    """agent.yaml and the token (0600) in `out`; refuses to replace an agent.yaml that is there."""
+    """agent.yaml, the token and the metrics token (`METRICS_TOKEN`, for Prometheus: it reads /metrics only),
+    each 0600, in `out`; refuses to replace an agent.yaml that is there."""
     agent_yaml, token = out / "agent.yaml", out / "token"
     if agent_yaml.exists():
         raise InitError(f"{agent_yaml} exists: remove it or give another --out")
@@ -191,6 +193,7 @@ def write(out: Path, components: list[Managed]) -> tuple[Path, Path]:
                 "components": [c.entry for c in components]}
     out.mkdir(parents=True, exist_ok=True)
     atomic_write(token, secrets.token_urlsafe(32) + "\n", mode=0o600)
+    atomic_write(out / METRICS_TOKEN, secrets.token_urlsafe(32) + "\n", mode=0o600)
     atomic_write(agent_yaml, yaml.safe_dump(document, sort_keys=False), mode=0o600)
     return agent_yaml, token
 

@@ -2,7 +2,8 @@
 node's own metrics at /metrics (what is appended to the harvested files and not yet shipped).
 
 Every request carries `Authorization: Bearer <token>`: none → 401, a wrong one → 403. The token is
-compared in constant time and never logged.
+compared in constant time and never logged. An optional metrics token reads `GET /metrics` and nothing
+else (403 anywhere else): the scraper's copy of a token, in Prometheus's config, cannot change the node.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import AsyncIterator
 
 import docker
-from fastapi import Depends, FastAPI, HTTPException
+from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -124,11 +125,14 @@ def node_metrics(config: AgentConfig) -> CollectorRegistry:
     return registry
 
 
-def create_app(agent_config: AgentConfig, token: str, components: dict[str, ManagedComponent] | None = None
-               ) -> FastAPI:
-    """The agent's FastAPI app; components are started (brought to their current version) on startup."""
+def create_app(agent_config: AgentConfig, token: str, components: dict[str, ManagedComponent] | None = None,
+               *, metrics_token: str | None = None) -> FastAPI:
+    """The agent's FastAPI app; components are started (brought to their current version) on startup.
+    `metrics_token`, when given, reads /metrics only."""
     if not token:
         raise ValueError("the agent needs a non-empty token")
+    if metrics_token is not None and (not metrics_token or metrics_token == token):
+        raise ValueError("the metrics token must be non-empty and differ from the agent's token")
     managed = components if components is not None else build_components(agent_config)
     metrics = node_metrics(agent_config)
     for component in managed.values():
@@ -156,11 +160,17 @@ def create_app(agent_config: AgentConfig, token: str, components: dict[str, Mana
         stop.set()
         thread.join()
 
-    def authorised(credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
+    def authorised(request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
         if credentials is None:
             raise HTTPException(401, "missing bearer token", headers={"WWW-Authenticate": "Bearer"})
-        if not hmac.compare_digest(credentials.credentials.encode(), token.encode()):
-            raise HTTPException(403, "wrong token")
+        given = credentials.credentials.encode()
+        if hmac.compare_digest(given, token.encode()):
+            return
+        if metrics_token is not None and hmac.compare_digest(given, metrics_token.encode()):
+            if request.method == "GET" and request.url.path == "/metrics":
+                return
+            raise HTTPException(403, "the metrics token reads GET /metrics only")
+        raise HTTPException(403, "wrong token")
 
     app = FastAPI(title="pipetune agent", dependencies=[Depends(authorised)], lifespan=supervised)
 
@@ -203,7 +213,7 @@ def create_app(agent_config: AgentConfig, token: str, components: dict[str, Mana
 
     @app.get("/metrics")
     def prometheus_metrics() -> Response:
-        """Prometheus text format; scraped with the same bearer token (`authorization.credentials_file`)."""
+        """Prometheus text format; scraped with the metrics token (or the agent's), `authorization.credentials_file`."""
         return Response(generate_latest(metrics), media_type=CONTENT_TYPE_LATEST)
 
     return app

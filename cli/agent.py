@@ -13,19 +13,26 @@ from typer.core import TyperGroup
 
 from agents.config import AgentConfigError, load_agent_config
 from agents.filebeat_patch import InputSelector
-from agents.init import InitError, init
+from agents.init import METRICS_TOKEN, InitError, init
 from agents.service import create_app
 from cli.listening import INSECURE_HTTP, TLS_CERT, TLS_KEY, tls_options
 
 TOKEN_ENV = "PIPETUNE_AGENT_TOKEN"
 
 
+def _read_token(token_file: Path, flag: str) -> str:
+    try:
+        token = token_file.read_text().strip()
+    except OSError as err:
+        raise typer.BadParameter(f"cannot read {token_file}: {err.strerror}", param_hint=flag) from None
+    if not token:
+        raise typer.BadParameter(f"{token_file} is empty", param_hint=flag)
+    return token
+
+
 def _token(token_file: Path | None) -> str:
     if token_file is not None:
-        try:
-            return token_file.read_text().strip()
-        except OSError as err:
-            raise typer.BadParameter(f"cannot read {token_file}: {err.strerror}", param_hint="--token-file") from None
+        return _read_token(token_file, "--token-file")
     token = os.environ.get(TOKEN_ENV, "").strip()
     if not token:
         raise typer.BadParameter(f"set {TOKEN_ENV} or give --token-file", param_hint="--token-file")
@@ -35,18 +42,23 @@ def _token(token_file: Path | None) -> str:
 def agent_command(
     config: Path = typer.Option(..., "--config", help="agent.yaml: state dir, listen port, managed components"),
     token_file: Path | None = typer.Option(None, "--token-file", help=f"file holding the bearer token (else ${TOKEN_ENV})"),
+    metrics_token_file: Path | None = typer.Option(None, "--metrics-token-file",
+                                                   help="file holding a token that reads GET /metrics only"),
     tls_cert: Path | None = TLS_CERT,
     tls_key: Path | None = TLS_KEY,
     insecure_http: bool = INSECURE_HTTP,
 ) -> None:
     """Run the node agent: change Filebeat, Logstash and Kafka safely (validate, apply, health, roll back)."""
     token = _token(token_file)
+    metrics_token = _read_token(metrics_token_file, "--metrics-token-file") if metrics_token_file else None
+    if metrics_token == token:
+        raise typer.BadParameter("must differ from the agent's token", param_hint="--metrics-token-file")
     try:
         agent_config = load_agent_config(config)
     except AgentConfigError as err:
         raise typer.BadParameter(str(err), param_hint="--config") from None
     scheme, ssl = tls_options(agent_config.host, tls_cert, tls_key, insecure_http, "pipetune agent")
-    app = create_app(agent_config, token)
+    app = create_app(agent_config, token, metrics_token=metrics_token)
     typer.echo(f"pipetune agent: {len(agent_config.components)} components, "
                f"listening on {scheme}://{agent_config.host}:{agent_config.port}", err=True)
     uvicorn.run(app, host=agent_config.host, port=agent_config.port, log_level="warning", **ssl)
@@ -63,7 +75,7 @@ def init_command(
     kafka_bootstrap: str | None = typer.Option(None, "--kafka-bootstrap", help="HOST:PORT of the broker on this node"),
     out: Path = typer.Option(Path("pipetune-agent"), "--out", help="where agent.yaml, the token and the state go"),
 ) -> None:
-    """Look at what this node runs; write agent.yaml and a 0600 token; print what the agent will manage."""
+    """Look at what this node runs; write agent.yaml and 0600 tokens; print what the agent will manage."""
     selectors = [InputSelector(id=i) for i in input_id] + [InputSelector(path_glob=g) for g in input_path]
     try:
         agent_yaml, token, summary = init(out, filebeat_config, filebeat_binary, selectors,
@@ -73,7 +85,10 @@ def init_command(
         typer.echo(f"pipetune agent init: {err}", err=True)
         raise typer.Exit(2) from None
     typer.echo("\n".join(summary))
-    typer.echo(f"wrote {agent_yaml} and {token} (0600): pipetune agent run --config {agent_yaml} --token-file {token}")
+    metrics_token = token.with_name(METRICS_TOKEN)
+    typer.echo(f"wrote {agent_yaml}, {token} and {metrics_token} (0600, the second for Prometheus: it reads "
+               f"/metrics only): pipetune agent run --config {agent_yaml} --token-file {token} "
+               f"--metrics-token-file {metrics_token}")
 
 
 class _RunByDefault(TyperGroup):

@@ -19,6 +19,7 @@ import yaml
 from agents.client import AgentClient
 from agents import filebeat_adapter
 from agents.filebeat_render import input_selector, write_first_config
+from agents.init import METRICS_TOKEN
 from agents.kafka_broker import KafkaBrokerAdapter
 from agents.kafka_client import FILE as CONSUMER_PROPERTIES, KafkaConsumerAdapter
 from models.listening import is_loopback
@@ -40,6 +41,19 @@ def agent_dir(spec: PipelineSpec, node: NodeLayout | None = None) -> Path:
 
 def token_file(spec: PipelineSpec, node: NodeLayout | None = None) -> Path:
     return agent_dir(spec, node) / "token"
+
+
+def metrics_token_file(spec: PipelineSpec, node: NodeLayout | None = None) -> Path:
+    """The token Prometheus scrapes the agent with: it reads /metrics and nothing else."""
+    return agent_dir(spec, node) / METRICS_TOKEN
+
+
+def _write_secret(path: Path) -> None:
+    # Created 0600 before the secret is written, so it is never readable by others.
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(secrets.token_urlsafe(32) + "\n")
+    path.chmod(0o600)
 
 
 def agent_url(spec: PipelineSpec, node: NodeLayout | None = None) -> str:
@@ -88,17 +102,14 @@ def agent_service(spec: PipelineSpec, node: NodeLayout, filebeat_binary: Path, c
         path = node.canary_path if spec.agent.canary_file else node.log_path
         document["canary"] = {"path": str(path), "canary_eps": spec.agent.canary_eps, "node": node.name}
     (directory / "agent.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
-    token = token_file(spec, node)
-    # Created 0600 before the secret is written, so it is never readable by others.
-    fd = os.open(token, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
-        out.write(secrets.token_urlsafe(32) + "\n")
-    token.chmod(0o600)
+    token, metrics_token = token_file(spec, node), metrics_token_file(spec, node)
+    _write_secret(token)
+    _write_secret(metrics_token)
     # Another 127/8 address stands for another host, where the agent wants TLS; the testbed's hosts are
     # simulated on this machine's loopback, so plain HTTP (the agent warns at start) crosses no network.
     insecure = () if is_loopback(node.host) else ("--insecure-http",)
     argv = (sys.executable, "-m", "cli", "agent", "--config", str(directory / "agent.yaml"),
-            "--token-file", str(token), *insecure)
+            "--token-file", str(token), "--metrics-token-file", str(metrics_token), *insecure)
     return Service(spec.node_process(node, "agent"), argv, spec.resolved_run_dir(), env=checkout_env())
 
 

@@ -1,10 +1,10 @@
 """Prometheus (Debian's binary) run as a plain process that scrapes the probe and every node agent on loopback.
 
 The probe exports latency; the agent exports what is appended to the harvested log and not yet shipped,
-and re-exports Filebeat's JSON `/stats` (which Prometheus cannot scrape). The agent's /metrics takes its
-bearer token like every other request of it: Prometheus reads it from the token file (`credentials_file`,
-re-read at each scrape), so no endpoint of the agent answers without it. Each agent has its own token,
-hence a scrape job of its own; every series of an agent carries `node` (the node's name), as an
+and re-exports Filebeat's JSON `/stats` (which Prometheus cannot scrape). The agent's /metrics takes a
+bearer token like every other request of it: Prometheus reads the agent's metrics token, which reads
+/metrics and nothing else, from its file (`credentials_file`, re-read at each scrape). Each agent has its
+own tokens, hence a scrape job of its own; every series of an agent carries `node` (the node's name), as an
 operator's scrape config labels each node.
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from testbed.agent import token_file
+from testbed.agent import metrics_token_file
 from testbed.pipeline import NodeLayout, PipelineSpec
 from testbed.processes import Service
 
@@ -37,9 +37,10 @@ def render_prometheus_config(spec: PipelineSpec) -> str:
 
 
 def _agent_job(spec: PipelineSpec, node: NodeLayout) -> dict[str, object]:
-    """A scrape job for one node's agent, with that agent's token (jobs `pipetune-agent`, `pipetune-agent-node-2`)."""
+    """A scrape job for one node's agent, with that agent's metrics token (jobs `pipetune-agent`,
+    `pipetune-agent-node-2`)."""
     return {"job_name": spec.node_process(node, AGENT_JOB),
-            "authorization": {"type": "Bearer", "credentials_file": str(token_file(spec, node))},
+            "authorization": {"type": "Bearer", "credentials_file": str(metrics_token_file(spec, node))},
             "static_configs": [{"targets": [f"{node.host}:{node.agent_port}"], "labels": {"node": node.name}}]}
 
 

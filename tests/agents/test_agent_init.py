@@ -15,7 +15,7 @@ import pytest
 
 from agents.config import load_agent_config
 from agents.filebeat_patch import InputSelector
-from agents.init import InitError, go_seconds, init
+from agents.init import METRICS_TOKEN, InitError, go_seconds, init
 from models.space import ChangeCost
 
 GOLDEN = Path(__file__).parent / "golden" / "operator"
@@ -56,6 +56,9 @@ def test_init_writes_an_agent_yaml_the_agent_loads_with_the_files_values(node, t
                                "logstash.output.kafka.linger_ms": 50.0, "logstash.output.kafka.batch_size": 65536,
                                "logstash.output.kafka.compression_type": "lz4"}
     assert stat.S_IMODE(token.stat().st_mode) == 0o600 and len(token.read_text().strip()) >= 32
+    metrics_token = out / METRICS_TOKEN  # Prometheus's, which reads /metrics only
+    assert stat.S_IMODE(metrics_token.stat().st_mode) == 0o600
+    assert len(metrics_token.read_text().strip()) >= 32 and metrics_token.read_text() != token.read_text()
     text = "\n".join(summary)
     assert f"filebeat: {node / 'filebeat.yml'}, output.kafka" in text
     assert f"input nginx-access (filestream, {node / 'filebeat.yml'}:6)" in text

@@ -146,7 +146,7 @@ def test_filebeats_data_dir_is_found_as_filebeat_finds_it(tmp_path):
     assert filebeat_data_dir(config, [str(tmp_path / "bin" / "filebeat")]) == tmp_path / "bin" / "data"
 
 
-def test_the_agent_serves_its_sources_at_metrics_behind_its_token(tmp_path):
+def test_the_agent_serves_its_sources_at_metrics_behind_its_tokens_and_the_scrapers_changes_nothing(tmp_path):
     log = tmp_path / "logs" / "access.log"
     log.parent.mkdir()
     log.write_text("")
@@ -156,11 +156,17 @@ def test_the_agent_serves_its_sources_at_metrics_behind_its_token(tmp_path):
         "state_dir": str(tmp_path / "state"),
         "components": [{"name": "filebeat", "kind": "filebeat", "binary": "/usr/bin/filebeat", "config": str(config),
                         "inputs": [input_selector(layout)]}]})
-    client = TestClient(create_app(agent_config, TOKEN, components={}))
+    client = TestClient(create_app(agent_config, TOKEN, components={}, metrics_token="scraper's"))
     assert client.get("/metrics").status_code == 401
     assert client.get("/metrics", headers={"Authorization": "Bearer wrong"}).status_code == 403
     _append(log, _line(0) + _line(1))
-    answer = client.get("/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
+    answer = client.get("/metrics", headers={"Authorization": "Bearer scraper's"})
     assert answer.status_code == 200
+    assert client.get("/metrics", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200
+    # the scraper's token reads /metrics and changes nothing
+    refused = client.put("/components/filebeat/config", json={"version": 1, "params": {}},
+                         headers={"Authorization": "Bearer scraper's"})
+    assert refused.status_code == 403 and "reads GET /metrics only" in refused.text
+    assert client.get("/components", headers={"Authorization": "Bearer scraper's"}).status_code == 403
     assert f'pipetune_source_events_total{{path="{log}"}} 2.0' in answer.text
     assert f'pipetune_source_backlog_bytes{{path="{log}"}} {2 * len(_line(0))}.0' in answer.text
