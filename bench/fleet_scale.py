@@ -32,6 +32,7 @@ from threadpoolctl import threadpool_limits
 
 from bench.soak import rss_mib
 from controller.daemon import Daemon
+from controller.deployment import PoolSpec
 from controller.pipelines import ApplyReport, TwinPipeline
 from controller.ray_learner import start_ray
 from controller.rollout import CanaryPool, PoolWindow, TwinPoolWindows
@@ -127,7 +128,7 @@ def _pool(index: int, nodes: dict[str, TwinPipeline], args: argparse.Namespace, 
     cal, policy, start = load(args.calibration), Policy(), preset("defaults")
     pool = CanaryPool({name: TimedNode(node, fleet) for name, node in nodes.items()},
                       TimedWindows(TwinPoolWindows(nodes), fleet), plan_rollout(list(nodes), 1, 2),
-                      directory / "rollout.json")
+                      directory / "rollout.json", max_windows=PoolSpec.model_fields["canary_max_windows"].default)
     learner = tuning_learner(LearnerSetup("pipetune", policy, start, cal.topology, seed=index), remote=True)
     return Daemon(pool, TimedLearner(learner, learners), policy, window_s=args.window, store=StateStore(directory),
                   name=f"pool{index}")
