@@ -6,7 +6,9 @@ A pool of `--nodes` twin nodes (paper-2vcpu calibration) shares a diurnal load (
 ±40 % around `--rate`); each node's load is further off by its own uniform ±30 % noise, drawn afresh for
 every window. The same learner (pipetune's safe Bayesian learner, `controller.tuning_run.tuning_learner`,
 no twin screen) proposes a change every round; a round is a window of the incumbent (before), the change,
-a settle window, a window of the change (after), and a settle window after the decision. A round in which
+a settle window, a window of the change (after), two slots of a window each that only an unclear canary
+runs on (a deployment's `canary_max_windows` of 3; under the other rules the decided config runs them),
+and a settle window. A round in which
 a node of the pool is not steady in the before window (output off input by more than 10 %: it still drains
 what a restart left) tries nothing and tells the learner nothing; it lets the pool settle. A control not
 steady in the after window makes the canary's judgement void (not promoted). Three rules decide
@@ -15,6 +17,9 @@ whether the change is promoted (throughput and backlog must hold in all, `models
 - canary:         `judge_canary` on node 0 against the other nodes over the same windows (difference in
                   differences of P95, bootstrap interval widened by the controls' placebo spread, the
                   canary's before-window P95 within 15 % of the controls'): BETTER promotes to the pool;
+                  UNCLEAR runs one more window and judges all the canary's windows together, up to 3
+                  (the promotion steps are not judged one by one here: the twin nodes share a traffic shape);
+- canary, 1 window: the same, an unclear canary taken back after its first window (as before run 3);
 - before/after CI: `judge_canary` on one node with no controls (the same interval, no drift removed);
 - before/after:   one node, the after window's P95 below the before window's (what a sequential tuner does).
 
@@ -33,6 +38,7 @@ import json
 import math
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
@@ -41,8 +47,10 @@ from rich.console import Console
 from rich.table import Table
 
 from agents.probe.metrics import LATENCY_BUCKETS_S
+from controller.deployment import PoolSpec
 from controller.tuning_run import LearnerSetup, tuning_learner
 from models.canary import CanaryOutcome, LatencyHistogram, judge_canary
+from models.rollout import CanaryNext, canary_next
 from models.learning import Context
 from models.observation import Observation
 from models.policy import Policy
@@ -55,6 +63,7 @@ console = Console(width=80)
 WORSE_BY = 0.01  # fresh P95 of the promoted config more than 1 % above the replaced one's
 FRESH_WINDOWS = 3
 STEADY_WITHIN = 0.1
+CANARY_MAX_WINDOWS: int = PoolSpec.model_fields["canary_max_windows"].default  # a deployment's default
 
 
 @dataclass(frozen=True)
@@ -92,30 +101,43 @@ class Promotion:
     why: str
 
 
-# before and after windows of every node (the judged one first), seed -> whether to promote, and why
-Rule = Callable[[list[Window], list[Window], int], tuple[bool, str]]
+# before and after windows of every node (the judged one first), seed, and the next after window (None when
+# the round has no slot left) -> whether to promote, and why
+Rule = Callable[[list[Window], list[Window], int, Callable[[], list[Window] | None]], tuple[bool, str]]
 
 
-def canary_rule(before: list[Window], after: list[Window], seed: int) -> tuple[bool, str]:
-    if not all(steady(w.observation) for w in after[1:]):
-        return False, "a control was not steady in the after window"
-    judged = judge_canary(before[0].histogram, after[0].histogram, [w.histogram for w in before[1:]],
-                          [w.histogram for w in after[1:]], seed=seed)
-    return judged.outcome is CanaryOutcome.BETTER, judged.reason
+def canary_rule(before: list[Window], after: list[Window], seed: int,
+                more: Callable[[], list[Window] | None], max_windows: int = CANARY_MAX_WINDOWS) -> tuple[bool, str]:
+    """`judge_canary` against the controls; unclear, judged again with one more window over all the
+    canary's windows together, up to `max_windows` (`models.rollout.canary_next`), as `CanaryPool`."""
+    afters = [after]
+    while True:
+        if not all(steady(w.observation) for ws in afters for w in ws[1:]):
+            return False, "a control was not steady in an after window"
+        merged = [LatencyHistogram.merge(ws[i].histogram for ws in afters) for i in range(len(after))]
+        judged = judge_canary(before[0].histogram, merged[0], [w.histogram for w in before[1:]], merged[1:],
+                              seed=seed)
+        step = canary_next(judged.outcome, len(afters), max_windows)
+        nxt = more() if step is CanaryNext.EXTEND else None
+        if nxt is None:
+            return judged.outcome is CanaryOutcome.BETTER, f"{judged.reason} ({len(afters)} window(s))"
+        afters.append(nxt)
 
 
-def before_after_ci_rule(before: list[Window], after: list[Window], seed: int) -> tuple[bool, str]:
+def before_after_ci_rule(before: list[Window], after: list[Window], seed: int,
+                         more: Callable[[], list[Window] | None]) -> tuple[bool, str]:
     judged = judge_canary(before[0].histogram, after[0].histogram, [], [], seed=seed)
     return judged.outcome is CanaryOutcome.BETTER, judged.reason
 
 
-def before_after_rule(before: list[Window], after: list[Window], seed: int) -> tuple[bool, str]:
+def before_after_rule(before: list[Window], after: list[Window], seed: int,
+                      more: Callable[[], list[Window] | None]) -> tuple[bool, str]:
     p95 = [ws[0].observation.p95_s * 1e3 for ws in (before, after)]
     return p95[1] < p95[0], f"P95 {p95[0]:.1f} → {p95[1]:.1f} ms"
 
 
 RULES: dict[str, tuple[Rule, bool]] = {  # name -> (rule, whether it needs the whole pool)
-    "canary": (canary_rule, True), "before/after CI": (before_after_ci_rule, False),
+    "canary": (canary_rule, True), "canary, 1 window": (partial(canary_rule, max_windows=1), True), "before/after CI": (before_after_ci_rule, False),
     "before/after": (before_after_rule, False)}
 
 
@@ -147,14 +169,17 @@ def run_rule(rule: Rule, nodes: int, cal: Calibration, load: FleetLoad, rounds: 
     """The learner's rounds under `rule`: the promotions, the final incumbent, and judge seconds per call."""
     policy, incumbent = Policy(), preset("defaults")
     learner = tuning_learner(LearnerSetup("pipetune", policy, incumbent, cal.topology, seed), remote=False)
-    segments = [window_s] + [window_s, settle_s, window_s, settle_s] * rounds
+    # a round: before, settle, after, the slots an unclear canary may run on, settle after the decision
+    extra = CANARY_MAX_WINDOWS - 1
+    segments = [window_s] + ([window_s, settle_s, window_s] + [window_s] * extra + [settle_s]) * rounds
     edges = np.concatenate([[0.0], np.cumsum(segments)])
     fleet = Fleet(nodes, incumbent, cal, load, np.append(edges, edges[-1] + 120.0), seed)
     previous = fleet.window(0.0, window_s)[0].observation
     promotions: list[Promotion] = []
     judge_s: list[float] = []
+    per_round = 4 + extra
     for r in range(rounds):
-        t0, t1, t2, t3, t4 = edges[1 + 4 * r: 6 + 4 * r]
+        t0, t1, t2, t3, *slots = edges[1 + per_round * r: 2 + per_round * (r + 1)]
         before = fleet.window(t0, t1)
         candidate, trying = incumbent, all(steady(w.observation) for w in before)
         if trying:
@@ -167,21 +192,28 @@ def run_rule(rule: Rule, nodes: int, cal: Calibration, load: FleetLoad, rounds: 
             fleet.twins[0].apply(candidate)
         settled = fleet.window(t1, t2)[0].observation
         after = fleet.window(t2, t3)
+        ends = [t3, *slots[:-1]]  # the after window's end, then each extra slot's
+
+        def more() -> list[Window] | None:
+            if len(ends) == 1:
+                return None
+            start = ends.pop(0)
+            return fleet.window(start, ends[0])
         if trying:
             verdict = judge(after[0].observation, policy, candidate, settled)
             learner.tell(candidate, Context(after[0].observation.offered_eps, incumbent), after[0].observation,
                          verdict)
             started = time.perf_counter()
-            better, why = rule(before, after, seed * 1000 + r)
+            better, why = rule(before, after, seed * 1000 + r, more)
             judge_s.append(time.perf_counter() - started)
             if verdict.ok and better:
-                promotions.append(Promotion(float(t2), incumbent, candidate, why))
+                promotions.append(Promotion(float(ends[0]), incumbent, candidate, why))
                 for twin in fleet.twins[1:]:
                     twin.apply(candidate)
                 incumbent = candidate
             else:
                 fleet.twins[0].apply(incumbent)
-        previous = fleet.window(t3, t4)[0].observation
+        previous = fleet.window(ends[0], slots[-1])[0].observation  # the slots left, and the settle window
     return promotions, incumbent, judge_s
 
 
@@ -201,7 +233,7 @@ def side_by_side(configs: list[Config], cal: Calibration, rate_eps: float, windo
 def measure(seeds: int, rounds: int, nodes: int, rate_eps: float, window_s: float, settle_s: float,
             calibration: str) -> dict:
     cal = load(calibration)
-    period_s = window_s + rounds * (2 * window_s + 2 * settle_s)
+    period_s = window_s + rounds * ((2 + CANARY_MAX_WINDOWS - 1) * window_s + 2 * settle_s)
     fleet_load = FleetLoad(rate_eps, 0.4, 0.3, period_s)
     results: dict = {name: {"promotions": [], "final_gain": [], "judge_ms": []} for name in RULES}
     for seed in range(seeds):

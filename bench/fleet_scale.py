@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import multiprocessing
 import statistics
 import tempfile
@@ -32,6 +33,7 @@ from threadpoolctl import threadpool_limits
 
 from bench.soak import rss_mib
 from controller.daemon import Daemon
+from controller.deployment import PoolSpec
 from controller.pipelines import ApplyReport, TwinPipeline
 from controller.ray_learner import start_ray
 from controller.rollout import CanaryPool, PoolWindow, TwinPoolWindows
@@ -115,11 +117,16 @@ class SizeResult:
     twins_mib: float
 
 
+MAX_WINDOWS: int = PoolSpec.model_fields["canary_max_windows"].default  # a deployment's default
+
+
 def _twins(index: int, size: int, args: argparse.Namespace) -> dict[str, TwinPipeline]:
-    """Pool `index`'s twin nodes; their traffic outlasts the warm-up, the rounds and a settle window each."""
+    """Pool `index`'s twin nodes; their traffic outlasts the warm-up and the rounds, each at most an unclear
+    canary's windows, a settle and a judged window per promotion step (of 2 nodes), a settle and a baseline."""
     cal = load(args.calibration)
+    per_round = MAX_WINDOWS + 2 * math.ceil((size - 1) / 2) + 2
     return {f"pool{index}-node{i + 1}": twin_pipeline(preset("defaults"), cal, WorkloadSpec(
-        "steady", args.rate, seed=index * 1000 + i), 2 * (args.rounds + 1), args.window) for i in range(size)}
+        "steady", args.rate, seed=index * 1000 + i), per_round * (args.rounds + 1), args.window) for i in range(size)}
 
 
 def _pool(index: int, nodes: dict[str, TwinPipeline], args: argparse.Namespace, directory: Path, fleet: Stopwatch,
@@ -127,7 +134,7 @@ def _pool(index: int, nodes: dict[str, TwinPipeline], args: argparse.Namespace, 
     cal, policy, start = load(args.calibration), Policy(), preset("defaults")
     pool = CanaryPool({name: TimedNode(node, fleet) for name, node in nodes.items()},
                       TimedWindows(TwinPoolWindows(nodes), fleet), plan_rollout(list(nodes), 1, 2),
-                      directory / "rollout.json")
+                      directory / "rollout.json", max_windows=MAX_WINDOWS)
     learner = tuning_learner(LearnerSetup("pipetune", policy, start, cal.topology, seed=index), remote=True)
     return Daemon(pool, TimedLearner(learner, learners), policy, window_s=args.window, store=StateStore(directory),
                   name=f"pool{index}")

@@ -208,7 +208,8 @@ class Daemon:
                             action=choice.action, recommendation=recommendation, predicted=choice.predicted,
                             reason="; ".join([choice.reason, *offset_warnings(self.clock_offsets)]),
                             guardrail=verdict.messages,
-                            incumbent_p95_s=self.incumbent.p95_s if self.incumbent else None)
+                            incumbent_p95_s=self.incumbent.p95_s if self.incumbent else None,
+                            rollout=self.pipeline.rollout() if isinstance(self.pipeline, Rollout) else None)
         if target != config:
             try:
                 self._apply(config, target, decision)

@@ -73,6 +73,8 @@ class PoolSpec(_Spec):
     canary_nodes: int = Field(default=1, ge=1, description="nodes a candidate goes to first; fewer than the "
                                                            "pool's nodes when it has more than one")
     max_unavailable: int = Field(default=1, ge=1, description="nodes restarting at once during a promotion")
+    canary_max_windows: int = Field(default=3, ge=1, le=10, description="windows a canary runs at most while its "
+                                    "judgement is unclear, judged again over all of them after each")
 
 
 class StartConfig(_Spec):
@@ -222,7 +224,8 @@ def pool_pipeline(deployment: Deployment, pool: PoolSpec, directory: Path) -> Li
     base = deployment.config.config()
     nodes = {agent.node: LivePipeline([agent], pipeline.telemetry, base) for agent in pipeline.agents}
     plan = plan_rollout(pool.nodes, pool.canary_nodes, pool.max_unavailable)
-    return CanaryPool(nodes, LivePoolWindows(pipeline, pipeline.telemetry), plan, directory / "rollout.json")
+    return CanaryPool(nodes, LivePoolWindows(pipeline, pipeline.telemetry), plan, directory / "rollout.json",
+                      max_windows=pool.canary_max_windows)
 
 
 def pool_pipelines(deployment: Deployment, directory: Path) -> list[tuple[PoolDir, LivePipeline | CanaryPool]]:

@@ -4,22 +4,29 @@ A candidate goes to the plan's canary nodes only; the pool's other nodes keep th
 are the controls. The next full window judges it (`models.canary.judge_canary`): the change of the
 canary's P95 against the window before the change, minus the same change on the controls over the same
 windows, with its interval. Load that moves the whole pool cancels out of that comparison.
+- Unclear: the canary runs one more window and is judged again over all its windows together, up to
+  `canary_max_windows` (a deployment's pool setting); still unclear after them, it is taken back.
 - Better: promoted to the other nodes in the plan's steps (at most `max_unavailable` at once). Each
   node's change goes through its agent, which checks health and rolls back what fails: such a node
-  stays on the promoted config alone, the others keep the candidate.
-- Worse or unclear: the canary nodes go back to the promoted config.
+  stays on the promoted config alone, the others keep the candidate. Each step is judged on its own
+  window too (`models.canary.judge_step`): a newly promoted node's P95 change against the nodes whose
+  config held. The canary's traffic is not every node's: a node clearly worse takes the whole
+  promotion back (every node to the previous config); an unclear one goes on, as the canary showed the
+  candidate better.
+- Worse: the canary nodes go back to the promoted config.
 A config the pool ran in full before (the one a run started from, an incumbent measured again, a
-rollback) was judged then: it goes to every node at once, in the same steps.
+rollback) was judged then: it goes to every node at once, in the same steps, not judged again.
 Either way the daemon sees the candidate as the config of the window that judged it, and the learner
 is told the measured effect, not a raw window: the window's P95 is the canary's, scaled by how the
-controls' P95 moved since the window before the change (an unclear effect counts as none), with the
-standard deviation the judgement's interval implies (`Observation.p95_sd_s`). A window
-that follows a restart only settles the canary and judges nothing. After a judgement the pool measures
-one window of every node on the promoted config (after a settle window when that took a restart): the
-next candidate's baseline.
+controls' P95 moved since the window before the change, with the standard deviation the judgement's
+interval implies (`Observation.p95_sd_s`); a promotion taken back is told worse by the share the
+worst node's P95 rose. A window that follows a restart only settles the canary (or a step) and judges
+nothing. After a judgement the pool measures one window of every node on the promoted config (after a
+settle window when that took a restart): the next candidate's baseline.
 
 Each node's version and state are written to the state file after every step, so a restarted daemon
-finishes a promotion that was judged better and reverts a canary that was not judged yet.
+finishes a promotion that was judged better (its remaining steps are not judged one by one) and reverts
+a canary that was not judged yet, however many windows it had run.
 """
 
 from __future__ import annotations
@@ -40,9 +47,9 @@ from controller.daemon import NodeVersions
 from controller.pipelines import ApplyReport, PipelineUnavailable, TwinPipeline
 from controller.state import NodeRolloutReport, RolloutReport
 from controller.telemetry import PrometheusTelemetry
-from models.canary import CanaryJudgement, CanaryOutcome, LatencyHistogram, judge_canary
+from models.canary import CanaryJudgement, CanaryOutcome, LatencyHistogram, judge_canary, judge_step, merge_windows
 from models.observation import Observation
-from models.rollout import NodeState, NodeVersion, RolloutPlan
+from models.rollout import CanaryNext, NodeState, NodeVersion, RolloutPlan, canary_next
 from models.space import Config
 
 
@@ -98,9 +105,12 @@ class CanaryPool:
     """The `Pipeline` seam over a pool of two or more nodes, every change canary first."""
 
     def __init__(self, nodes: Mapping[str, NodeConfig], windows: PoolWindows, plan: RolloutPlan,
-                 state_file: Path | None = None, *, confidence: float = 0.95) -> None:
+                 state_file: Path | None = None, *, max_windows: int, confidence: float = 0.95) -> None:
         if not plan.steps:
             raise ValueError("plan: a canary pool needs control nodes besides its canaries")
+        if max_windows < 1:
+            raise ValueError(f"canary_max_windows: {max_windows} is below 1")
+        self.max_windows = max_windows
         self.nodes = dict(nodes)
         self.windows = windows
         self.plan = plan
@@ -109,6 +119,8 @@ class CanaryPool:
         self._before: PoolWindow | None = None  # the last window observed: the baseline of a new canary
         self._settling = False  # the candidate restarted the canary: its first window is not judged
         self._judged: Config | None = None  # the candidate the last window judged: in force for that window
+        # the last promotion's step judgements: node -> its judgement and its P95 before its step
+        self._step_judgements: dict[str, tuple[CanaryJudgement, float]] = {}
         started = dict(self.nodes[plan.canary[0]].current())
         self.state = self._load() or RolloutState(started, known=[started])
         if not self.state.nodes:
@@ -150,7 +162,8 @@ class CanaryPool:
         return ApplyReport(True, config, pause_s, f"on canary {', '.join(self.plan.canary)}")
 
     def observe(self, seconds: float) -> Observation:
-        """Measure the pool; a canary's first full window decides it (promote or take back)."""
+        """Measure the pool; a canary's first full window decides it (promote or take back), or, unclear,
+        one more window at a time up to `max_windows`, each judged over all the canary's windows."""
         self._judged = None
         window = self.windows.observe(seconds)
         before, self._before = self._before, window
@@ -160,11 +173,14 @@ class CanaryPool:
             self._settling = False
             self._before = before  # still the baseline: this window was the canary's restart
             return window.observation
-        judgement = self._judge(before, window)
+        judgement, after = self._judge_windows(before, window, seconds)
         self._judged = Config(self.state.candidate)
         self.state.judgement = judgement.reason
+        told = (self._told_p95_s(judgement, before, after), self._told_sd_s(judgement))
         if judgement.outcome is CanaryOutcome.BETTER:
-            changed = self._promote()
+            changed, taken_back = self._promote(seconds, after)
+            if taken_back:
+                told = self._told_worse(_p95(before, self.plan.canary))
         else:
             changed = self._revert_canary(f"{judgement.outcome}: {judgement.reason}")
         # The next candidate's baseline is a window in which every node runs the promoted config, settled:
@@ -175,22 +191,37 @@ class CanaryPool:
         # The told P95 is the candidate's at the load of the window before the change: so are the load and the
         # throughput (at the judged window's ratio), or the daemon would read a load move into it.
         offered_eps = before.observation.offered_eps
-        return replace(window.observation, p95_s=self._told_p95_s(judgement, before, window), offered_eps=offered_eps,
-                       throughput_eps=window.observation.throughput_ratio * offered_eps,
-                       p95_sd_s=self._told_sd_s(judgement))
+        return replace(after.observation, p95_s=told[0], offered_eps=offered_eps,
+                       throughput_eps=after.observation.throughput_ratio * offered_eps, p95_sd_s=told[1])
+
+    def _judge_windows(self, before: PoolWindow, first: PoolWindow, seconds: float
+                       ) -> tuple[CanaryJudgement, PoolWindow]:
+        """The canary's judgement over its windows since `before`, one more each time it is unclear (up to
+        `max_windows`), and those windows as one (each node's histograms summed; the last one's observation)."""
+        windows = [first]
+        while True:
+            after = PoolWindow(windows[-1].observation, merge_windows([w.latency for w in windows]))
+            judgement = self._judge(before, after)
+            if canary_next(judgement.outcome, len(windows), self.max_windows) is not CanaryNext.EXTEND:
+                return judgement, after
+            self.state.judgement = f"unclear over {len(windows)} window(s), judged again with one more: " \
+                                   f"{judgement.reason}"
+            self._save()
+            try:
+                windows.append(self.windows.observe(seconds))
+            except PipelineUnavailable as err:  # judged on what was read: unclear, so taken back
+                return replace(judgement, reason=f"{judgement.reason} (window {len(windows) + 1} unread: {err})"), \
+                    after
 
     def _told_p95_s(self, judgement: CanaryJudgement, before: PoolWindow, after: PoolWindow) -> float:
         """The candidate's P95 at the load of the window before it: the canary's P95 scaled by how the
-        controls' P95 moved (load acts as a factor, and a P95 stays positive). An effect the interval cannot
-        tell from none counts as none, so noise never makes the candidate the daemon's incumbent."""
-        def p95(window: PoolWindow, nodes: tuple[str, ...] | list[str]) -> float:
-            return LatencyHistogram.merge(window.latency[n] for n in nodes).quantile_s()
+        controls' P95 moved (load acts as a factor, and a P95 stays positive). An unclear effect is told as
+        measured too, with its wide spread (`_told_sd_s`): told none, a learner takes its search for done.
+        The daemon takes as its incumbent only what the pool promoted, so noise never makes one."""
         if not math.isfinite(judgement.effect_s):
             return after.observation.p95_s
-        if judgement.outcome is CanaryOutcome.UNCLEAR:
-            return p95(before, self.plan.canary)
         controls = self._controls()
-        return p95(after, self.plan.canary) * p95(before, controls) / p95(after, controls)
+        return _p95(after, self.plan.canary) * _p95(before, controls) / _p95(after, controls)
 
     def _told_sd_s(self, judgement: CanaryJudgement) -> float | None:
         """How sure the told P95 is: the standard deviation its interval implies (a normal one of the same
@@ -218,7 +249,8 @@ class CanaryPool:
         """Where the pool's rollout stands: its phase, the promoted version, each node's, the last judgement."""
         return RolloutReport(phase=str(self.state.phase), promoted_version=self.state.version,
                              judgement=self.state.judgement,
-                             nodes={v.node: NodeRolloutReport(version=v.version, state=str(v.state))
+                             nodes={v.node: NodeRolloutReport(version=v.version, state=str(v.state),
+                                                              judgement=v.judgement)
                                     for v in self.state.nodes})
 
     def _order(self) -> list[str]:
@@ -228,6 +260,7 @@ class CanaryPool:
         return [node for step in self.plan.steps for node in step]
 
     def _judge(self, before: PoolWindow, after: PoolWindow) -> CanaryJudgement:
+        """The canary nodes against the controls from `before` to `after`."""
         missing = sorted({n for window in (before, after) for n in self._order() if n not in window.latency})
         if missing:
             return CanaryJudgement(CanaryOutcome.UNCLEAR, math.nan, math.nan, math.nan,
@@ -239,11 +272,27 @@ class CanaryPool:
                             [before.latency[n] for n in self._controls()], [after.latency[n] for n in self._controls()],
                             confidence=self.confidence, seed=self.state.version)
 
-    def _promote(self) -> dict[str, ApplyReport]:
+    def _promote(self, seconds: float, judged: PoolWindow) -> tuple[dict[str, ApplyReport], bool]:
+        """The candidate to the other nodes step by step, each step judged on a window of its own (the first
+        against the `judged` one): the reports of every change, and whether a step took the promotion back."""
         self.state.phase = Phase.PROMOTING
         self._set(self.plan.canary, self.state.version + 1, NodeState.PROMOTED)
         self._set(self._controls(), self.state.version, NodeState.PENDING)
-        return self._finish_promotion()
+        reports = self._finish_promotion(seconds, judged)
+        if self.state.phase is Phase.STEADY:
+            return reports, False
+        return reports | self._roll_back_promotion(), True
+
+    def _told_worse(self, replaced_p95_s: float) -> tuple[float, float | None]:
+        """A promotion taken back: the candidate's P95 is the replaced config's at the canary's load before
+        the change (`replaced_p95_s`), risen by the share the worst node's rose net of the controls, with
+        the spread of that node's interval in the same proportion. Worse than what it replaced, as on the
+        node it hurt: the canary's gain is not the pool's."""
+        judgement, node_p95_s = max((j for j in self._step_judgements.values() if j[0].outcome is CanaryOutcome.WORSE),
+                                    key=lambda j: j[0].effect_s / j[1])
+        sd = self._told_sd_s(judgement)
+        scale = replaced_p95_s / node_p95_s
+        return replaced_p95_s + judgement.effect_s * scale, None if sd is None else sd * scale
 
     def _roll_out_known(self, config: Config) -> ApplyReport:
         """A config the pool ran before (judged then) goes to every node, in the plan's steps."""
@@ -255,20 +304,69 @@ class CanaryPool:
         return ApplyReport(not failed, config, pause_s, f"not on every node ({failed})" if failed else
                            f"a config the pool ran before, on every node (version {self.state.version})")
 
-    def _finish_promotion(self) -> dict[str, ApplyReport]:
-        """The candidate on every node still pending, step by step; the pool's promoted config then."""
+    def _finish_promotion(self, seconds: float | None = None, last: PoolWindow | None = None
+                          ) -> dict[str, ApplyReport]:
+        """The candidate on every node still pending, step by step; the pool's promoted config then. Given
+        `seconds` and the `last` window before the first step, each step is judged on the window after it
+        (after a settle window when it restarted); a node clearly worse stops the promotion, its phase left
+        PROMOTING for `_roll_back_promotion`."""
         candidate, version = Config(self.state.candidate), self.state.version + 1
         reports: dict[str, ApplyReport] = {}
+        self._step_judgements.clear()
         for step in (self.plan.canary, *self.plan.steps):
             pending = [n for n in step if self._record(n).state is NodeState.PENDING]
-            for node, report in self._change(pending, candidate).items():
+            changed = self._change(pending, candidate)
+            for node, report in changed.items():
                 # the agent rolled a node that failed its health check back: it stays on the promoted config
                 self._set([node], version if report.ok else self.state.version,
                           NodeState.PROMOTED if report.ok else NodeState.ROLLED_BACK)
                 reports[node] = report
+            promoted = [n for n, r in changed.items() if r.ok]
+            if seconds is None or last is None or not promoted:
+                continue
+            if any(r.pause_s > 0 for r in changed.values()):
+                self.windows.observe(seconds)
+            window = self.windows.observe(seconds)
+            if self._judge_step(last, window, promoted, [n for n in step if n not in promoted]):
+                return reports
+            last = window
         known = [c for c in self.state.known if c != dict(candidate)][-(KNOWN_CONFIGS - 1):]
         self.state = replace(self.state, promoted=dict(candidate), version=version, candidate=None,
                              phase=Phase.STEADY, known=[*known, dict(candidate)])
+        self._save()
+        return reports
+
+    def _judge_step(self, before: PoolWindow, after: PoolWindow, promoted: list[str], changed: list[str]) -> bool:
+        """Judge each node `promoted` by a step against the nodes whose config held (none of the step's
+        `changed` ones, nor a failed one); record each; whether any is clearly worse."""
+        held = [n for n in self._order() if n not in promoted and n not in changed
+                and self._record(n).state is not NodeState.FAILED]
+        judged = judge_step(before.latency, after.latency, promoted, held, confidence=self.confidence,
+                            seed=self.state.version)
+        for node, judgement in judged.items():
+            record = self._record(node)
+            self._set([node], record.version, record.state, f"{judgement.outcome}: {judgement.reason}")
+            self._step_judgements[node] = (judgement, before.latency[node].quantile_s())
+        worse = [n for n, j in judged.items() if j.outcome is CanaryOutcome.WORSE]
+        if worse:
+            self.state.judgement = (f"promotion taken back: {', '.join(worse)} worse after its step ("
+                                    + "; ".join(f"{n}: {judged[n].reason}" for n in worse) + ")")
+        return bool(worse)
+
+    def _roll_back_promotion(self) -> dict[str, ApplyReport]:
+        """Every node that took the candidate back on the promoted config, in the plan's steps (at most
+        `max_unavailable` restarting at once): a step showed it worse."""
+        promoted = Config(self.state.promoted)
+        reports: dict[str, ApplyReport] = {}
+        for step in (self.plan.canary, *self.plan.steps):
+            for node, report in self._change([n for n in step if self._record(n).state is NodeState.PROMOTED],
+                                             promoted).items():
+                self._set([node], self.state.version, NodeState.ROLLED_BACK if report.ok else NodeState.FAILED,
+                          self._record(node).judgement)
+                reports[node] = report
+        pending = [v.node for v in self.state.nodes if v.state is NodeState.PENDING]
+        self._set(pending, self.state.version, NodeState.PROMOTED)  # never left the promoted config
+        self.state.candidate, self.state.phase = None, Phase.STEADY
         self._save()
         return reports
 
@@ -304,8 +402,9 @@ class CanaryPool:
     def _record(self, node: str) -> NodeVersion:
         return next(v for v in self.state.nodes if v.node == node)
 
-    def _set(self, nodes: list[str] | tuple[str, ...], version: int, state: NodeState) -> None:
-        self.state.nodes = [NodeVersion(v.node, version, state) if v.node in nodes else v for v in self.state.nodes]
+    def _set(self, nodes: list[str] | tuple[str, ...], version: int, state: NodeState, judgement: str = "") -> None:
+        self.state.nodes = [NodeVersion(v.node, version, state, judgement) if v.node in nodes else v
+                            for v in self.state.nodes]
         self._save()
 
     def _save(self) -> None:
@@ -320,8 +419,13 @@ class CanaryPool:
         if self.state_file is None or not self.state_file.exists():
             return None
         doc = json.loads(self.state_file.read_text())
-        nodes = [NodeVersion(v["node"], v["version"], NodeState(v["state"])) for v in doc.pop("nodes")]
+        nodes = [NodeVersion(v["node"], v["version"], NodeState(v["state"]), v.get("judgement", ""))
+                 for v in doc.pop("nodes")]
         return RolloutState(**{**doc, "phase": Phase(doc["phase"]), "nodes": nodes})
+
+
+def _p95(window: PoolWindow, nodes: tuple[str, ...] | list[str]) -> float:
+    return LatencyHistogram.merge(window.latency[n] for n in nodes).quantile_s()
 
 
 class LivePoolWindows:

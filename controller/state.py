@@ -62,6 +62,21 @@ class Action(StrEnum):
     REVERT = "revert"  # stopping with --on-exit revert: the config the daemon started from is back
 
 
+class NodeRolloutReport(BaseModel):
+    version: int = Field(description="the pool's config version the node runs")
+    state: str = Field(description="pending, canary, promoted, rolled_back or failed")
+    judgement: str = Field(default="", description="what the window after its promotion step said of it")
+
+
+class RolloutReport(BaseModel):
+    """A pool's canary rollout: a candidate goes to the canary nodes first, then to the rest in steps."""
+
+    phase: str = Field(description="steady, canary (a candidate being judged) or promoting")
+    promoted_version: int
+    judgement: str = Field(description="the last canary judgement, or why a canary was taken back")
+    nodes: dict[str, NodeRolloutReport]
+
+
 class Decision(BaseModel):
     """One step of the loop, as the decision log records it."""
 
@@ -80,6 +95,8 @@ class Decision(BaseModel):
     guardrail: list[str] = Field(default_factory=list, description="guardrails the window breached")
     incumbent_p95_s: float | None = None
     pause_s: float = 0.0
+    rollout: RolloutReport | None = Field(default=None, description="a pool of several nodes: its rollout as "
+                                                                      "the window's judgement left it")
 
 
 class IncumbentReport(BaseModel):
@@ -121,20 +138,6 @@ class ClockOffsetReport(BaseModel):
     error_s: float = Field(description="half the round trip it was measured over: the true offset is within")
     measured_at: float
     warning: str | None = Field(None, description="set above 50 ms: latencies from this node are corrected by it")
-
-
-class NodeRolloutReport(BaseModel):
-    version: int = Field(description="the pool's config version the node runs")
-    state: str = Field(description="pending, canary, promoted, rolled_back or failed")
-
-
-class RolloutReport(BaseModel):
-    """A pool's canary rollout: a candidate goes to the canary nodes first, then to the rest in steps."""
-
-    phase: str = Field(description="steady, canary (a candidate being judged) or promoting")
-    promoted_version: int
-    judgement: str = Field(description="the last canary judgement, or why a canary was taken back")
-    nodes: dict[str, NodeRolloutReport]
 
 
 class Status(BaseModel):

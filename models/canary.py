@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -177,6 +177,43 @@ def judge_canary(canary_before: LatencyHistogram, canary_after: LatencyHistogram
     reason = (f"P95 canary {ms['canary_before']} → {ms['canary_after']} ms, {controls}: effect {effect * 1e3:+.1f} "
               f"ms, {confidence:.0%} interval {low * 1e3:+.1f} .. {high * 1e3:+.1f} ms")
     return CanaryJudgement(outcome, effect, low, high, reason)
+
+
+def merge_windows(windows: Sequence[Mapping[str, LatencyHistogram]]) -> dict[str, LatencyHistogram]:
+    """Several consecutive windows of a pool as one: each node's histograms summed, for the nodes that have
+    one in every window (a canary judged again over all its windows together)."""
+    if not windows:
+        raise ValueError("windows: nothing to merge")
+    nodes = [n for n in windows[0] if all(n in w for w in windows[1:])]
+    return {n: LatencyHistogram.merge(w[n] for w in windows) for n in nodes}
+
+
+def judge_step(before: Mapping[str, LatencyHistogram], after: Mapping[str, LatencyHistogram],
+               changed: Sequence[str], held: Sequence[str], *, confidence: float = 0.95,
+               seed: int = 0) -> dict[str, CanaryJudgement]:
+    """Each node of a promotion step, judged as a canary of its own: its P95 change from the window before
+    its step (`before`) to the window after (`after`), minus the same change on the `held` nodes, whose
+    config did not change between the two windows.
+
+    The held nodes are every other node whose config held: those not promoted yet (the previous config in
+    both windows) and those promoted in earlier steps with the canary (the candidate in both). Either kind
+    moved only with the load, which is what a control is for, and taking both gives a step more controls,
+    so a placebo spread from the first step of a pool of three nodes on, and the last step (nothing left
+    unpromoted) the same rule. The baseline gap of `judge_canary` is not checked: a step's node may carry
+    traffic of another level than the controls (a flash sale), and on the last step the controls already
+    run the better candidate; only the changes are compared. A node without a histogram in both windows
+    is UNCLEAR."""
+    controls = [n for n in held if n in before and n in after]
+    out = {}
+    for i, node in enumerate(changed):
+        if node not in before or node not in after:
+            out[node] = CanaryJudgement(CanaryOutcome.UNCLEAR, math.nan, math.nan, math.nan,
+                                        f"no latency of {node} in the windows around its step")
+            continue
+        out[node] = judge_canary(before[node], after[node], [before[n] for n in controls],
+                                 [after[n] for n in controls], confidence=confidence, seed=seed + i,
+                                 max_baseline_gap=math.inf)
+    return out
 
 
 def _placebos(before: list[LatencyHistogram], after: list[LatencyHistogram]) -> list[float]:

@@ -1,8 +1,9 @@
 """A pool's rollout of a new config: the canary nodes first, then the rest in steps, and each node's record.
 
-`plan_rollout` says which nodes take a candidate and in which order; `NodeVersion` is what the daemon
-persists per node (which config version it runs, and where that node stands in the rollout), so that a
-restart in the middle of a promotion knows what each node runs and can finish or revert it.
+`plan_rollout` says which nodes take a candidate and in which order; `canary_next` what a canary's
+judgement leads to; `NodeVersion` is what the daemon persists per node (which config version it runs,
+and where that node stands in the rollout), so that a restart in the middle of a promotion knows what
+each node runs and can finish or revert it.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Sequence
+
+from models.canary import CanaryOutcome
 
 
 class NodeState(StrEnum):
@@ -22,11 +25,13 @@ class NodeState(StrEnum):
 
 @dataclass(frozen=True)
 class NodeVersion:
-    """Which config version `node` runs and where it stands in the pool's rollout."""
+    """Which config version `node` runs and where it stands in the pool's rollout; `judgement`: what its
+    promotion step's window said of it (empty for a node not judged on its own)."""
 
     node: str
     version: int
     state: NodeState
+    judgement: str = ""
 
     def __post_init__(self) -> None:
         if not self.node:
@@ -64,3 +69,23 @@ def plan_rollout(nodes: Sequence[str], canary_nodes: int, max_unavailable: int) 
     rest = names[canary_nodes:]
     return RolloutPlan(names[:canary_nodes],
                        tuple(rest[i:i + max_unavailable] for i in range(0, len(rest), max_unavailable)))
+
+
+class CanaryNext(StrEnum):
+    PROMOTE = "promote"
+    EXTEND = "extend"  # unclear: the canary runs one more window and is judged again over all of them
+    ROLL_BACK = "roll_back"
+
+
+def canary_next(outcome: CanaryOutcome, windows: int, max_windows: int) -> CanaryNext:
+    """What a canary judged `outcome` over its first `windows` windows leads to: better is promoted, worse
+    rolled back, unclear judged again with one more window until `max_windows` (as Kayenta's canary
+    analysis runs several intervals): noise that hides an effect in one window shrinks over more, and
+    only a canary still unclear after them is rolled back."""
+    if not 1 <= windows <= max_windows:
+        raise ValueError(f"windows: {windows} is outside 1..{max_windows} (max_windows)")
+    if outcome is CanaryOutcome.BETTER:
+        return CanaryNext.PROMOTE
+    if outcome is CanaryOutcome.UNCLEAR and windows < max_windows:
+        return CanaryNext.EXTEND
+    return CanaryNext.ROLL_BACK

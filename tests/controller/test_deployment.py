@@ -68,6 +68,7 @@ def test_without_pools_every_node_is_in_the_pool_default(tmp_path):
     deployment = load_deployment(_write(tmp_path))
     (pool,) = deployment.pool_specs()
     assert (pool.name, pool.nodes, pool.canary_nodes, pool.max_unavailable) == ("default", ["edge-1"], 1, 1)
+    assert pool.canary_max_windows == 3
     assert "pools" not in (tmp_path / "deployment.yaml").read_text()
 
 
@@ -99,6 +100,10 @@ def test_pools_group_the_nodes_and_each_pipeline_asks_only_its_own(tmp_path):
      "pools.0.canary_nodes: Input should be greater than or equal to 1"),
     ([{"name": "edge", "nodes": ["node-1", "node-2", "node-3"], "max_unavailable": 0}],
      "pools.0.max_unavailable: Input should be greater than or equal to 1"),
+    ([{"name": "edge", "nodes": ["node-1", "node-2", "node-3"], "canary_max_windows": 0}],
+     "pools.0.canary_max_windows: Input should be greater than or equal to 1"),
+    ([{"name": "edge", "nodes": ["node-1", "node-2", "node-3"], "canary_max_windows": 11}],
+     "pools.0.canary_max_windows: Input should be less than or equal to 10"),
     ([{"name": "edge pool", "nodes": ["node-1", "node-2", "node-3"]}], "pools.0.name: String should match pattern"),
     ([{"name": "edge", "nodes": []}], "pools.0.nodes: List should have at least 1 item"),
     ([], "pools: List should have at least 1 item"),

@@ -16,6 +16,7 @@ import pytest
 from controller.daemon import Daemon
 from controller.pipelines import ApplyReport, PipelineUnavailable, TwinPipeline
 from controller.rollout import CanaryPool, Phase, PoolWindow, TwinPoolWindows
+from controller.state import StateStore
 from models.canary import LatencyHistogram
 from models.observation import Observation
 from models.policy import Policy
@@ -34,11 +35,14 @@ NODES = ("node-1", "node-2", "node-3", "node-4")
 
 
 class Node:
-    """A node whose agent puts a config in force, or refuses it (and keeps what it ran) when `refuses`."""
+    """A node whose agent puts a config in force, or refuses it (and keeps what it ran) when `refuses`; its
+    latency is ten times as high on `slow_on` (its own traffic suffers from it), and unread on `silent_on`."""
 
     def __init__(self, config: Config, changes: list, lock: threading.Lock) -> None:
         self.config = config
         self.refuses: Config | None = None
+        self.slow_on: Config | None = None
+        self.silent_on: Config | None = None
         self.changes, self.lock = changes, lock
 
     def apply(self, config: Config) -> ApplyReport:
@@ -54,20 +58,28 @@ class Node:
 
 
 class Windows:
-    """Each node's latencies: its flush timeout times the pool's load, which moves every window (then holds)."""
+    """Each node's latencies: its flush timeout times the pool's load, which moves every window (then holds);
+    `events` per node and window likewise (3000 once the list is spent). `observed` counts the windows."""
 
     def __init__(self, nodes: dict[str, Node], loads: list[float]) -> None:
         self.nodes, self.loads = nodes, list(loads)
         self.rng = np.random.default_rng(7)
         self.silent: set[str] = set()
+        self.events: list[int] = []
+        self.observed = 0
+        self.fails_at: int | None = None  # the window at which the controller "dies" (not PipelineUnavailable)
 
     def observe(self, seconds: float) -> PoolWindow:
+        self.observed += 1
+        if self.observed == self.fails_at:
+            raise KeyboardInterrupt("the daemon is stopped in the middle of a window")
         load = self.loads.pop(0) if len(self.loads) > 1 else self.loads[0]  # the last load holds
+        events = self.events.pop(0) if self.events else 3000
         latency = {}
         for name, node in self.nodes.items():
-            if name not in self.silent:
-                median_s = (0.02 + node.config[TIMEOUT] * 0.5) * load
-                latency[name] = LatencyHistogram.of(self.rng.lognormal(np.log(median_s), 0.3, 3000), BOUNDS)
+            if name not in self.silent and node.config != node.silent_on:
+                median_s = (0.02 + node.config[TIMEOUT] * 0.5) * load * (10.0 if node.config == node.slow_on else 1.0)
+                latency[name] = LatencyHistogram.of(self.rng.lognormal(np.log(median_s), 0.3, events), BOUNDS)
         p95 = LatencyHistogram.merge(latency.values()).quantile_s()
         offered_eps = 1000.0 * load
         return PoolWindow(Observation(seconds, offered_eps, offered_eps, p95 / 2, p95, p95, p95 / 2, events_in=3000),
@@ -77,14 +89,14 @@ class Windows:
         pass
 
 
-def _pool(tmp_path: Path, loads: list[float], canary_nodes: int = 1, max_unavailable: int = 1,
+def _pool(tmp_path: Path, loads: list[float], canary_nodes: int = 1, max_unavailable: int = 1, max_windows: int = 3,
           ) -> tuple[CanaryPool, dict[str, Node], Windows, list]:
     changes: list = []
     lock = threading.Lock()
     nodes = {name: Node(DEFAULTS, changes, lock) for name in NODES}
     windows = Windows(nodes, loads)
     plan = plan_rollout(NODES, canary_nodes, max_unavailable)
-    return CanaryPool(nodes, windows, plan, tmp_path / "rollout.json"), nodes, windows, changes
+    return CanaryPool(nodes, windows, plan, tmp_path / "rollout.json", max_windows=max_windows), nodes, windows, changes
 
 
 def _versions(pool: CanaryPool) -> dict[str, tuple[int, NodeState]]:
@@ -169,7 +181,7 @@ def test_a_restart_finishes_a_promotion_judged_better(tmp_path):
     state["nodes"][3] = {"node": "node-4", "version": 0, "state": "pending"}
     (tmp_path / "rollout.json").write_text(json.dumps(state))
     nodes["node-4"].refuses = None
-    restarted = CanaryPool(nodes, windows, pool.plan, tmp_path / "rollout.json")
+    restarted = CanaryPool(nodes, windows, pool.plan, tmp_path / "rollout.json", max_windows=3)
     assert nodes["node-4"].config == FASTER and restarted.current() == FASTER
     assert _versions(restarted)["node-4"] == (1, NodeState.PROMOTED)
 
@@ -178,7 +190,7 @@ def test_a_restart_reverts_a_canary_not_yet_judged(tmp_path):
     pool, nodes, windows, _ = _pool(tmp_path, loads=[1.0])
     pool.observe(30)
     pool.apply(FASTER)
-    restarted = CanaryPool(nodes, windows, pool.plan, tmp_path / "rollout.json")
+    restarted = CanaryPool(nodes, windows, pool.plan, tmp_path / "rollout.json", max_windows=3)
     assert nodes["node-1"].config == DEFAULTS and restarted.current() == DEFAULTS
     assert "restarted" in restarted.state.judgement
 
@@ -222,15 +234,17 @@ def test_an_agent_that_does_not_answer_during_promotion_is_recorded_not_fatal(tm
 
 def test_a_pool_without_controls_is_refused(tmp_path):
     with pytest.raises(ValueError, match="control nodes"):
-        CanaryPool({}, Windows({}, []), plan_rollout(["only"], 1, 1))
+        CanaryPool({}, Windows({}, []), plan_rollout(["only"], 1, 1), max_windows=3)
+    with pytest.raises(ValueError, match="canary_max_windows: 0 is below 1"):
+        CanaryPool({}, Windows({}, []), plan_rollout(["a", "b"], 1, 1), max_windows=0)
 
 
 def _twin_pool(tmp_path: Path, rates_eps: tuple[float, ...]) -> tuple[CanaryPool, dict[str, TwinPipeline]]:
-    nodes = {f"node-{i + 1}": TwinPipeline(DEFAULTS, build_schedule(WorkloadSpec(Profile.steady, rate, 600, seed=i))
+    nodes = {f"node-{i + 1}": TwinPipeline(DEFAULTS, build_schedule(WorkloadSpec(Profile.steady, rate, 1800, seed=i))
                                            .schedule.times_s, load("paper-2vcpu"), seed=i)
              for i, rate in enumerate(rates_eps)}
     plan = plan_rollout(list(nodes), 1, 1)
-    return CanaryPool(nodes, TwinPoolWindows(nodes), plan, tmp_path / "rollout.json"), nodes
+    return CanaryPool(nodes, TwinPoolWindows(nodes), plan, tmp_path / "rollout.json", max_windows=3), nodes
 
 
 def test_the_twin_pool_sums_its_nodes_and_keeps_each_nodes_latency(tmp_path):
@@ -269,3 +283,102 @@ def test_the_daemon_keeps_what_the_pool_promoted_although_the_load_moved_while_i
     assert pool.promoted() == FASTER and all(node.config == FASTER for node in nodes.values())
     assert daemon.incumbent.config == FASTER
     assert all(d.action != "remeasure" for d in decisions), [d.reason for d in decisions]
+
+
+OTHER = PIPELINE_SPACE.config({"filebeat.backoff": 2.0}, base=DEFAULTS)  # a change the nodes' latency ignores
+
+
+def test_a_thin_first_window_keeps_the_canary_one_more_window_and_judges_both_together(tmp_path):
+    pool, nodes, windows, _ = _pool(tmp_path, loads=[1.0])
+    windows.events = [3000, 150]  # the canary's first window has too few events for a P95: unclear
+    pool.observe(30)
+    pool.apply(FASTER)
+    pool.observe(30)
+    # judged again over both windows (3150 events), better: promoted; 2 canary windows, 3 steps, a baseline
+    assert windows.observed == 1 + 2 + 3 + 1
+    assert all(node.config == FASTER for node in nodes.values()) and pool.state.version == 1
+    assert "too few events" not in pool.state.judgement
+
+
+def test_a_canary_still_unclear_after_its_windows_is_taken_back_and_the_learner_told_what_it_measured(tmp_path):
+    pool, nodes, windows, _ = _pool(tmp_path, loads=[1.0], max_windows=3)
+    before = pool.observe(30)
+    pool.apply(OTHER)
+    judged = pool.observe(30)
+    assert windows.observed == 1 + 3 + 1  # three canary windows, then the baseline
+    assert all(node.config == DEFAULTS for node in nodes.values())
+    assert _versions(pool)["node-1"] == (0, NodeState.ROLLED_BACK) and pool.state.judgement.startswith("unclear")
+    # the measured effect (about none) with the spread of its interval, not a window's raw P95
+    assert judged.p95_sd_s is not None and 0 < judged.p95_sd_s < 0.1 * judged.p95_s  # buckets 25 % wide
+    assert judged.p95_s == pytest.approx(before.p95_s, rel=0.05)
+
+
+def test_one_canary_window_when_the_bound_is_one(tmp_path):
+    pool, nodes, windows, _ = _pool(tmp_path, loads=[1.0], max_windows=1)
+    pool.observe(30)
+    pool.apply(OTHER)
+    pool.observe(30)
+    assert windows.observed == 1 + 1 + 1 and nodes["node-1"].config == DEFAULTS
+
+
+def test_a_restart_in_the_middle_of_a_canarys_windows_reverts_it(tmp_path):
+    pool, nodes, windows, _ = _pool(tmp_path, loads=[1.0])
+    pool.observe(30)
+    pool.apply(OTHER)
+    windows.fails_at = 3  # the canary's first window was unclear; the daemon dies in its second
+    with pytest.raises(KeyboardInterrupt):
+        pool.observe(30)
+    recorded = json.loads((tmp_path / "rollout.json").read_text())
+    assert recorded["phase"] == "canary" and "judged again with one more" in recorded["judgement"]
+    restarted = CanaryPool(nodes, windows, pool.plan, tmp_path / "rollout.json", max_windows=3)
+    assert nodes["node-1"].config == DEFAULTS and restarted.state.phase is Phase.STEADY
+    assert "restarted" in restarted.state.judgement
+
+
+def test_a_promotion_that_hurts_a_later_node_is_taken_back_from_every_node(tmp_path):
+    # the canary's traffic gains from FASTER; node-3's own traffic (a flash sale) suffers from it
+    pool, nodes, _, _ = _pool(tmp_path, loads=[1.0])
+    nodes["node-3"].slow_on = FASTER
+    before = pool.observe(30)
+    pool.apply(FASTER)
+    judged = pool.observe(30)
+    assert all(node.config == DEFAULTS for node in nodes.values())
+    assert pool.promoted() == DEFAULTS and pool.state.version == 0 and pool.state.phase is Phase.STEADY
+    report = pool.rollout()
+    assert {n: (r.version, r.state) for n, r in report.nodes.items()} == {
+        "node-1": (0, "rolled_back"), "node-2": (0, "rolled_back"), "node-3": (0, "rolled_back"),
+        "node-4": (0, "promoted")}  # node-4's step never came: it kept the promoted config
+    assert report.nodes["node-3"].judgement.startswith("worse") and report.nodes["node-2"].judgement
+    assert report.judgement.startswith("promotion taken back: node-3 worse")
+    recorded = json.loads((tmp_path / "rollout.json").read_text())
+    assert {v["node"]: v["state"] for v in recorded["nodes"]}["node-3"] == "rolled_back"
+    assert "node-3 worse" in recorded["judgement"]
+    # told worse than what it replaced, as on node-3 (its P95 rose by a third), not the canary's gain
+    assert judged.p95_s > 1.2 * before.p95_s and judged.p95_sd_s is not None
+    assert pool.current() == FASTER  # the config the judged windows measured, for the learner
+
+
+def test_a_step_that_cannot_be_told_from_the_others_goes_on(tmp_path):
+    pool, nodes, _, _ = _pool(tmp_path, loads=[1.0])
+    nodes["node-3"].silent_on = FASTER  # its step's window has no latency of it: unclear
+    pool.observe(30)
+    pool.apply(FASTER)
+    pool.observe(30)
+    assert all(node.config == FASTER for node in nodes.values()) and pool.promoted() == FASTER
+    report = pool.rollout()
+    assert report.nodes["node-3"].judgement.startswith("unclear") and report.nodes["node-3"].state == "promoted"
+    assert report.nodes["node-4"].judgement.startswith(("better", "unclear"))
+
+
+def test_the_decision_log_and_status_say_which_node_took_a_promotion_back(tmp_path):
+    pool, nodes, _, _ = _pool(tmp_path, loads=[1.0])
+    nodes["node-3"].slow_on = FASTER
+    store = StateStore(tmp_path / "state")
+    daemon = Daemon(pool, Scripted(FASTER), Policy(min_dwell_windows=1), window_s=30.0, store=store)
+    daemon.warm_up()
+    decisions = [daemon.step() for _ in range(2)]
+    logged = store.decisions()[-1]["rollout"]  # the decision log's line of the window that judged it
+    assert logged["nodes"]["node-3"]["state"] == "rolled_back" and "node-3 worse" in logged["judgement"]
+    status = daemon.status(decisions[1])
+    assert status.rollout is not None and status.rollout.nodes["node-3"].judgement.startswith("worse")
+    assert all(node.config == DEFAULTS for node in nodes.values())

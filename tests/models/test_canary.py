@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from models.canary import CanaryOutcome, LatencyHistogram, judge_canary
+from models.canary import CanaryOutcome, LatencyHistogram, judge_canary, judge_step, merge_windows
 
 BOUNDS_S = tuple(float(b) for b in np.geomspace(0.001, 120.0, 123)) + (math.inf,)  # 124 buckets, as the probe's
 
@@ -145,3 +145,33 @@ def test_a_change_well_beyond_the_controls_spread_is_still_better():
     judged = judge_canary(window(0.100, 60_000, seed=1), window(0.060, 60_000, seed=2), before, after)
     assert judged.outcome is CanaryOutcome.BETTER
     assert judged.high_s < -0.030
+
+
+def test_windows_merge_node_by_node_and_a_node_missing_from_one_is_left_out():
+    a, b = window(0.1, 500, seed=1), window(0.2, 700, seed=2)
+    merged = merge_windows([{"n1": a, "n2": b}, {"n1": b}])
+    assert set(merged) == {"n1"} and merged["n1"].total == 1200
+    with pytest.raises(ValueError, match="windows: nothing to merge"):
+        merge_windows([])
+
+
+def test_a_promoted_node_is_judged_against_the_nodes_whose_config_held_whatever_its_level():
+    # node-3 carries a flash sale (P95 twice the others'): the change took it 200 -> 300 ms while the held
+    # nodes (one already promoted, two not yet) moved with the load alone; levels that differ do not matter
+    before = {"node-3": window(0.200, 60_000, seed=1), "node-1": window(0.080, 60_000, seed=3),
+              "node-2": window(0.100, 60_000, seed=5), "node-4": window(0.100, 60_000, seed=7)}
+    after = {"node-3": window(0.300, 60_000, seed=2), "node-1": window(0.082, 60_000, seed=4),
+             "node-2": window(0.099, 60_000, seed=6), "node-4": window(0.101, 60_000, seed=8)}
+    judged = judge_step(before, after, ["node-3"], ["node-1", "node-2", "node-4"])
+    assert judged["node-3"].outcome is CanaryOutcome.WORSE
+    assert judged["node-3"].effect_s == pytest.approx(0.100, abs=0.01) and "placebo spread" in judged["node-3"].reason
+    # a node that moved as the held ones did is no worse
+    after["node-3"] = window(0.202, 60_000, seed=2)
+    assert judge_step(before, after, ["node-3"], ["node-1", "node-2", "node-4"])["node-3"].outcome \
+        is not CanaryOutcome.WORSE
+
+
+def test_a_promoted_node_without_latency_in_both_windows_is_unclear():
+    before = {"node-2": window(0.1, seed=1), "node-1": window(0.1, seed=3)}
+    judged = judge_step(before, {"node-1": window(0.1, seed=4)}, ["node-2"], ["node-1"])
+    assert judged["node-2"].outcome is CanaryOutcome.UNCLEAR and "no latency of node-2" in judged["node-2"].reason

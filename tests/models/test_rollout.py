@@ -4,7 +4,8 @@ import re
 
 import pytest
 
-from models.rollout import NodeState, NodeVersion, RolloutPlan, plan_rollout
+from models.canary import CanaryOutcome
+from models.rollout import CanaryNext, NodeState, NodeVersion, RolloutPlan, canary_next, plan_rollout
 
 POOL = [f"node-{i}" for i in range(1, 8)]
 
@@ -52,3 +53,20 @@ def test_node_versions_record_the_state_by_name_and_refuse_a_bad_record():
         NodeVersion("node-1", -1, NodeState.PENDING)
     with pytest.raises(ValueError, match="node: must be a non-empty"):
         NodeVersion("", 1, NodeState.PENDING)
+
+
+@pytest.mark.parametrize("outcome, windows, expected", [
+    (CanaryOutcome.BETTER, 1, CanaryNext.PROMOTE),
+    (CanaryOutcome.WORSE, 1, CanaryNext.ROLL_BACK),
+    (CanaryOutcome.UNCLEAR, 1, CanaryNext.EXTEND),
+    (CanaryOutcome.UNCLEAR, 2, CanaryNext.EXTEND),
+    (CanaryOutcome.UNCLEAR, 3, CanaryNext.ROLL_BACK),
+    (CanaryOutcome.BETTER, 3, CanaryNext.PROMOTE),
+])
+def test_an_unclear_canary_runs_another_window_until_the_bound_then_goes_back(outcome, windows, expected):
+    assert canary_next(outcome, windows, max_windows=3) is expected
+
+
+def test_a_canary_window_count_outside_its_bound_is_refused():
+    with pytest.raises(ValueError, match=re.escape("windows: 4 is outside 1..3 (max_windows)")):
+        canary_next(CanaryOutcome.UNCLEAR, 4, 3)
