@@ -277,7 +277,8 @@ def test_a_change_goes_to_the_canary_node_first_then_the_pool_agrees(fleet, tmp_
         filebeat = next(c for c in clients[node].components() if c["name"] == "filebeat")
         return float(filebeat["params"][timeout])
 
-    traffic = [threading.Thread(target=replay_and_check, args=(fleet, arrivals.steady(60, 120)),
+    # traffic for every window one observe may take: an unclear canary's extra ones, a step's settle and judgement
+    traffic = [threading.Thread(target=replay_and_check, args=(fleet, arrivals.steady(60, 240)),
                                 kwargs={"node": node}, daemon=True) for node in fleet.node_layouts()]
     for thread in traffic:
         thread.start()
@@ -297,7 +298,7 @@ def test_a_change_goes_to_the_canary_node_first_then_the_pool_agrees(fleet, tmp_
         assert recorded["promoted"][timeout] == promoted and set(report.nodes) == {"node-1", "node-2"}
     finally:
         for thread in traffic:
-            thread.join(240)
+            thread.join(360)
         canary.apply(started)  # a config the pool ran in full goes back to every node at once
         canary.close()
         for client in clients.values():
