@@ -39,7 +39,7 @@ from pathlib import Path
 import yaml
 from rich.console import Console
 
-from bench.live import write_trace
+from bench.live import canaries, write_trace
 from bench.peers import free_port
 from controller.daemon import Daemon
 from controller.deployment import Deployment, PoolSpec, load_deployment, pool_pipeline, write_deployment
@@ -309,15 +309,6 @@ def plot_node(result: dict, node: str, path: Path) -> None:
     plt.close(fig)
 
 
-def canaries(spec: PipelineSpec) -> dict[str, dict[str, float]]:
-    """The probe's canary counters per node: received and lost (a sequence gap past its grace)."""
-    telemetry = PrometheusTelemetry(prometheus_url(spec))
-    at = time.time()
-    received = telemetry.by_label("sum by (node) (pipetune_canary_received_total)", "node", at)
-    lost = telemetry.by_label("sum by (node) (pipetune_canary_lost_total)", "node", at)
-    return {node: {"received": received.get(node, 0.0), "lost": lost.get(node, 0.0)} for node in received}
-
-
 def run(args: argparse.Namespace) -> dict:
     args.out.mkdir(parents=True, exist_ok=True)
     work = args.work
@@ -328,6 +319,7 @@ def run(args: argparse.Namespace) -> dict:
     workloads = node_workloads(args, length_s, trace)
     console.print(f"starting the testbed (3 nodes, 3 brokers) on the defaults in {work}", markup=False)
     lifecycle.up(spec, PIPELINE_SPACE.defaults())
+    began = time.time()
     try:
         nodes = {n.name: n for n in spec.node_layouts()}
         loads = [BackgroundLoad(spec, workload, nodes[name]) for name, (_, workload) in workloads.items()]
@@ -342,7 +334,7 @@ def run(args: argparse.Namespace) -> dict:
         schedules = {name: build_schedule(w).schedule for name, (_, w) in fresh_specs.items()}
         contenders = {"defaults": preset("defaults"), "final": PIPELINE_SPACE.config(tuned["final_config"])}
         fresh = side_by_side(spec, contenders, schedules, args)
-        counted = canaries(spec)
+        counted = canaries(spec, began)
     finally:
         lifecycle.down(spec)
     result = {"args": {k: str(v) for k, v in vars(args).items()},

@@ -237,6 +237,18 @@ def plot(decisions: list[dict], began: float, rate_eps: float, timeline: list[di
     plt.close(fig)
 
 
+def canaries(spec: PipelineSpec, since_s: float) -> dict[str, dict[str, float]]:
+    """The probe's canaries per node since `since_s`: received and lost (a sequence gap past its grace),
+    across the probe's restarts (each restart starts its counters again)."""
+    telemetry = PrometheusTelemetry(prometheus_url(spec))
+    at = time.time()
+    span = f"{max(round(at - since_s), 1)}s"
+    received = telemetry.by_label(f"sum by (node) (increase(pipetune_canary_received_total[{span}]))", "node", at)
+    lost = telemetry.by_label(f"sum by (node) (increase(pipetune_canary_lost_total[{span}]))", "node", at)
+    return {node: {"received": round(received.get(node, 0.0)), "lost": round(lost.get(node, 0.0))}
+            for node in received}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pipeline", type=Path, default=DEFAULT_PIPELINE)
@@ -294,6 +306,7 @@ def main() -> None:
         contenders = {"defaults": preset("defaults"), "hybrid": preset("hybrid"), "latency": preset("latency"),
                       "pipetune": final}
         rows = measure_side_by_side(spec, contenders, args)
+        counted = canaries(spec, began) if spec.agent.canary_eps else None
     finally:
         if started_here:
             lifecycle.down(spec)
@@ -315,7 +328,7 @@ def main() -> None:
         "agent_rollbacks": sum(entry["event"] == "rolled_back" for entries in audit.values() for entry in entries),
         "daemon_rollbacks": tuned["rollbacks"], "final_config": dict(final),
         "final_vs_defaults": {k: [a, b] for k, (a, b) in preset("defaults").diff(final).items()},
-        "timeline": timeline, "measurements": [vars(r) for r in rows], "agent_audit": audit,
+        "timeline": timeline, "measurements": [vars(r) for r in rows], "agent_audit": audit, "canaries": counted,
     }
     (args.out / "live.json").write_text(json.dumps(result, indent=1, default=str))
     plot(decisions, began, args.rate, timeline, summary, args.out / "live.png")
@@ -336,6 +349,11 @@ def main() -> None:
                             f"({result['agent_versions']} versions, {result['agent_rollbacks']} agent rollbacks, "
                             f"{result['daemon_rollbacks']} daemon rollbacks)"),
     ]
+    if counted is None:
+        console.print("canaries: none written (the pipeline file's agent.canary_eps is not set)")
+    else:
+        received, lost = (sum(n[k] for n in counted.values()) for k in ("received", "lost"))
+        checks.append((lost == 0 and received > 0, f"canaries lost: {lost} of {received + lost} (goal 0)"))
     for ok, text in checks:
         console.print(("[green]met[/]    " if ok else "[red]missed[/] ") + text)
     console.print(f"tuned for {result['tune_s'] / 60:.1f} min; final config vs defaults: "
