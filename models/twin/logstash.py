@@ -19,7 +19,6 @@ Semantics and sources:
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING
 
 from models.space import Config
@@ -162,7 +161,7 @@ class Logstash:
         half_rtt = cal.network.rtt_s / 2
         extra = kafka.replication_s if self.acks == "all" else 0.0
         acked: list[float] = []
-        first_append = math.inf
+        segments = []
         for start in range(lo, lo + n, per_batch):
             records = min(per_batch, lo + n - start)
             send = t_s + (self.linger_s if records < per_batch else 0.0)
@@ -174,9 +173,9 @@ class Logstash:
             tw.cpu.send(send, packets_for(records * cal.event_bytes, cal.network.mss_bytes))
             append = send + half_rtt + broker
             tw.stamps.kafka[start:start + records] = append
-            first_append = min(first_append, append)
+            segments.append((append, start, start + records))
             acked.append(send if self.acks == "0" else append + half_rtt + extra)
-        tw.appended(lo + n, first_append)
+        tw.appended(segments)
         return max(acked)
 
 
@@ -193,6 +192,6 @@ class DirectKafka:
         tw.cpu.charge(KAFKA, arrive_s, broker)
         append = arrive_s + broker * tw.jitter()
         tw.stamps.kafka[lo:hi] = append
-        tw.appended(hi, append)
+        tw.appended([(append, lo, hi)])
         tw.clock.at(append + cal.network.rtt_s / 2, tw.output.acked, lo)
 

@@ -12,10 +12,9 @@ Records appended by concurrent producers need not be in index order, so both sel
 
 from __future__ import annotations
 
+import bisect
 import math
 from typing import TYPE_CHECKING
-
-import numpy as np
 
 from models.space import Config
 
@@ -28,30 +27,41 @@ SINK = 4  # index in core.COMPONENTS
 class _Sink:
     def __init__(self, twin: "Twin") -> None:
         self.tw = twin
-        self.lo = 0  # every event before lo is delivered
+        # appended, undelivered records as (append time, lo, hi), sorted by append time: a plain list,
+        # because every append and fetch touches only its ends and numpy calls per fetch cost more
+        self.waiting: list[tuple[float, int, int]] = []
+        self.waiting_records = 0
         self.token = 0
         self.busy = False
         self.paused_until = 0.0
 
-    def _window(self) -> tuple[np.ndarray, np.ndarray]:
-        tw = self.tw
-        return tw.stamps.kafka[self.lo:tw.appended_hi], tw.stamps.sink[self.lo:tw.appended_hi]
+    def add(self, segments: list[tuple[float, int, int]]) -> None:
+        """Records [lo, hi) of each segment are appended at its time (which may lie in the future)."""
+        for segment in segments:
+            self.waiting_records += segment[2] - segment[1]
+            if not self.waiting or segment >= self.waiting[-1]:
+                self.waiting.append(segment)
+            else:
+                bisect.insort(self.waiting, segment)
+        self.notify(min((segment[0] for segment in segments), default=math.inf))
 
-    def _deliver(self, upto_s: float, at_s: float) -> int:
-        """Deliver every waiting record appended by `upto_s`, stamping `at_s`; return how many."""
-        kafka, sink = self._window()
-        chosen = (kafka <= upto_s) & np.isinf(sink)
-        n = int(np.count_nonzero(chosen))
-        if n:
-            sink[chosen] = at_s
-            waiting = np.isinf(sink)
-            self.lo += int(np.argmax(waiting)) if waiting.any() else sink.size
-        return n
+    def _ready(self, upto_s: float) -> tuple[int, int]:
+        """How many waiting segments, and records, were appended by `upto_s`."""
+        k = n = 0
+        for append_s, lo, hi in self.waiting:
+            if append_s > upto_s:
+                break
+            k += 1
+            n += hi - lo
+        return k, n
 
-    def _next_append(self, after_s: float) -> float:
-        kafka, sink = self._window()
-        later = kafka[np.isinf(sink) & (kafka > after_s)]
-        return float(later.min()) if later.size else math.inf
+    def _deliver(self, segments: int, at_s: float) -> None:
+        """Deliver the first `segments` waiting segments, stamping `at_s`."""
+        sink = self.tw.stamps.sink
+        for _, lo, hi in self.waiting[:segments]:
+            sink[lo:hi] = at_s
+            self.waiting_records -= hi - lo
+        del self.waiting[:segments]
 
     def _schedule(self, t_s: float) -> None:
         self.token += 1
@@ -61,6 +71,9 @@ class _Sink:
     def restart(self, t_s: float, pause_s: float) -> None:
         self.paused_until = t_s + pause_s
         self._schedule(self.paused_until)
+
+    def notify(self, append_s: float) -> None:
+        raise NotImplementedError
 
     def _run(self, token: int) -> None:
         raise NotImplementedError
@@ -92,19 +105,17 @@ class SparkSink(_Sink):
             return
         tw = self.tw
         t = tw.clock.now
-        kafka, sink = self._window()
-        n = int(np.count_nonzero((kafka <= t) & np.isinf(sink)))
+        segments, n = self._ready(t)
         if n == 0:
             self.busy = False
-            nxt = self._next_append(t)
-            if nxt < math.inf:
-                self._schedule(self._boundary(nxt))
+            if self.waiting:  # every waiting record is appended after t: start at the first's boundary
+                self._schedule(self._boundary(self.waiting[0][0]))
             return
         cal = tw.cal.spark
         cpu = (cal.cpu_per_batch_s + cal.cpu_per_record_s * n) * tw.cpu.slowdown(t) * tw.jitter()
         tw.cpu.charge(SINK, t, cpu)
         end = t + cal.batch_latency_s + cpu
-        self._deliver(t, end)
+        self._deliver(segments, end)
         self._schedule(max(end, self._boundary(t + 1e-9)) if self.interval_s > 0 else end)
 
 
@@ -130,11 +141,13 @@ class ConsumerSink(_Sink):
 
     def _answer_at(self) -> None:
         """When the broker answers the outstanding fetch, given the appends known so far."""
-        kafka, sink = self._window()
-        waiting = kafka[np.isinf(sink) & np.isfinite(kafka)]
         need = max(1, math.ceil(self.min_bytes / self.tw.cal.event_bytes))
-        # the need-th earliest append; a partition, not a sort: this runs after every append
-        enough = float(np.partition(waiting, need - 1)[need - 1]) if waiting.size >= need else math.inf
+        enough = math.inf  # the need-th earliest append
+        for append_s, lo, hi in self.waiting if self.waiting_records >= need else ():
+            need -= hi - lo
+            if need <= 0:
+                enough = append_s
+                break
         self._schedule(min(max(enough, self.fetch_at), self.fetch_at + self.max_wait_s))
 
     def _run(self, token: int) -> None:
@@ -144,13 +157,12 @@ class ConsumerSink(_Sink):
         t = tw.clock.now
         self.busy = False
         half_rtt = tw.cal.network.rtt_s / 2
-        kafka, sink = self._window()
-        n = int(np.count_nonzero((kafka <= t) & np.isinf(sink)))
+        segments, n = self._ready(t)
         cal = tw.cal.consumer
         cpu = (cal.cpu_per_fetch_s + cal.cpu_per_record_s * n) * tw.cpu.slowdown(t) * tw.jitter()
         tw.cpu.charge(SINK, t, cpu)
         tw.cpu.send(t, 2)
         done = t + half_rtt + cpu
-        self._deliver(t, done)
+        self._deliver(segments, done)
         self.fetch_at = done + half_rtt
         self._answer_at()

@@ -77,7 +77,6 @@ class Twin:
         self.cpu = Cpu(node.cores, node.background_cores, node.slowdown_slice_s, horizon_s)
         self.jitter = Jitter(rng, calibration.jitter_cv)
         self.stamps = Stamps.empty(write_s)
-        self.appended_hi = 0
         self._charge_writer()
         self.queue = MemQueue(self)
         self.output = LumberjackOutput(self)
@@ -99,10 +98,9 @@ class Twin:
     def now_s(self) -> float:
         return self.clock.now
 
-    def appended(self, hi: int, first_append_s: float) -> None:
-        """Records up to index `hi` have broker append stamps (some may lie in the future)."""
-        self.appended_hi = max(self.appended_hi, hi)
-        self.sink.notify(first_append_s)
+    def appended(self, segments: list[tuple[float, int, int]]) -> None:
+        """Records [lo, hi) of each (append time, lo, hi) have broker append stamps (some in the future)."""
+        self.sink.add(segments)
 
     def run_until(self, t_s: float) -> None:
         """Advance simulated time to `t_s`."""
