@@ -183,6 +183,11 @@ def kafka_broker(bootstrap: str) -> Managed:
                     "params": params}, summary)
 
 
+def write_token(path: Path) -> None:
+    """A fresh bearer token at `path`, 0600 from the moment the file exists."""
+    atomic_write(path, secrets.token_urlsafe(32) + "\n", mode=0o600)
+
+
 def write(out: Path, components: list[Managed]) -> tuple[Path, Path]:
     """agent.yaml, the token and the metrics token (`METRICS_TOKEN`, for Prometheus: it reads /metrics only),
     each 0600, in `out`; refuses to replace an agent.yaml that is there."""
@@ -192,8 +197,8 @@ def write(out: Path, components: list[Managed]) -> tuple[Path, Path]:
     document = {"state_dir": str((out / "state").resolve()), "host": "127.0.0.1", "port": 8765,
                 "components": [c.entry for c in components]}
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write(token, secrets.token_urlsafe(32) + "\n", mode=0o600)
-    atomic_write(out / METRICS_TOKEN, secrets.token_urlsafe(32) + "\n", mode=0o600)
+    write_token(token)
+    write_token(out / METRICS_TOKEN)
     atomic_write(agent_yaml, yaml.safe_dump(document, sort_keys=False), mode=0o600)
     return agent_yaml, token
 

@@ -38,10 +38,10 @@
   does, the learner holds the incumbent and says so ("converged: best predicted gain 0.8 ms < 6.0 ms
   (2 × noise 3.0 ms)"), without scoring again, until something happens: the load moves beyond
   `LOAD_SHIFT`, a window breaches the guardrails, the incumbent's P95 drifts beyond `DRIFT_Z` × the noise
-  and `DRIFT_MIN` of itself, or the policy changes. Then the search re-opens from a fresh trust region and says why. The load is an
-  input of every model, so after a load move the search may stop again at once, and only the gain the
-  models expect at the new load (κ = 0, in the trust region and beyond) justifies a change: their
-  optimism there is the novelty of the load, not of the configs. The other causes are changes the models
+  and `DRIFT_MIN` of itself, or the policy changes. Then the search re-opens from a fresh trust region
+  and says why. The load is an input of every model, so after a load move the search may stop again at
+  once, and only the gain the models expect at the new load (κ = 0, in the trust region and beyond)
+  justifies a change: their optimism there is the novelty of the load, not of the configs. The other causes are changes the models
   never saw: the search measures `MIN_SEARCH` windows first, optimistically.
 """
 

@@ -8,8 +8,6 @@ change is a versioned request to it, so the testbed is changed the way a real no
 
 from __future__ import annotations
 
-import os
-import secrets
 import shutil
 import sys
 from pathlib import Path
@@ -19,7 +17,7 @@ import yaml
 from agents.client import AgentClient
 from agents import filebeat_adapter
 from agents.filebeat_render import input_selector, write_first_config
-from agents.init import METRICS_TOKEN
+from agents.init import METRICS_TOKEN, write_token
 from agents.kafka_broker import KafkaBrokerAdapter
 from agents.kafka_client import FILE as CONSUMER_PROPERTIES, KafkaConsumerAdapter
 from models.listening import is_loopback
@@ -46,14 +44,6 @@ def token_file(spec: PipelineSpec, node: NodeLayout | None = None) -> Path:
 def metrics_token_file(spec: PipelineSpec, node: NodeLayout | None = None) -> Path:
     """The token Prometheus scrapes the agent with: it reads /metrics and nothing else."""
     return agent_dir(spec, node) / METRICS_TOKEN
-
-
-def _write_secret(path: Path) -> None:
-    # Created 0600 before the secret is written, so it is never readable by others.
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
-        out.write(secrets.token_urlsafe(32) + "\n")
-    path.chmod(0o600)
 
 
 def agent_url(spec: PipelineSpec, node: NodeLayout | None = None) -> str:
@@ -103,8 +93,8 @@ def agent_service(spec: PipelineSpec, node: NodeLayout, filebeat_binary: Path, c
         document["canary"] = {"path": str(path), "canary_eps": spec.agent.canary_eps, "node": node.name}
     (directory / "agent.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
     token, metrics_token = token_file(spec, node), metrics_token_file(spec, node)
-    _write_secret(token)
-    _write_secret(metrics_token)
+    write_token(token)
+    write_token(metrics_token)
     # Another 127/8 address stands for another host, where the agent wants TLS; the testbed's hosts are
     # simulated on this machine's loopback, so plain HTTP (the agent warns at start) crosses no network.
     insecure = () if is_loopback(node.host) else ("--insecure-http",)
