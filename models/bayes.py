@@ -23,10 +23,11 @@
   through `parallel_map`); only one the twin expects to keep up, with headroom, is proposed (or, where
   the twin expects even the incumbent to fall behind, one it expects to keep up as well as the incumbent).
 - Acquisition: the optimistic gain, incumbent's predicted P95 minus the candidate's lower bound
-  (Σ exp(μ − κσ) over stages). A candidate that restarts a component (Filebeat queue/output, the sink)
-  must promise more: its gain is multiplied by `restart_discount`, and restart dimensions are
-  perturbed less often. Once the trust region has collapsed (no gain found however close it looked),
-  the expected gain (κ = 0) replaces the optimistic one.
+  (Σ exp(μ − κσ) over stages). A candidate that restarts a component (Filebeat, the sink) must promise
+  more: its gain is multiplied by `restart_discount`. Restart dimensions are perturbed as often as any
+  other: most are (every Filebeat key), and perturbing them less starved the search. Once the trust
+  region has collapsed (no gain found however close it looked), the expected gain (κ = 0) replaces the
+  optimistic one.
 - Converge and stay: a change is proposed only when its gain exceeds `CONFIDENCE_Z` × the noise of a
   window (the pooled spread of repeated windows, the stage models' noise terms before there are any; never
   below half the resolution of the latencies, 1 ms at best, nor a stage's bound below it: a gain no window
@@ -41,8 +42,8 @@
   and `DRIFT_MIN` of itself, or the policy changes. Then the search re-opens from a fresh trust region
   and says why. The load is an input of every model, so after a load move the search may stop again at
   once, and only the gain the models expect at the new load (κ = 0, in the trust region and beyond)
-  justifies a change: their optimism there is the novelty of the load, not of the configs. The other causes are changes the models
-  never saw: the search measures `MIN_SEARCH` windows first, optimistically.
+  justifies a change: their optimism there is the novelty of the load, not of the configs. The other
+  causes are changes the models never saw: the search measures `MIN_SEARCH` windows first, optimistically.
 """
 
 from __future__ import annotations
@@ -599,8 +600,7 @@ class SafeBayesLearner:
         d = self.cube.dims
         rng = self.rng
         p = min(1.0, 4.0 / max(d, 1))
-        prob = np.where(self.cube.restart_mask(), p * 0.5, p)
-        mask = rng.uniform(size=(self.candidates, d)) < prob
+        mask = rng.uniform(size=(self.candidates, d)) < p
         mask[np.arange(self.candidates), rng.integers(0, d, self.candidates)] |= ~mask.any(axis=1)
         lo = np.clip(center - length / 2, 0.0, 1.0)
         hi = np.clip(center + length / 2, 0.0, 1.0)

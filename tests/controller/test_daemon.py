@@ -257,9 +257,11 @@ def test_a_pipeline_unavailable_at_warm_up_is_a_frozen_window(tmp_path):
     assert daemon.window == 1 and daemon.t_s == 2 * WINDOW_S
 
 
+@pytest.mark.slow
 def test_pipetune_converges_then_holds_and_a_load_step_reopens_the_search():
-    # the daemon with the real learner on the seeded twin: 40 min at 300 ev/s, then the load doubles
-    step_s = 2400.0
+    # the daemon with the real learner on the seeded twin: an hour at 300 ev/s (every Filebeat change a restart
+    # and its settle window), then the load doubles
+    step_s = 3600.0
     times = np.concatenate([build_schedule(WorkloadSpec(Profile.steady, 300.0, step_s, seed=1)).schedule.times_s,
                             step_s + build_schedule(WorkloadSpec(Profile.steady, 600.0, 900.0, seed=2)).schedule.times_s])
     policy, start = Policy(), preset("defaults")
