@@ -41,13 +41,16 @@ from pathlib import Path
 from statistics import NormalDist
 from typing import Mapping, Protocol
 
+import numpy as np
+
 from agents.probe.metrics import LATENCY_BUCKETS_S
 from controller.live import LivePipeline
 from controller.daemon import NodeVersions
 from controller.pipelines import ApplyReport, PipelineUnavailable, TwinPipeline
 from controller.state import NodeRolloutReport, RolloutReport
 from controller.telemetry import PrometheusTelemetry
-from models.canary import CanaryJudgement, CanaryOutcome, LatencyHistogram, judge_canary, judge_step, merge_windows
+from models.canary import (MAX_BASELINE_GAP, CanaryJudgement, CanaryOutcome, LatencyHistogram, judge_canary, judge_step,
+                           merge_windows)
 from models.observation import Observation
 from models.rollout import CanaryNext, NodeState, NodeVersion, RolloutPlan, canary_next
 from models.space import Config
@@ -121,6 +124,9 @@ class CanaryPool:
         self._judged: Config | None = None  # the candidate the last window judged: in force for that window
         # the last promotion's step judgements: node -> its judgement and its P95 before its step
         self._step_judgements: dict[str, tuple[CanaryJudgement, float]] = {}
+        # the canary's P95 over the controls' in baselines on the promoted version (`_usual_ratio`)
+        self._ratios: list[float] = []
+        self._ratios_version = -1
         started = dict(self.nodes[plan.canary[0]].current())
         self.state = self._load() or RolloutState(started, known=[started])
         if not self.state.nodes:
@@ -199,9 +205,10 @@ class CanaryPool:
         """The canary's judgement over its windows since `before`, one more each time it is unclear (up to
         `max_windows`), and those windows as one (each node's histograms summed; the last one's observation)."""
         windows = [first]
+        usual = self._usual_ratio(before)
         while True:
             after = PoolWindow(windows[-1].observation, merge_windows([w.latency for w in windows]))
-            judgement = self._judge(before, after)
+            judgement = self._judge(before, after, usual)
             if canary_next(judgement.outcome, len(windows), self.max_windows) is not CanaryNext.EXTEND:
                 return judgement, after
             self.state.judgement = f"unclear over {len(windows)} window(s), judged again with one more: " \
@@ -259,7 +266,35 @@ class CanaryPool:
     def _controls(self) -> list[str]:
         return [node for step in self.plan.steps for node in step]
 
-    def _judge(self, before: PoolWindow, after: PoolWindow) -> CanaryJudgement:
+    def _ratio(self, window: PoolWindow) -> float | None:
+        """The canary's P95 over the controls' in `window`; None where a node has no latency in it."""
+        if any(n not in window.latency for n in self._order()):
+            return None
+        ratio = _p95(window, self.plan.canary) / _p95(window, self._controls())
+        return ratio if ratio > 0 and math.isfinite(ratio) else None
+
+    def _usual_ratio(self, baseline: PoolWindow) -> float:
+        """Where the canary's P95 usually stands against the controls' on the promoted version, for a canary
+        whose `baseline` is judged against it: the median ratio of the version's baselines so far (each kept
+        when within `MAX_BASELINE_GAP` of the median before it), the first baseline's own ratio (the window
+        after a promotion or the start: no trial's backlog in it), or 1 when no node could be read.
+
+        Nodes of one pool may carry different rates, and once a config's latency follows the rate (a batch
+        that fills), their P95s part for good: judged against a ratio of 1, every later canary would start
+        "off its controls" and none would be judged again (bench.fleet run 2)."""
+        if self._ratios_version != self.state.version:
+            self._ratios, self._ratios_version = [], self.state.version
+        ratio = self._ratio(baseline)
+        if not self._ratios:
+            if ratio is not None:
+                self._ratios.append(ratio)
+            return ratio or 1.0
+        usual = float(np.exp(np.median(np.log(self._ratios))))
+        if ratio is not None and abs(ratio / usual - 1.0) <= MAX_BASELINE_GAP:
+            self._ratios.append(ratio)
+        return usual
+
+    def _judge(self, before: PoolWindow, after: PoolWindow, usual_ratio: float) -> CanaryJudgement:
         """The canary nodes against the controls from `before` to `after`."""
         missing = sorted({n for window in (before, after) for n in self._order() if n not in window.latency})
         if missing:
@@ -270,7 +305,7 @@ class CanaryPool:
             return LatencyHistogram.merge(window.latency[n] for n in nodes)
         return judge_canary(merged(before, self.plan.canary), merged(after, self.plan.canary),
                             [before.latency[n] for n in self._controls()], [after.latency[n] for n in self._controls()],
-                            confidence=self.confidence, seed=self.state.version)
+                            confidence=self.confidence, seed=self.state.version, usual_ratio=usual_ratio)
 
     def _promote(self, seconds: float, judged: PoolWindow) -> tuple[dict[str, ApplyReport], bool]:
         """The candidate to the other nodes step by step, each step judged on a window of its own (the first

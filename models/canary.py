@@ -22,8 +22,10 @@ sampling noise as well, so that part is counted twice: a little conservative, on
 that was noise costs a restart and a wrong incumbent. (On a twin fleet with ±30 % per-node load noise the
 bootstrap alone promoted 2 of 32 changes that fresh windows showed worse: `bench.fleet_canary`.)
 
-A difference in differences assumes the canary and the controls started level: the judgement is UNCLEAR
-when, before the change, the canary's P95 was off the controls' by more than `MAX_BASELINE_GAP`.
+A difference in differences assumes the canary and the controls started where they usually stand: the
+judgement is UNCLEAR when, before the change, the canary's P95 over the controls' was off its usual ratio
+(1 for like traffic; in a pool whose nodes carry different rates, what it was while every node ran the
+same config) by more than `MAX_BASELINE_GAP`.
 """
 
 from __future__ import annotations
@@ -36,9 +38,9 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 
 QUANTILE = 0.95
-# A pool's nodes have comparable traffic, so before the change the canary's P95 is the controls' give or take
-# a little. Beyond this (relative) gap the canary did not start where they did (it still drains a previous
-# trial's backlog, or it is not like them), and its return to their level would pass for an effect.
+# Before the change the canary's P95 stands where it usually stands against the controls', give or take a
+# little. Beyond this (relative) gap the canary did not start where it usually does (it still drains a
+# previous trial's backlog), and its return to its level would pass for an effect.
 MAX_BASELINE_GAP = 0.15
 MIN_EVENTS = 200  # a P95 rests on the slowest 5 %: below 10 events there, one event moves it by a bucket
 RESAMPLES = 1000  # interval bounds at 95 % move by ~2 % of the interval's width between seeds
@@ -119,10 +121,12 @@ class CanaryJudgement:
 def judge_canary(canary_before: LatencyHistogram, canary_after: LatencyHistogram,
                  controls_before: Sequence[LatencyHistogram], controls_after: Sequence[LatencyHistogram], *,
                  confidence: float = 0.95, seed: int = 0, min_events: int = MIN_EVENTS,
-                 max_baseline_gap: float = MAX_BASELINE_GAP, resamples: int = RESAMPLES) -> CanaryJudgement:
+                 max_baseline_gap: float = MAX_BASELINE_GAP, usual_ratio: float = 1.0,
+                 resamples: int = RESAMPLES) -> CanaryJudgement:
     """BETTER when the `confidence` interval of the difference in differences of P95 lies wholly below 0,
     WORSE when wholly above, else UNCLEAR; UNCLEAR too when a window has fewer than `min_events` events, or
-    when before the change the canary's P95 was off the controls' by more than `max_baseline_gap` (relative).
+    when before the change the canary's P95 over the controls' was off `usual_ratio` (what it is while both run
+    the same config) by more than `max_baseline_gap` (relative).
     The same arguments and `seed` always give the same judgement. `controls_*`: each control node's
     histogram, in the same node order before and after; none in a pool of one node, which has no controls:
     its effect is the canary's own before/after difference, load drift included."""
@@ -130,6 +134,8 @@ def judge_canary(canary_before: LatencyHistogram, canary_after: LatencyHistogram
         raise ValueError(f"confidence: {confidence} is outside (0, 1)")
     if max_baseline_gap <= 0:
         raise ValueError(f"max_baseline_gap: {max_baseline_gap} must be > 0")
+    if not (usual_ratio > 0 and math.isfinite(usual_ratio)):
+        raise ValueError(f"usual_ratio: {usual_ratio} must be a finite ratio > 0")
     if resamples < 100:
         raise ValueError(f"resamples: {resamples} is below 100")
     if len(controls_before) != len(controls_after):
@@ -151,11 +157,12 @@ def judge_canary(canary_before: LatencyHistogram, canary_after: LatencyHistogram
         return CanaryJudgement(CanaryOutcome.UNCLEAR, math.nan, math.nan, math.nan,
                                f"too few events for a P95: {', '.join(few)} (< {min_events})")
     if "controls_before" in p95:
-        gap = p95["canary_before"] / max(p95["controls_before"], 1e-9) - 1.0
+        gap = p95["canary_before"] / max(p95["controls_before"] * usual_ratio, 1e-9) - 1.0
         if abs(gap) > max_baseline_gap:
+            usual = "" if usual_ratio == 1.0 else f" × its usual {usual_ratio:.2f}"
             return CanaryJudgement(CanaryOutcome.UNCLEAR, math.nan, math.nan, math.nan, (
                 f"before the change the canary's P95 ({p95['canary_before'] * 1e3:.1f} ms) was {gap:+.0%} off the "
-                f"controls' ({p95['controls_before'] * 1e3:.1f} ms), beyond ±{max_baseline_gap:.0%}: "
+                f"controls' ({p95['controls_before'] * 1e3:.1f} ms){usual}, beyond ±{max_baseline_gap:.0%}: "
                 "no common baseline"))
     rng = np.random.default_rng(seed)
     upper = np.asarray(bounds)

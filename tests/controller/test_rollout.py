@@ -58,13 +58,15 @@ class Node:
 
 
 class Windows:
-    """Each node's latencies: its flush timeout times the pool's load, which moves every window (then holds);
+    """Each node's latencies: its flush timeout times the pool's load, which moves every window (then holds),
+    times the node's factor in `apart` on any config but the defaults (its own rate sets its batches' wait);
     `events` per node and window likewise (3000 once the list is spent). `observed` counts the windows."""
 
     def __init__(self, nodes: dict[str, Node], loads: list[float]) -> None:
         self.nodes, self.loads = nodes, list(loads)
         self.rng = np.random.default_rng(7)
         self.silent: set[str] = set()
+        self.apart: dict[str, float] = {}
         self.events: list[int] = []
         self.observed = 0
         self.fails_at: int | None = None  # the window at which the controller "dies" (not PipelineUnavailable)
@@ -79,6 +81,7 @@ class Windows:
         for name, node in self.nodes.items():
             if name not in self.silent and node.config != node.silent_on:
                 median_s = (0.02 + node.config[TIMEOUT] * 0.5) * load * (10.0 if node.config == node.slow_on else 1.0)
+                median_s *= 1.0 if node.config == DEFAULTS else self.apart.get(name, 1.0)
                 latency[name] = LatencyHistogram.of(self.rng.lognormal(np.log(median_s), 0.3, events), BOUNDS)
         p95 = LatencyHistogram.merge(latency.values()).quantile_s()
         offered_eps = 1000.0 * load
@@ -144,6 +147,23 @@ def test_a_worse_canary_is_taken_back_and_the_controls_are_never_touched(tmp_pat
     assert _versions(pool)["node-1"] == (0, NodeState.ROLLED_BACK) and "worse" in pool.state.judgement
     pool.observe(30)
     assert pool.current() == DEFAULTS
+
+
+def test_once_the_nodes_p95s_part_with_their_rates_the_next_canary_is_judged_against_its_usual_ratio(tmp_path):
+    # on any tuned config the controls' P95 is twice the canary's (a quarter of its rate): the baseline of the
+    # next canary is 50 % off the controls', which is where it usually stands, not a backlog left
+    pool, nodes, windows, _ = _pool(tmp_path, loads=[1.0])
+    windows.apart = {"node-2": 2.0, "node-3": 2.0, "node-4": 2.0}
+    pool.observe(30)
+    pool.apply(FASTER)
+    pool.observe(30)
+    assert pool.state.version == 1
+    fastest = PIPELINE_SPACE.config({TIMEOUT: 0.02}, base=DEFAULTS)
+    pool.observe(30)
+    pool.apply(fastest)
+    pool.observe(30)
+    assert "no common baseline" not in pool.state.judgement
+    assert pool.state.version == 2 and all(node.config == fastest for node in nodes.values())
 
 
 def test_a_node_failing_its_health_check_in_promotion_stays_back_alone(tmp_path):

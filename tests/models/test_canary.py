@@ -96,6 +96,8 @@ def test_the_interval_covers_the_true_effect_about_as_often_as_its_confidence_sa
      "confidence: 1.0 is outside"),
     (lambda: judge_canary(window(0.1), window(0.1), [window(0.1)], [window(0.1)], max_baseline_gap=0),
      "max_baseline_gap: 0 must be > 0"),
+    (lambda: judge_canary(window(0.1), window(0.1), [window(0.1)], [window(0.1)], usual_ratio=0.0),
+     "usual_ratio: 0.0 must be a finite ratio > 0"),
     (lambda: judge_canary(window(0.1), window(0.1), [LatencyHistogram.of([0.1] * 300, (1.0,))], [window(0.1)]),
      "controls_before.0: buckets differ"),
 ])
@@ -122,6 +124,21 @@ def test_a_canary_that_did_not_start_where_its_controls_did_is_unclear_not_bette
     # within the gap the difference in differences is judged as usual
     assert judge_canary(window(0.105, seed=1), window(0.080, seed=2), [window(0.100, 60_000, seed=3)],
                         [window(0.100, 60_000, seed=4)]).outcome is CanaryOutcome.BETTER
+
+
+def test_a_canary_on_other_traffic_than_its_controls_is_judged_against_its_usual_ratio_to_them():
+    # the canary carries 500 ev/s, the controls 150: on the pool's config its P95 is half theirs (1.5 s
+    # against 3 s), which is no gap to that usual ratio; its fall to 1.2 s is judged
+    before, controls = window(1.5, seed=1), [window(3.0, 60_000, seed=3)]
+    judged = judge_canary(before, window(1.2, seed=2), controls, [window(3.0, 60_000, seed=4)], usual_ratio=0.5)
+    assert judged.outcome is CanaryOutcome.BETTER
+    # against like traffic's ratio the same windows start 50 % apart: unclear
+    assert judge_canary(before, window(1.2, seed=2), controls, [window(3.0, 60_000, seed=4)]
+                        ).outcome is CanaryOutcome.UNCLEAR
+    # and a canary 30 % above its usual ratio (a backlog left) is unclear, saying against what
+    drained = judge_canary(window(1.95, seed=1), window(1.5, seed=2), controls, [window(3.0, 60_000, seed=4)],
+                           usual_ratio=0.5)
+    assert drained.outcome is CanaryOutcome.UNCLEAR and "× its usual 0.50, beyond ±15%" in drained.reason
 
 
 def test_controls_that_move_apart_on_their_own_widen_the_interval_beyond_the_events_noise():
