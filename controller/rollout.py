@@ -270,8 +270,8 @@ class CanaryPool:
         """The canary's P95 over the controls' in `window`; None where a node has no latency in it."""
         if any(n not in window.latency for n in self._order()):
             return None
-        ratio = _p95(window, self.plan.canary) / _p95(window, self._controls())
-        return ratio if ratio > 0 and math.isfinite(ratio) else None
+        canary_s, controls_s = _p95(window, self.plan.canary), _p95(window, self._controls())
+        return canary_s / controls_s if canary_s > 0 and controls_s > 0 else None  # False for NaN (no events)
 
     def _usual_ratio(self, baseline: PoolWindow) -> float:
         """Where the canary's P95 usually stands against the controls' on the promoted version, for a canary
