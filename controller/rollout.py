@@ -83,6 +83,7 @@ class PoolWindows(Protocol):
 
 
 KNOWN_CONFIGS = 20  # the latest configs the pool ran in full, which go back to every node at once
+BASELINE_RATIOS = 20  # the latest baselines whose median is where a canary usually stands against the controls
 
 
 class Phase(StrEnum):
@@ -102,6 +103,8 @@ class RolloutState:
     nodes: list[NodeVersion] = field(default_factory=list)
     judgement: str = ""
     known: list[dict] = field(default_factory=list)  # configs the pool ran in full, the latest last
+    # the canary's P95 over the controls' in the promoted version's baselines (`CanaryPool._usual_ratio`)
+    baseline_ratios: list[float] = field(default_factory=list)
 
 
 class CanaryPool:
@@ -124,9 +127,6 @@ class CanaryPool:
         self._judged: Config | None = None  # the candidate the last window judged: in force for that window
         # the last promotion's step judgements: node -> its judgement and its P95 before its step
         self._step_judgements: dict[str, tuple[CanaryJudgement, float]] = {}
-        # the canary's P95 over the controls' in baselines on the promoted version (`_usual_ratio`)
-        self._ratios: list[float] = []
-        self._ratios_version = -1
         started = dict(self.nodes[plan.canary[0]].current())
         self.state = self._load() or RolloutState(started, known=[started])
         if not self.state.nodes:
@@ -282,16 +282,14 @@ class CanaryPool:
         Nodes of one pool may carry different rates, and once a config's latency follows the rate (a batch
         that fills), their P95s part for good: judged against a ratio of 1, every later canary would start
         "off its controls" and none would be judged again (bench.fleet run 2)."""
-        if self._ratios_version != self.state.version:
-            self._ratios, self._ratios_version = [], self.state.version
-        ratio = self._ratio(baseline)
-        if not self._ratios:
+        ratios, ratio = self.state.baseline_ratios, self._ratio(baseline)
+        if not ratios:
             if ratio is not None:
-                self._ratios.append(ratio)
+                ratios.append(ratio)
             return ratio or 1.0
-        usual = float(np.exp(np.median(np.log(self._ratios))))
+        usual = float(np.exp(np.median(np.log(ratios))))
         if ratio is not None and abs(ratio / usual - 1.0) <= MAX_BASELINE_GAP:
-            self._ratios.append(ratio)
+            ratios[:] = [*ratios, ratio][-BASELINE_RATIOS:]
         return usual
 
     def _judge(self, before: PoolWindow, after: PoolWindow, usual_ratio: float) -> CanaryJudgement:
@@ -367,7 +365,7 @@ class CanaryPool:
             last = window
         known = [c for c in self.state.known if c != dict(candidate)][-(KNOWN_CONFIGS - 1):]
         self.state = replace(self.state, promoted=dict(candidate), version=version, candidate=None,
-                             phase=Phase.STEADY, known=[*known, dict(candidate)])
+                             phase=Phase.STEADY, known=[*known, dict(candidate)], baseline_ratios=[])
         self._save()
         return reports
 

@@ -164,6 +164,13 @@ def test_once_the_nodes_p95s_part_with_their_rates_the_next_canary_is_judged_aga
     pool.observe(30)
     assert "no common baseline" not in pool.state.judgement
     assert pool.state.version == 2 and all(node.config == fastest for node in nodes.values())
+    # the usual ratio is kept in the state file: a restarted daemon does not take a backlog's for it
+    pool.observe(30)
+    pool.apply(PIPELINE_SPACE.config({TIMEOUT: 0.04}, base=DEFAULTS))
+    pool.observe(30)  # worse: taken back, the pool stays on version 2
+    assert pool.state.version == 2 and pool.state.baseline_ratios == [pytest.approx(0.5, rel=0.1)]
+    restarted = CanaryPool(nodes, windows, pool.plan, tmp_path / "rollout.json", max_windows=3)
+    assert restarted.state.baseline_ratios == pool.state.baseline_ratios
 
 
 def test_a_node_failing_its_health_check_in_promotion_stays_back_alone(tmp_path):
