@@ -2,8 +2,9 @@
 
 Run: `python -m bench.twin [--json PATH] [--presets baseline,hybrid,zero-wait,small-batches]
 [--calibration paper-2vcpu] [--rates 300,3000,30000]`. Each figure runs a Poisson load through the
-twin in one process and divides the simulated time (load plus a 20 s drain) by the wall time. At 3000 and 30000 ev/s the paper's node is overloaded in most presets, so the twin
-simulates a pipeline running flat out with backpressure to the log file; that is the realistic case.
+twin in one process and divides the simulated time (load plus a 20 s drain) by the wall time. At 3000
+and 30000 ev/s the paper's node is overloaded in most presets, so the twin simulates a pipeline running
+flat out with backpressure to the log file; that is the realistic case.
 """
 
 from __future__ import annotations

@@ -283,11 +283,7 @@ class CanaryPool:
         that fills), their P95s part for good: judged against a ratio of 1, every later canary would start
         "off its controls" and none would be judged again (bench.fleet run 2)."""
         ratios, ratio = self.state.baseline_ratios, self._ratio(baseline)
-        if not ratios:
-            if ratio is not None:
-                ratios.append(ratio)
-            return ratio or 1.0
-        usual = float(np.exp(np.median(np.log(ratios))))
+        usual = float(np.exp(np.median(np.log(ratios)))) if ratios else ratio or 1.0
         if ratio is not None and abs(ratio / usual - 1.0) <= MAX_BASELINE_GAP:
             ratios[:] = [*ratios, ratio][-BASELINE_RATIOS:]
         return usual
