@@ -7,8 +7,9 @@
   pin down; their sum predicts the end-to-end P95. Without stage data the whole pipeline is one stage.
   A window whose measurement states its own uncertainty (`Observation.p95_sd_s`: a canary judgement's
   interval) is that much noisier a point to the models, so a loose judgement moves them less.
-- Throughput is modelled by one GP over every tuned parameter for the margin (output / offered − 1); a window
-  that breached a throughput rule is told below the floor whatever its ratio. A window that drained a queue
+- Throughput is modelled by one GP over every tuned parameter for the margin (`output_margin`: output / offered
+  − 1, the config's buffered batch counted as shipped, never above 0); a window that breached a throughput rule
+  is told below the floor whatever its ratio. A window that drained a queue
   left from before it (`drains_backlog`) is told to no model: its P95 and ratio are the past's.
 - Safety: a candidate is proposed only if the margin GP's lower confidence bound clears the policy's
   floor (margin ≥ min_throughput_ratio − 1) and, with a P95 ceiling, the predicted P95's upper bound
@@ -63,7 +64,7 @@ from models.observation import Observation
 from models.policy import Policy
 from models.screen import TwinScreen, screen_bar
 from models.space import Config
-from models.verdict import BreachKind, Verdict, drains_backlog
+from models.verdict import BreachKind, Verdict, drains_backlog, output_margin
 
 MapFn = Callable[[Callable, Iterable], Iterable]
 _RATE_LOG_RANGE = (math.log(10.0), math.log(1e6))  # offered load, events/s, mapped onto [0, 1]
@@ -79,6 +80,7 @@ NOISE_ALIKE = math.log(1.5)  # configs within this log-P95 of the incumbent's sh
 DRIFT_WINDOWS = 2  # the incumbent's last windows whose mean is compared, for drift, with the windows before
 MIN_SEARCH = 10  # windows a search (the first, or one re-opened) measures before it may stop
 ROBUST_SD = 1.4826  # a normal distribution's standard deviation over its median absolute deviation
+MARGIN_NOISE_MIN = 0.003  # a window's output ratio is never known closer than this: in-flight events at its edges
 REFIT_EVERY = 10  # windows between fits of the GPs' hyperparameters (after the first REFIT_EVERY, every one)
 
 
@@ -102,7 +104,7 @@ class Surrogate:
             # Length scales capped: a flat run of feasible windows must not make the model vouch for
             # configs far from anything it has seen.
             signal = ConstantKernel(prior_std**2, "fixed") * Matern(np.full(dims, 0.3), (0.05, 2.0), nu=2.5)
-            noise = WhiteKernel((prior_std / 10) ** 2, (1e-8, (prior_std / 3) ** 2))
+            noise = WhiteKernel((prior_std / 10) ** 2, (MARGIN_NOISE_MIN**2, (prior_std / 3) ** 2))
         else:
             signal = ConstantKernel(1.0, (0.25, 4.0)) * Matern(np.full(dims, 0.3), (0.03, 3.0), nu=2.5)
             noise = WhiteKernel(1e-2, (1e-4, 0.25))
@@ -301,7 +303,7 @@ class SafeBayesLearner:
             # at ~1.7 s near capacity, and the search stopped 60 % off the best it had found the way to.
             return
         h = self.history
-        margin = float(np.clip(observation.throughput_ratio - 1.0, -1.0, 0.5))
+        margin = max(output_margin(observation, self.policy, config), -1.0)
         behind = sum(b.excess for b in verdict.breaches if b.kind is not BreachKind.CEILING)
         if behind > 0:
             # A window can breach the backlog rule with a ratio above 1 (its output drained the queue it had let

@@ -86,6 +86,24 @@ def drains_backlog(observation: Observation, policy: Policy, config: Config) -> 
     return surplus > allowed
 
 
+def output_margin(observation: Observation, policy: Policy, config: Config) -> float:
+    """The window's output over its input, less 1, with what `config` holds in its buffers counted as shipped (as
+    far as the BEHIND rule excuses it), and never above 0: 0 is keeping up, below the policy's floor is behind.
+
+    What the throughput model learns. The raw ratio dips by a config's buffered batch when a window ends and rises
+    when the next one ships it: told those, the model took long flush timeouts for a step toward falling behind
+    and vouched for nothing far from what it had seen. A surplus is a backlog from before draining, not headroom.
+    """
+    offered = observation.offered_eps * observation.duration_s
+    if offered <= 0:
+        return 0.0
+    allowed = observation.shortfall_allowed(policy.min_throughput_ratio,
+                                            buffered_events(config, observation.offered_eps))
+    shortfall = (observation.offered_eps - observation.throughput_eps) * observation.duration_s
+    # on the floor exactly where the BEHIND rule breaks, 0 where the shortfall is what the buffers hold
+    return min(policy.min_throughput_ratio - 1.0 + (allowed - shortfall) / offered, 0.0)
+
+
 def judge(observation: Observation, policy: Policy, config: Config | None, previous: Observation | None = None
           ) -> Verdict:
     """The verdict on `observation`, made by `config` (None: unknown, so nothing is excused as buffered), under

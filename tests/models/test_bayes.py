@@ -12,7 +12,7 @@ from models.observation import Observation
 from models.policy import Policy
 from models.space import PIPELINE_SPACE
 from models.strategies import build_learner
-from models.verdict import judge
+from models.verdict import buffered_events, judge
 
 NAMES = ("filebeat.backoff", "logstash.pipeline.batch.delay", "filebeat.queue.mem.flush.timeout")
 CTX = Context(300.0)
@@ -387,6 +387,29 @@ def test_one_stray_window_does_not_set_the_noise_a_change_must_beat():
     quiet_noise_s = quiet.suggest(context).predicted["noise_s"]
     stray_noise_s = stray.suggest(context).predicted["noise_s"]
     assert quiet_noise_s < 0.1 and stray_noise_s < 1.5 * quiet_noise_s  # the standard deviation would be ~0.9 s
+
+
+def test_a_batch_held_in_the_buffers_at_a_windows_end_is_not_taken_for_falling_behind():
+    # Windows that ship everything, and the same windows cut off before each config's flush batch and the batches
+    # in flight went out (a long flush timeout holds hundreds of events): the safety model must learn the same.
+    # Told the raw ratio, it took long flush timeouts for a step toward falling behind and vouched for little.
+    cube = TunedCube(NAMES, Policy())
+    rng = np.random.default_rng(3)
+    configs = [cube.decode(rng.uniform(size=3), base=PIPELINE_SPACE.defaults()) for _ in range(6)]
+    learners = []
+    for held_back in (False, True):
+        learner = SafeBayesLearner(cube, configs[0], seed=0)
+        for config in configs:
+            # the batch, up to the 5 % of the window's 9,000 events a verdict trusts it for
+            short_eps = min(buffered_events(config, 300.0), 450.0) / 30 if held_back else 0.0
+            window = Observation(duration_s=30, offered_eps=300, throughput_eps=300 - short_eps, p50_s=0.5, p95_s=1.0,
+                                 p99_s=1.2, mean_s=0.5)
+            assert judge(window, Policy(), config).ok
+            learner.tell(config, CTX, window, judge(window, Policy(), config))
+        learners.append(learner)
+    context = Context(CTX.offered_eps, configs[0])
+    shipped, cut_off = (learner.suggest(context) for learner in learners)
+    assert cut_off.config == shipped.config and cut_off.reason == shipped.reason
 
 
 def test_a_window_breaching_the_backlog_rule_is_below_the_margin_floor_to_the_safety_model_whatever_its_ratio():

@@ -9,7 +9,7 @@ from models.observation import Observation
 from models.policy import Policy
 from models.space import PIPELINE_SPACE, Config
 from models.strategies import STRATEGIES, build_learner
-from models.verdict import BreachKind, buffered_events, drains_backlog, judge
+from models.verdict import BreachKind, buffered_events, drains_backlog, judge, output_margin
 
 
 def _window(out_eps: float, p50_s: float = 0.5, offered_eps: float = 1000.0, backlog: int = 500) -> Observation:
@@ -55,6 +55,20 @@ def test_a_window_shipping_more_than_came_in_beyond_what_its_config_buffers_is_d
     # a small-batch config is ahead by more than batching only beyond the policy's share
     assert drains_backlog(_window(out_eps=1060.0), Policy(), _config(min_events=1, pipelining=0))
     assert not drains_backlog(_window(out_eps=1000.0), Policy(), _config(min_events=1, pipelining=0))
+
+
+def test_the_output_margin_counts_a_batch_held_at_the_windows_end_as_shipped_and_a_surplus_as_no_headroom():
+    # 3000 events buffered, trusted up to the policy's 5 % (1500 of 30,000): 4 % short is keeping up exactly
+    assert output_margin(_window(out_eps=960.0), Policy(), _config()) == 0.0
+    assert output_margin(_window(out_eps=900.0), Policy(), _config()) == pytest.approx(-0.05)
+    # with no batching the same shortfall is all the config's; shipping more than came in is the past's queue
+    assert output_margin(_window(out_eps=960.0), Policy(), _config(min_events=1, pipelining=0)) == pytest.approx(
+        -0.04 + 2 / 30_000)
+    assert output_margin(_window(out_eps=1030.0), Policy(), _config(min_events=1, pipelining=0)) == 0.0
+    # the margin is below the policy's floor exactly when the BEHIND rule breaks
+    for out_eps in (800.0, 899.0, 901.0, 950.0):
+        below = output_margin(_window(out_eps), Policy(), _config()) < Policy().min_throughput_ratio - 1
+        assert below == any(b.kind is BreachKind.BEHIND for b in judge(_window(out_eps), Policy(), _config()).breaches)
 
 
 def test_a_config_falling_behind_is_not_excused_by_its_growing_latency():
