@@ -9,8 +9,8 @@
   interval) is that much noisier a point to the models, so a loose judgement moves them less.
 - Throughput is modelled by one GP over every tuned parameter for the margin (`output_margin`: output / offered
   − 1, the config's buffered batch counted as shipped, never above 0); a window that breached a throughput rule
-  is told below the floor whatever its ratio. A window that drained a queue
-  left from before it (`drains_backlog`) is told to no model: its P95 and ratio are the past's.
+  is told below the floor whatever its ratio. A window that drained a queue left from before it
+  (`drains_backlog`) is told to no model: its P95 and ratio are the past's.
 - Safety: a candidate is proposed only if the margin GP's lower confidence bound clears the policy's
   floor (margin ≥ min_throughput_ratio − 1) and, with a P95 ceiling, the predicted P95's upper bound
   stays under it. The margin GP's prior mean is 0 with a fixed prior spread, so far from every

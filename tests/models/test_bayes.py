@@ -404,8 +404,9 @@ def test_a_batch_held_in_the_buffers_at_a_windows_end_is_not_taken_for_falling_b
             short_eps = min(buffered_events(config, 300.0), 450.0) / 30 if held_back else 0.0
             window = Observation(duration_s=30, offered_eps=300, throughput_eps=300 - short_eps, p50_s=0.5, p95_s=1.0,
                                  p99_s=1.2, mean_s=0.5)
-            assert judge(window, Policy(), config).ok
-            learner.tell(config, CTX, window, judge(window, Policy(), config))
+            verdict = judge(window, Policy(), config)
+            assert verdict.ok
+            learner.tell(config, CTX, window, verdict)
         learners.append(learner)
     context = Context(CTX.offered_eps, configs[0])
     shipped, cut_off = (learner.suggest(context) for learner in learners)

@@ -15,7 +15,8 @@ window_s = 30.0
 cal = load(cal_name)
 rate = 0.8 * capacity_eps(cal, window_s) if workload == "near-capacity" else 300.0
 profile = "burst" if workload == "burst" else "steady"
-policy = Policy(); start = preset("defaults")
+import os
+policy = Policy(pins={"filebeat.max_backoff": 0.001}) if os.environ.get("PIN_MAXB") else Policy(); start = preset("defaults")
 setup = LearnerSetup("pipetune", policy, start, cal.topology, seed, screen=misjudged(cal, seed))
 learner = tuning_learner(setup, remote=False)
 pipeline = twin_pipeline(start, cal, WorkloadSpec(profile, rate, seed=seed), windows, window_s)
