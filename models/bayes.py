@@ -5,6 +5,9 @@
   for log stage-P95, over only the parameters that move that stage (`STAGE_PARAMS`) plus the offered
   load (log-scaled) as a context input. Each is a function of two to four inputs, which a few windows
   pin down; their sum predicts the end-to-end P95. Without stage data the whole pipeline is one stage.
+  Each stage's prediction stays within what the config's own waits allow (`latency_bounds`): no less than half
+  its interval (a harvester's backoff, Spark's trigger), no more than its longest wait (max(backoff,
+  max_backoff)), each bound scaled until no measured window contradicts it.
   A window whose measurement states its own uncertainty (`Observation.p95_sd_s`: a canary judgement's
   interval) is that much noisier a point to the models, so a loose judgement moves them less.
 - Throughput is modelled by one GP over every tuned parameter for the margin (`output_margin`: output / offered
@@ -17,7 +20,8 @@
   observation the bound fails and the learner expands the safe set outward from the configs it has
   seen work (SafeOpt's idea); the first config is the running one, never a random one.
 - Trust region (TuRBO's idea): candidates are drawn in a box of side `length` around the daemon's
-  incumbent (`Context.incumbent`), perturbing a few dimensions at a time; the box doubles after
+  incumbent (`Context.incumbent`), perturbing a few dimensions at a time, and each dimension alone at either
+  edge of the box (where a cliff at the end of a range hides); the box doubles after
   successive improvements and halves after successive failures; an infeasible window (its `Verdict`)
   counts as several failures.
 - Pre-screening (optional): the best few candidates are simulated on a twin (`TwinScreen`, fanned out
@@ -51,6 +55,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from functools import partial
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, Mapping, Sequence
 
@@ -59,6 +64,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
 
+from models.latency_bounds import stage_ceiling_s, stage_floor_s
 from models.learning import HISTORY_BEST, HISTORY_RECENT, Context, Suggestion, TunedCube, kept_history, load_moved
 from models.observation import Observation
 from models.policy import Policy
@@ -192,6 +198,16 @@ class _Converged:
 
 
 @dataclass(frozen=True)
+class _BoundScales:
+    """How far a stage's latency bounds hold on the measured windows: the floor scaled down and the ceiling up
+    until no window contradicts them (a pipeline unlike the components they assume, a window slowed by a
+    restart), so neither ever overrules a measurement."""
+
+    floor: float = 1.0
+    ceiling: float = 1.0
+
+
+@dataclass(frozen=True)
 class _Pool:
     """Candidates (unit cube) with their predicted P95, its optimistic bound, the margin's mean and std, and
     whether each is predicted safe."""
@@ -268,6 +284,7 @@ class SafeBayesLearner:
     def _new_models(self) -> None:
         self.stage_dims = self.cube.stage_dims(self.stage_params)
         self._stage_gps: dict[str, Surrogate] = {}
+        self._bound_scales: dict[str, _BoundScales] = {}
         self._margin_gp = Surrogate(self.cube.dims + 1, prior_std=self.margin_prior_std, seed=self.seed)
 
     def update_policy(self, policy: Policy) -> None:
@@ -379,16 +396,39 @@ class SafeBayesLearner:
             gp.fit(x[np.ix_(rows, columns)], np.array([h.stage_log_p95[i][stage] for i in rows]), optimize,
                    np.array([h.p95_log_var[i] for i in rows]))
         self._margin_gp.fit(x, np.array(h.margin), optimize)
+        self._bound_scales = {stage: self._measured_bound_scales(stage) for stage in self._stage_gps}
 
-    def _predict_p95(self, features: np.ndarray, kappa: float) -> np.ndarray:
-        """Σ over stages of exp(μ − κσ), each at least `RESOLUTION_S`: the predicted P95 (κ = 0) or its optimistic
-        bound (κ > 0)."""
-        total = np.zeros(len(features))
-        for stage, gp in self._stage_gps.items():
-            mean, std = gp.predict(features[:, np.append(self.stage_dims[stage], features.shape[1] - 1)])
-            # no stage is ever measured below the resolution: a bound beneath it is a gain no window could show
-            total += np.maximum(np.exp(mean - kappa * std), RESOLUTION_S)
-        return total
+    def _measured_bound_scales(self, stage: str) -> _BoundScales:
+        """How far `stage`'s bounds (`latency_bounds`) hold on its measured windows."""
+        h = self.history
+        rows = [i for i, values in enumerate(h.stage_log_p95) if stage in values]
+        measured_s = np.exp([h.stage_log_p95[i][stage] for i in rows])
+
+        def value_of(name: str) -> np.ndarray:
+            return np.array([float(h.configs[i][name]) for i in rows])
+
+        floors_s = np.broadcast_to(stage_floor_s(stage, value_of), measured_s.shape)
+        ceilings_s = np.maximum(np.broadcast_to(stage_ceiling_s(stage, value_of), measured_s.shape), RESOLUTION_S)
+        waits = floors_s > 0
+        floor = float(min(1.0, np.min(measured_s[waits] / floors_s[waits]))) if np.any(waits) else 1.0
+        return _BoundScales(floor=floor, ceiling=float(max(1.0, np.max(measured_s / ceilings_s))))
+
+    def _stage_p95(self, stage: str, features: np.ndarray, kappa: float, base: Config) -> np.ndarray:
+        """`stage`'s predicted P95 (κ = 0) or its optimistic bound (κ > 0) at each row of `features` (values the
+        cube does not tune from `base`), within what the config's own waits allow (`latency_bounds`), as far as
+        the measured windows bear that out, and never below the resolution: a gain no window could show."""
+        columns = np.append(self.stage_dims[stage], features.shape[1] - 1)
+        mean, std = self._stage_gps[stage].predict(features[:, columns])
+        value_of = partial(self.cube.values, features[:, :-1], base=base)
+        scales = self._bound_scales.get(stage, _BoundScales())
+        floor_s = np.maximum(np.multiply(stage_floor_s(stage, value_of), scales.floor), RESOLUTION_S)
+        ceiling_s = np.maximum(np.multiply(stage_ceiling_s(stage, value_of), scales.ceiling), floor_s)
+        return np.clip(np.exp(mean - kappa * std), floor_s, ceiling_s)
+
+    def _predict_p95(self, features: np.ndarray, kappa: float, base: Config) -> np.ndarray:
+        """Σ over stages of `_stage_p95`: the predicted P95 (κ = 0) or its optimistic bound (κ > 0)."""
+        return sum((self._stage_p95(stage, features, kappa, base) for stage in self._stage_gps),
+                   np.zeros(len(features)))
 
     def suggest(self, context: Context) -> Suggestion:
         if not self.history.configs:
@@ -417,9 +457,9 @@ class SafeBayesLearner:
             else:
                 return self._hold(incumbent, held.p95_s, held.reason, held.noise_s)
         center = self.cube.encode(incumbent)
-        pool = self._pool(center, context, self.length)
+        pool = self._pool(center, context, self.length, incumbent)
         inc_features = self._features(incumbent, context)[None, :]
-        inc_p95 = float(self._predict_p95(inc_features, 0.0)[0])
+        inc_p95 = float(self._predict_p95(inc_features, 0.0, incumbent)[0])
         noise_s, dof = self._window_noise(incumbent, context, inc_p95, inc_features)
         self._noise_s = noise_s
         if not np.any(pool.safe):
@@ -443,7 +483,7 @@ class SafeBayesLearner:
             if self._exhausted or self._searched >= MIN_SEARCH:
                 # The trust region is a box around the incumbent; the safe set reaches beyond it. Stop only when
                 # nothing safe anywhere promises more than the threshold (even optimistically, but on known ground).
-                wide = self._pool(center, context, self.length_max)
+                wide = self._pool(center, context, self.length_max, incumbent)
                 wide_promise = self._promise(wide, inc_p95, expected=self._known_ground)
                 if float(np.max(wide_promise)) <= threshold:
                     self._converged = _Converged(incumbent, context.offered_eps,
@@ -457,10 +497,14 @@ class SafeBayesLearner:
                 order = np.argsort(-promise)[: int(np.sum(promise > threshold))]
             else:
                 # A model of a few windows can look flat where it has not looked yet (near capacity it misjudges
-                # the sum of the stages too): while the search is young, measure where it is least sure instead.
+                # the sum of the stages too): while the search is young, measure where it is least sure instead,
+                # among the configs that could be faster at all (not one whose own waits make it slower).
                 why = f"{below}, but only {self._searched} < {MIN_SEARCH} windows searched: explore the most uncertain"
-                order = np.argsort(-np.where(pool.safe, pool.mean - pool.optimistic + pool.m_std, -np.inf)
-                                   )[: int(pool.safe.sum())]
+                could_gain = pool.safe & (pool.optimistic < inc_p95)
+                if not np.any(could_gain):
+                    return self._hold(incumbent, inc_p95, f"{below}, and no safe config could be faster", noise_s)
+                order = np.argsort(-np.where(could_gain, pool.mean - pool.optimistic + pool.m_std, -np.inf)
+                                   )[: int(could_gain.sum())]
         else:
             order = np.argsort(-promise)[: int(np.sum(promise > threshold))]
         i = self._first_passing(order, pool.cand, incumbent, context)
@@ -478,16 +522,17 @@ class SafeBayesLearner:
                            "margin": float(pool.m_mean[i]), "margin_lcb": float(lcb), "noise_s": noise_s,
                            "incumbent_p95_s": inc_p95})
 
-    def _pool(self, center: np.ndarray, context: Context, length: float) -> _Pool:
-        """Candidates in a box of side `length` around `center` (and stage-by-stage moves in it), scored."""
-        cand = np.vstack([self._candidates(center, length), self._stage_moves(center, context, length)])
+    def _pool(self, center: np.ndarray, context: Context, length: float, base: Config) -> _Pool:
+        """Candidates in a box of side `length` around `center` (and stage-by-stage moves in it), scored; untuned
+        values from `base`."""
+        cand = np.vstack([self._candidates(center, length), self._stage_moves(center, context, length, base)])
         features = np.column_stack([cand, np.full(len(cand), context_feature(context))])
         chunks = np.array_split(features, max(1, len(features) // 256))
-        scored = list(self.parallel_map(self._score_chunk, chunks))
+        scored = list(self.parallel_map(partial(self._score_chunk, base=base), chunks))
         mean, optimistic, m_mean, m_std = (np.concatenate([s[k] for s in scored]) for k in range(4))
         safe = m_mean - self.beta * m_std >= self.margin_floor
         if self.policy.p95_ceiling_s is not None:
-            safe &= self._predict_p95(features, -self.beta) <= self.policy.p95_ceiling_s
+            safe &= self._predict_p95(features, -self.beta, base) <= self.policy.p95_ceiling_s
         return _Pool(cand, mean, optimistic, m_mean, m_std, safe)
 
     def _promise(self, pool: _Pool, inc_p95: float, expected: bool) -> np.ndarray:
@@ -563,13 +608,14 @@ class SafeBayesLearner:
         bar = screen_bar(incumbent_ratio, self.policy.min_throughput_ratio)
         return next((k for k, ratio in zip(top, ratios) if ratio >= bar), None)
 
-    def _score_chunk(self, features: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        mean = self._predict_p95(features, 0.0)
-        optimistic = self._predict_p95(features, self.kappa)
+    def _score_chunk(self, features: np.ndarray, base: Config) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        mean = self._predict_p95(features, 0.0, base)
+        optimistic = self._predict_p95(features, self.kappa, base)
         m_mean, m_std = self._margin_gp.predict(features)
         return mean, optimistic, m_mean, m_std
 
-    def _stage_moves(self, center: np.ndarray, context: Context, length: float, per_stage: int = 256) -> np.ndarray:
+    def _stage_moves(self, center: np.ndarray, context: Context, length: float, base: Config,
+                     per_stage: int = 256) -> np.ndarray:
         """Candidates built stage by stage, as an additive model allows (Add-GP-UCB's idea).
 
         For each stage, the move of only its own parameters that its model finds most promising; then
@@ -578,15 +624,14 @@ class SafeBayesLearner:
         lo = np.clip(center - length / 2, 0.0, 1.0)
         hi = np.clip(center + length / 2, 0.0, 1.0)
         moves = []
-        for stage, gp in self._stage_gps.items():
+        for stage in self._stage_gps:
             dims = self.stage_dims[stage]
             if dims.size == 0:
                 continue
             trial = np.tile(center, (per_stage, 1))
             trial[:, dims] = self.rng.uniform(lo[dims], hi[dims], size=(per_stage, dims.size))
-            features = np.column_stack([trial[:, dims], np.full(per_stage, context_feature(context))])
-            mean, std = gp.predict(features)
-            best = trial[int(np.argmin(mean - self.kappa * std))]
+            features = np.column_stack([trial, np.full(per_stage, context_feature(context))])
+            best = trial[int(np.argmin(self._stage_p95(stage, features, self.kappa, base)))]
             moves.append((dims, best[dims]))
         together = center.copy()
         singles = []
@@ -607,4 +652,9 @@ class SafeBayesLearner:
         lo = np.clip(center - length / 2, 0.0, 1.0)
         hi = np.clip(center + length / 2, 0.0, 1.0)
         points = np.where(mask, rng.uniform(lo, hi, size=(self.candidates, d)), center)
-        return np.vstack([center[None, :], points])
+        # each dimension alone at either edge of the region: a uniform draw in a few dimensions at once rarely lands
+        # on a cliff at the end of a range (the last millisecond of max_backoff)
+        edges = np.repeat(center[None, :], 2 * d, axis=0)
+        edges[np.arange(d), np.arange(d)] = lo
+        edges[d + np.arange(d), np.arange(d)] = hi
+        return np.vstack([center[None, :], points, edges])

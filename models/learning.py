@@ -173,6 +173,16 @@ class TunedCube:
         repairs = {a: config[b] for a, b in NOT_ABOVE if a in self.names and config[a] > config[b]}
         return self.space.config(repairs, base=config) if repairs else config
 
+    def values(self, u: np.ndarray, name: str, *, base: Config) -> np.ndarray:
+        """`name`'s value at each row of `u` (before snapping to its resolution), `base`'s where the cube does not
+        tune it (pinned or untuned)."""
+        if name not in self.names:
+            return np.full(len(u), float(base[name]))
+        i = self.names.index(name)
+        raw = self._lo[i] + np.clip(u[:, i], 0.0, 1.0) * (self._hi[i] - self._lo[i])
+        shift = self._shift[i]
+        return raw if shift is None else np.exp(raw) - shift
+
     def stage_dims(self, stage_params: dict[str, tuple[str, ...]] | None) -> dict[str, np.ndarray]:
         """For each stage, the indices of the tuned dimensions that move it.
 

@@ -1,0 +1,50 @@
+"""The latency bounds a config's own waits set: around what the twin measures, whatever the config and load."""
+
+import numpy as np
+import pytest
+
+from models.latency_bounds import WHOLE_PIPELINE, stage_ceiling_s, stage_floor_s
+from models.learning import TUNED_BY_TOPOLOGY, TunedCube
+from models.policy import Policy
+from models.presets import preset
+from models.twin import Twin, load, steady_arrivals
+
+
+@pytest.mark.parametrize("calibration, rate_eps", [("paper-2vcpu", 300.0), ("paper-2vcpu", 840.0),
+                                                   ("local-filebeat-kafka", 300.0),
+                                                   ("local-filebeat-kafka", 3000.0)])
+def test_every_stage_of_a_pipeline_that_keeps_up_lies_within_its_bounds(calibration, rate_eps):
+    # Random configs around the defaults (half the tuned values drawn anywhere in their range), as a search meets
+    # them; one that falls behind is outside what the ceiling speaks for.
+    cal = load(calibration)
+    cube = TunedCube(TUNED_BY_TOPOLOGY[cal.topology], Policy())
+    defaults = preset("defaults")
+    rng = np.random.default_rng(7)
+    checked = 0
+    for seed in range(10):
+        u = np.where(rng.uniform(size=cube.dims) < 0.5, rng.uniform(size=cube.dims), cube.encode(defaults))
+        config = cube.decode(u, base=defaults)
+        twin = Twin(config, steady_arrivals(rate_eps, 40.0), cal, seed=seed)
+        twin.run_until(40.0)
+        window = twin.observe(10.0, 40.0)
+        if window.throughput_ratio < 0.95:
+            continue
+        checked += 1
+
+        def value_of(name: str) -> np.ndarray:
+            return np.array([float(config[name])])
+
+        for stage, p95_s in window.stage_p95_s.items():
+            assert stage_floor_s(stage, value_of) <= p95_s <= stage_ceiling_s(stage, value_of), (stage, config)
+        assert window.p95_s >= stage_floor_s(WHOLE_PIPELINE, value_of)
+    assert checked >= 5
+
+
+def test_a_stage_without_waits_of_its_own_is_unbounded_and_the_whole_pipeline_has_its_slowest_stages_floor():
+    values = {"filebeat.backoff": np.array([0.2, 4.0]), "filebeat.max_backoff": np.array([0.1, 10.0]),
+              "spark.trigger.interval": np.array([2.0, 0.0])}
+    assert stage_floor_s("filebeat->logstash", values.__getitem__) == 0.0
+    assert stage_ceiling_s("filebeat->logstash", values.__getitem__) == np.inf
+    assert stage_floor_s("kafka->sink", values.__getitem__).tolist() == [1.0, 0.0]
+    assert stage_ceiling_s("nginx->filebeat", values.__getitem__).tolist() == [0.2, 10.0]
+    assert stage_floor_s(WHOLE_PIPELINE, values.__getitem__).tolist() == [1.0, 2.0]
