@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -83,6 +84,17 @@ def test_decoded_values_are_on_the_resolution_each_component_accepts(u):
     assert 1.0 <= config["logstash.pipeline.batch.delay"] <= 7.0  # whole ms within the bounds
     fractional = cube.decode([0.5] * cube.dims, base=PIPELINE_SPACE.defaults())["kafka.producer.linger.ms"]
     assert not float(fractional).is_integer()
+
+
+def test_values_read_a_parameter_at_many_points_of_the_cube_as_decoding_each_would():
+    policy = Policy(pins={"filebeat.max_backoff": 0.002})
+    cube = TunedCube(tuned_names(policy, "paper"), policy)
+    base = policy.enforce(PIPELINE_SPACE.defaults())
+    rows = np.random.default_rng(0).uniform(size=(5, cube.dims))
+    for name in ("filebeat.backoff", "spark.trigger.interval", "filebeat.queue.mem.flush.timeout"):
+        decoded = [float(cube.decode(u, base=base)[name]) for u in rows]
+        assert cube.values(rows, name, base=base) == pytest.approx(decoded, rel=0.01, abs=0.001), name
+    assert cube.values(rows, "filebeat.max_backoff", base=base).tolist() == [0.002] * 5  # pinned: the base's
 
 
 def test_a_change_costs_what_its_dearest_parameter_costs():
