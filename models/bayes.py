@@ -65,7 +65,8 @@ from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
 
 from models.latency_bounds import stage_ceiling_s, stage_floor_s
-from models.learning import HISTORY_BEST, HISTORY_RECENT, Context, Suggestion, TunedCube, kept_history, load_moved
+from models.learning import (HISTORY_BEST, HISTORY_RECENT, WHOLE_PIPELINE, Context, Suggestion, TunedCube, kept_history,
+                             load_moved)
 from models.observation import Observation
 from models.policy import Policy
 from models.screen import TwinScreen, screen_bar
@@ -306,8 +307,8 @@ class SafeBayesLearner:
         return np.append(self.cube.encode(config), context_feature(context))
 
     def _stage_values(self, observation: Observation) -> dict[str, float]:
-        if set(self.stage_dims) == {"e2e"}:
-            return {"e2e": math.log(max(observation.p95_s, RESOLUTION_S))}
+        if set(self.stage_dims) == {WHOLE_PIPELINE}:
+            return {WHOLE_PIPELINE: math.log(max(observation.p95_s, RESOLUTION_S))}
         return {stage: math.log(max(observation.stage_p95_s[stage], RESOLUTION_S))
                 for stage in self.stage_dims if stage in observation.stage_p95_s}
 

@@ -22,6 +22,8 @@ from typing import Callable
 
 import numpy as np
 
+from models.learning import WHOLE_PIPELINE
+
 ValueOf = Callable[[str], np.ndarray]  # a parameter's values, one per config in question
 
 # Stage -> the parameter (seconds) whose interval every event of that stage may wait for.
@@ -33,7 +35,6 @@ STAGE_INTERVALS: dict[str, str] = {
 STAGE_LONGEST_WAITS: dict[str, tuple[str, ...]] = {
     "nginx->filebeat": ("filebeat.backoff", "filebeat.max_backoff"),
 }
-WHOLE_PIPELINE = "e2e"  # a learner without stage figures models the pipeline as this one stage
 
 
 def stage_floor_s(stage: str, value_of: ValueOf) -> np.ndarray | float:

@@ -68,6 +68,7 @@ _RESOLUTION = {"s": 1e-3, "ms": 1.0, "events": 1.0, "bytes": 1.0}  # smallest st
 # the good region was while recent windows explore elsewhere.
 HISTORY_RECENT = 200
 HISTORY_BEST = 20
+WHOLE_PIPELINE = "e2e"  # the one stage a learner models when it has no stage figures
 LOAD_SHIFT = 0.25  # a change of offered load beyond this fraction is a new situation: re-measure, search again
 
 
@@ -151,9 +152,9 @@ class TunedCube:
         shift = self._shift[i]
         return float(value) if shift is None else math.log(float(value) + shift)
 
-    def _unwarp(self, i: int, value: float) -> float:
+    def _unwarp(self, i: int, value: float | np.ndarray) -> float | np.ndarray:
         shift = self._shift[i]
-        return value if shift is None else math.exp(value) - shift
+        return value if shift is None else np.exp(value) - shift
 
     def encode(self, config: Config) -> np.ndarray:
         """The tuned values of `config` in [0, 1]^d (clipped into the policy's bounds)."""
@@ -179,9 +180,7 @@ class TunedCube:
         if name not in self.names:
             return np.full(len(u), float(base[name]))
         i = self.names.index(name)
-        raw = self._lo[i] + np.clip(u[:, i], 0.0, 1.0) * (self._hi[i] - self._lo[i])
-        shift = self._shift[i]
-        return raw if shift is None else np.exp(raw) - shift
+        return self._unwarp(i, self._lo[i] + np.clip(u[:, i], 0.0, 1.0) * (self._hi[i] - self._lo[i]))
 
     def stage_dims(self, stage_params: dict[str, tuple[str, ...]] | None) -> dict[str, np.ndarray]:
         """For each stage, the indices of the tuned dimensions that move it.
@@ -190,7 +189,7 @@ class TunedCube:
         pipeline is one stage, `e2e`, over every dimension.
         """
         if not stage_params:
-            return {"e2e": np.arange(self.dims)}
+            return {WHOLE_PIPELINE: np.arange(self.dims)}
         claimed = {n for names in stage_params.values() for n in names}
         unclaimed = [i for i, n in enumerate(self.names) if n not in claimed]
         return {stage: np.array(sorted({i for i, n in enumerate(self.names) if n in names} | set(unclaimed)), dtype=int)

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from models.latency_bounds import WHOLE_PIPELINE, stage_ceiling_s, stage_floor_s
-from models.learning import TUNED_BY_TOPOLOGY, TunedCube
+from models.latency_bounds import stage_ceiling_s, stage_floor_s
+from models.learning import TUNED_BY_TOPOLOGY, WHOLE_PIPELINE, TunedCube
 from models.policy import Policy
 from models.presets import preset
 from models.twin import Twin, load, steady_arrivals
