@@ -76,14 +76,22 @@ def buffered_events(config: Config, rate_eps: float) -> float:
     return flush_batch + in_flight_batches * output_batch
 
 
+def _shortfall_events(observation: Observation) -> float:
+    """Events the window's output fell short of its input (negative: it shipped more than came in)."""
+    return (observation.offered_eps - observation.throughput_eps) * observation.duration_s
+
+
+def _allowed_shortfall_events(observation: Observation, policy: Policy, config: Config) -> float:
+    """The shortfall a window that keeps up may show (`Observation.shortfall_allowed`), with what `config` holds
+    in its buffers excused."""
+    return observation.shortfall_allowed(policy.min_throughput_ratio, buffered_events(config, observation.offered_eps))
+
+
 def drains_backlog(observation: Observation, policy: Policy, config: Config) -> bool:
     """Whether the window shipped more than came in by more than a pipeline that keeps up can (the mirror of
     the BEHIND rule, with the same allowance): it emptied a backlog left from before it, e.g. by a rolled-back
     config, so its latency and throughput describe that past, not `config`."""
-    surplus = (observation.throughput_eps - observation.offered_eps) * observation.duration_s
-    allowed = observation.shortfall_allowed(policy.min_throughput_ratio,
-                                            buffered_events(config, observation.offered_eps))
-    return surplus > allowed
+    return -_shortfall_events(observation) > _allowed_shortfall_events(observation, policy, config)
 
 
 def output_margin(observation: Observation, policy: Policy, config: Config) -> float:
@@ -97,9 +105,8 @@ def output_margin(observation: Observation, policy: Policy, config: Config) -> f
     offered = observation.offered_eps * observation.duration_s
     if offered <= 0:
         return 0.0
-    allowed = observation.shortfall_allowed(policy.min_throughput_ratio,
-                                            buffered_events(config, observation.offered_eps))
-    shortfall = (observation.offered_eps - observation.throughput_eps) * observation.duration_s
+    allowed = _allowed_shortfall_events(observation, policy, config)
+    shortfall = _shortfall_events(observation)
     # on the floor exactly where the BEHIND rule breaks, 0 where the shortfall is what the buffers hold
     return min(policy.min_throughput_ratio - 1.0 + (allowed - shortfall) / offered, 0.0)
 
@@ -113,7 +120,7 @@ def judge(observation: Observation, policy: Policy, config: Config | None, previ
     duration_s = observation.duration_s
     buffered = buffered_events(config, observation.offered_eps) if config is not None else 0.0
     allowed = observation.shortfall_allowed(min_ratio, buffered)
-    shortfall = (observation.offered_eps - observation.throughput_eps) * duration_s
+    shortfall = _shortfall_events(observation)
     if shortfall > allowed:
         found.append(Breach(kind=BreachKind.BEHIND, figure=shortfall, limit=allowed, unit="events", message=(
             f"output {observation.throughput_ratio:.1%} of input < {min_ratio:.0%}, "
