@@ -27,7 +27,6 @@
 - Pre-screening (optional): the best few candidates are simulated on a twin (`TwinScreen`, fanned out
   through `parallel_map`); only one the twin expects to keep up, with headroom, is proposed (or, where
   the twin expects even the incumbent to fall behind, one it expects to keep up as well as the incumbent).
-  When the twin doubts all of them, the next few are screened, up to `SCREEN_ROUNDS` rounds.
 - Acquisition: the optimistic gain, incumbent's predicted P95 minus the candidate's lower bound
   (Σ exp(μ − κσ) over stages). A candidate that restarts a component (Filebeat, the sink) must promise
   more: its gain is multiplied by `restart_discount`. Restart dimensions are perturbed as often as any
@@ -89,10 +88,6 @@ DRIFT_WINDOWS = 2  # the incumbent's last windows whose mean is compared, for dr
 MIN_SEARCH = 10  # windows a search (the first, or one re-opened) measures before it may stop
 ROBUST_SD = 1.4826  # a normal distribution's standard deviation over its median absolute deviation
 MARGIN_NOISE_MIN = 0.003  # a window's output ratio is never known closer than this: in-flight events at its edges
-# Rounds of `screen_top` candidates the twin screens, best first, before the learner holds: near capacity a
-# misjudged twin doubted every bold step, and holding until the models changed their minds held the incumbent
-# for 18 of 30 windows.
-SCREEN_ROUNDS = 4
 REFIT_EVERY = 10  # windows between fits of the GPs' hyperparameters (after the first REFIT_EVERY, every one)
 
 
@@ -516,8 +511,7 @@ class SafeBayesLearner:
         i = self._first_passing(order, pool.cand, incumbent, context)
         if i is None:
             return self._hold(incumbent, inc_p95, f"the twin expects none of the "
-                                                  f"{min(len(order), SCREEN_ROUNDS * self.screen_top)} best "
-                                                  "candidates to keep up",
+                                                  f"{min(len(order), self.screen_top)} best candidates to keep up",
                               noise_s)
         lcb = pool.m_mean[i] - self.beta * pool.m_std[i]
         self._current = self.cube.decode(pool.cand[i], base=incumbent)
@@ -606,26 +600,14 @@ class SafeBayesLearner:
 
     def _first_passing(self, order: np.ndarray, cand: np.ndarray, incumbent: Config, context: Context) -> int | None:
         """The best-ranked candidate the twin expects to keep up, or to keep up as well as the incumbent where the
-        twin expects the incumbent below the floor (`screen_bar`), screened `screen_top` at a time for up to
-        `SCREEN_ROUNDS` rounds; the best one, without a screen."""
+        twin expects the incumbent below the floor (`screen_bar`); the best one, without a screen."""
         if self.screen is None:
             return int(order[0])
-
-        def screened(ranks: list[int], *first: Config) -> list[float]:
-            configs = [*first, *(self.cube.decode(cand[k], base=incumbent) for k in ranks)]
-            return list(self.parallel_map(lambda c: self.screen.ratio(c, context.offered_eps), configs))
-
-        ranked = [int(k) for k in order[: SCREEN_ROUNDS * self.screen_top]]
-        incumbent_ratio, *ratios = screened(ranked[: self.screen_top], incumbent)
+        top = [int(k) for k in order[: self.screen_top]]
+        configs = [incumbent] + [self.cube.decode(cand[k], base=incumbent) for k in top]
+        incumbent_ratio, *ratios = self.parallel_map(lambda c: self.screen.ratio(c, context.offered_eps), configs)
         bar = screen_bar(incumbent_ratio, self.policy.min_throughput_ratio)
-        for first in range(0, len(ranked), self.screen_top):
-            top = ranked[first:first + self.screen_top]
-            if first > 0:
-                ratios = screened(top)
-            passing = next((k for k, ratio in zip(top, ratios) if ratio >= bar), None)
-            if passing is not None:
-                return passing
-        return None
+        return next((k for k, ratio in zip(top, ratios) if ratio >= bar), None)
 
     def _score_chunk(self, features: np.ndarray, base: Config) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         mean = self._predict_p95(features, 0.0, base)

@@ -279,35 +279,6 @@ def test_where_the_twin_expects_even_the_incumbent_to_fall_behind_a_candidate_mu
     assert ("the twin expects none" in suggestion.reason) != proposes
 
 
-class _TwinDoubtingTheFirst:
-    """A screen whose twin expects the incumbent to keep up and the first `doubted` other configs it is shown to fall
-    behind (a stand-in for a misjudged twin near capacity that doubts every bold step), the rest to keep up."""
-
-    def __init__(self, incumbent, doubted: int) -> None:
-        self.incumbent, self.doubted = incumbent, doubted
-
-    def ratio(self, config, offered_eps: float) -> float:
-        if config == self.incumbent:
-            return 1.0
-        self.doubted -= 1
-        return 0.5 if self.doubted >= 0 else 1.0
-
-
-def test_when_the_twin_rejects_the_most_promising_candidates_the_next_ones_are_screened():
-    # Holding until the models changed their minds held the incumbent for 18 of 30 windows at 0.41 s
-    # (filebeat-kafka near capacity, 6.9k ev/s, where the best config reaches 5 ms).
-    policy = Policy()
-    cube = TunedCube(NAMES, policy)
-    problem = Synthetic(cube)
-    start = cube.decode(np.array([0.9, 0.2, 0.9]), base=PIPELINE_SPACE.defaults())
-    learner = SafeBayesLearner(cube, start, seed=0, screen=_TwinDoubtingTheFirst(start, doubted=6), screen_top=6)
-    for _ in range(3):
-        observation = problem(start)
-        learner.tell(start, CTX, observation, judge(observation, policy, start))
-    suggestion = learner.suggest(Context(CTX.offered_eps, start))
-    assert suggestion.config != start, suggestion.reason
-
-
 def test_after_a_load_move_the_search_may_stop_at_once_when_the_models_see_nothing_to_gain_at_the_new_load():
     # The synthetic pipeline's P95 does not depend on the load: what the models learnt at 300 ev/s holds at
     # 450, so the re-opened search needs no MIN_SEARCH windows of its own.
