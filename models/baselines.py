@@ -8,10 +8,11 @@ them on identical terms.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
-from models.learning import Context, Suggestion, TunedCube
+from models.learning import HISTORY_BEST, HISTORY_RECENT, Context, Suggestion, TunedCube, kept_history
 from models.observation import Observation
 from models.policy import Policy
 from models.space import Config
@@ -88,21 +89,34 @@ class OvatSweep:
         self._dim %= max(self.cube.dims, 1)
 
 
+@dataclass(frozen=True)
+class _Told:
+    """A window told to TPE: its config, its objective (log P95) and its constraint (the verdict's excess)."""
+
+    config: Config
+    value: float
+    constraint: float
+
+
 class OptunaTpe:
     """Optuna's TPE sampler through its ask/tell interface, with its constraint support.
 
     TPE searches the same warped unit cube as every other strategy (so it gets the log scales too). The
     daemon measures the running config first; that and any config TPE did not ask for (a rollback) are
     added as finished trials. The constraint is the verdict's total excess over its limits (`Verdict.excess`:
-    0, feasible, when the window broke no rule). Needs the `bench` extra (optuna).
+    0, feasible, when the window broke no rule). A daemon runs for months: once the study holds twice what
+    `kept_history` keeps (the recent windows and the best feasible older ones), it is rebuilt from those alone.
+    Needs the `bench` extra (optuna).
     """
 
-    def __init__(self, cube: TunedCube, start: Config, seed: int = 0) -> None:
+    def __init__(self, cube: TunedCube, start: Config, seed: int = 0, history_recent: int = HISTORY_RECENT,
+                 history_best: int = HISTORY_BEST) -> None:
         import optuna
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.cube, self.start, self.seed = cube, cube.policy.enforce(start), seed
-        self._told: list[tuple[Config, float, float]] = []
+        self.history_recent, self.history_best = history_recent, history_best
+        self._told: list[_Told] = []
         self._new_study()
 
     def _new_study(self) -> None:
@@ -111,8 +125,8 @@ class OptunaTpe:
         sampler = optuna.samplers.TPESampler(seed=self.seed, n_startup_trials=5)
         self.study = optuna.create_study(direction="minimize", sampler=sampler)
         self._trials: dict[Config, object] = {}
-        for config, value, constraint in self._told:
-            self._add_finished(config, value, constraint)
+        for told in self._told:
+            self._add_finished(told.config, told.value, told.constraint)
 
     def _add_finished(self, config: Config, value: float, constraint: float) -> None:
         import optuna
@@ -137,10 +151,16 @@ class OptunaTpe:
     def tell(self, config: Config, context: Context, observation: Observation, verdict: Verdict) -> None:
         constraint = verdict.excess
         value = math.log(max(observation.p95_s, 1e-4))
-        self._told.append((config, value, constraint))
+        self._told.append(_Told(config, value, constraint))
         trial = self._trials.pop(config, None)
         if trial is None:  # a config TPE did not ask for (the start, a rollback): add it as a finished trial
             self._add_finished(config, value, constraint)
-            return
-        trial.set_constraint("throughput", constraint)
-        self.study.tell(trial, value)
+        else:
+            trial.set_constraint("throughput", constraint)
+            self.study.tell(trial, value)
+        if len(self._told) > 2 * (self.history_recent + self.history_best):
+            # log P95s rank as the P95s do
+            kept = kept_history([t.value for t in self._told], [t.constraint == 0 for t in self._told],
+                                self.history_recent, self.history_best)
+            self._told = [self._told[i] for i in kept]
+            self._new_study()
