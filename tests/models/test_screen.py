@@ -1,0 +1,29 @@
+"""Pre-screening on a twin: what the twin expects of a config, and the bar a candidate must reach."""
+
+from models.presets import preset
+from models.screen import TwinScreen, screen_bar
+from models.twin import load
+
+FLOOR = 0.95
+
+
+def test_a_config_keeps_up_on_the_twin_below_its_capacity_and_falls_behind_above_it():
+    screen = TwinScreen(load("local-filebeat-kafka"), window_s=5.0)
+    assert screen.ratio(preset("defaults"), 300.0) > FLOOR
+    assert screen.ratio(preset("defaults"), 60_000.0) < 0.5
+
+
+def test_the_screen_asks_for_headroom_above_the_offered_load():
+    # defaults keep up with 6,870 ev/s on the filebeat-kafka twin (0.8 × their capacity), not with 1.5 × that
+    calibration = load("local-filebeat-kafka")
+    assert TwinScreen(calibration, headroom=1.0).ratio(preset("defaults"), 6870.0) > FLOOR
+    assert TwinScreen(calibration, headroom=1.5).ratio(preset("defaults"), 6870.0) < FLOOR
+
+
+def test_where_the_twin_expects_the_incumbent_to_keep_up_the_bar_is_the_policys_floor():
+    assert screen_bar(1.0, FLOOR) == FLOOR
+
+
+def test_where_the_twin_doubts_the_incumbent_a_candidate_must_keep_up_as_well_as_it():
+    # the pipeline has shown the incumbent keeping up: the twin's 0.80 for it says the twin is off, not the config
+    assert screen_bar(0.80, FLOOR) == 0.80
