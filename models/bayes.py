@@ -414,22 +414,26 @@ class SafeBayesLearner:
         floor = float(min(1.0, np.min(measured_s[waits] / floors_s[waits]))) if np.any(waits) else 1.0
         return _BoundScales(floor=floor, ceiling=float(max(1.0, np.max(measured_s / ceilings_s))))
 
-    def _stage_p95(self, stage: str, features: np.ndarray, kappa: float, base: Config) -> np.ndarray:
+    def _stage_p95(self, stage: str, features: np.ndarray, kappas: Sequence[float], base: Config) -> list[np.ndarray]:
         """`stage`'s predicted P95 (κ = 0) or its optimistic bound (κ > 0) at each row of `features` (values the
-        cube does not tune from `base`), within what the config's own waits allow (`latency_bounds`), as far as
-        the measured windows bear that out, and never below the resolution: a gain no window could show."""
+        cube does not tune from `base`), one array per κ from one prediction of the stage's model, within what the
+        config's own waits allow (`latency_bounds`), as far as the measured windows bear that out, and never below
+        the resolution: a gain no window could show."""
         columns = np.append(self.stage_dims[stage], features.shape[1] - 1)
         mean, std = self._stage_gps[stage].predict(features[:, columns])
         value_of = partial(self.cube.values, features[:, :-1], base=base)
         scales = self._bound_scales.get(stage, _BoundScales())
         floor_s = np.maximum(np.multiply(stage_floor_s(stage, value_of), scales.floor), RESOLUTION_S)
         ceiling_s = np.maximum(np.multiply(stage_ceiling_s(stage, value_of), scales.ceiling), floor_s)
-        return np.clip(np.exp(mean - kappa * std), floor_s, ceiling_s)
+        return [np.clip(np.exp(mean - kappa * std), floor_s, ceiling_s) for kappa in kappas]
 
-    def _predict_p95(self, features: np.ndarray, kappa: float, base: Config) -> np.ndarray:
-        """Σ over stages of `_stage_p95`: the predicted P95 (κ = 0) or its optimistic bound (κ > 0)."""
-        return sum((self._stage_p95(stage, features, kappa, base) for stage in self._stage_gps),
-                   np.zeros(len(features)))
+    def _predict_p95(self, features: np.ndarray, kappas: Sequence[float], base: Config) -> list[np.ndarray]:
+        """Σ over stages of `_stage_p95`: the predicted P95 (κ = 0) or its optimistic bound (κ > 0), per κ."""
+        totals = [np.zeros(len(features)) for _ in kappas]
+        for stage in self._stage_gps:
+            for total, stage_p95 in zip(totals, self._stage_p95(stage, features, kappas, base)):
+                total += stage_p95
+        return totals
 
     def suggest(self, context: Context) -> Suggestion:
         if not self.history.configs:
@@ -460,7 +464,7 @@ class SafeBayesLearner:
         center = self.cube.encode(incumbent)
         pool = self._pool(center, context, self.length, incumbent)
         inc_features = self._features(incumbent, context)[None, :]
-        inc_p95 = float(self._predict_p95(inc_features, 0.0, incumbent)[0])
+        inc_p95 = float(self._predict_p95(inc_features, [0.0], incumbent)[0][0])
         noise_s, dof = self._window_noise(incumbent, context, inc_p95, inc_features)
         self._noise_s = noise_s
         if not np.any(pool.safe):
@@ -533,7 +537,7 @@ class SafeBayesLearner:
         mean, optimistic, m_mean, m_std = (np.concatenate([s[k] for s in scored]) for k in range(4))
         safe = m_mean - self.beta * m_std >= self.margin_floor
         if self.policy.p95_ceiling_s is not None:
-            safe &= self._predict_p95(features, -self.beta, base) <= self.policy.p95_ceiling_s
+            safe &= self._predict_p95(features, [-self.beta], base)[0] <= self.policy.p95_ceiling_s
         return _Pool(cand, mean, optimistic, m_mean, m_std, safe)
 
     def _promise(self, pool: _Pool, inc_p95: float, expected: bool) -> np.ndarray:
@@ -610,8 +614,7 @@ class SafeBayesLearner:
         return next((k for k, ratio in zip(top, ratios) if ratio >= bar), None)
 
     def _score_chunk(self, features: np.ndarray, base: Config) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        mean = self._predict_p95(features, 0.0, base)
-        optimistic = self._predict_p95(features, self.kappa, base)
+        mean, optimistic = self._predict_p95(features, [0.0, self.kappa], base)
         m_mean, m_std = self._margin_gp.predict(features)
         return mean, optimistic, m_mean, m_std
 
@@ -632,7 +635,7 @@ class SafeBayesLearner:
             trial = np.tile(center, (per_stage, 1))
             trial[:, dims] = self.rng.uniform(lo[dims], hi[dims], size=(per_stage, dims.size))
             features = np.column_stack([trial, np.full(per_stage, context_feature(context))])
-            best = trial[int(np.argmin(self._stage_p95(stage, features, self.kappa, base)))]
+            best = trial[int(np.argmin(self._stage_p95(stage, features, [self.kappa], base)[0]))]
             moves.append((dims, best[dims]))
         together = center.copy()
         singles = []
