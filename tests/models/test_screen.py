@@ -1,10 +1,11 @@
 """Pre-screening on a twin: what the twin expects of a config, and the bar a candidate must reach."""
 
+from models.policy import Policy
 from models.presets import preset
 from models.screen import TwinScreen, screen_bar
 from models.twin import load
 
-FLOOR = 0.95
+FLOOR = Policy().min_throughput_ratio
 
 
 def test_a_config_keeps_up_on_the_twin_below_its_capacity_and_falls_behind_above_it():
