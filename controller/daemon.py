@@ -6,7 +6,10 @@ first: a window whose output falls behind its input, whose backlog grows, or who
 ceiling sends the pipeline back to the incumbent at once, and the learner is told the verdict, so it
 marks that region unsafe. The daemon's incumbent is the one incumbent: the learner searches around
 it (`Context.incumbent`). When the offered load changes clearly (`models.learning.LOAD_SHIFT`), the
-incumbent is measured again before its old figure is trusted. Once the learner has converged it holds
+incumbent is measured again before its old figure is trusted. While the pipeline still ships a backlog
+from before the config in force (`Verdict.drain`: a rollback's, a restart's pause), neither the learner nor
+the incumbent takes that window's figures as the config's, and where that queue lasted, the daemon holds
+the config: any other measured now would be measured on what is left of it. Once the learner has converged it holds
 the incumbent, and the daemon changes nothing, until a load move, a breach, a drift of the incumbent's
 P95 or a policy change re-opens the search (the learner's reason says which). Modes: `auto` applies,
 `advise` only recommends, `frozen` holds.
@@ -39,7 +42,7 @@ from models.learning import Context, Learner, load_moved
 from models.observation import Observation
 from models.policy import Policy
 from models.space import PIPELINE_SPACE, ChangeCost, Config
-from models.verdict import Verdict, judge
+from models.verdict import Drain, Verdict, judge
 
 RESTART_BUDGET_S = 3600.0  # max_restarts_per_hour counts the restarts of the last hour of pipeline time
 
@@ -124,6 +127,7 @@ class Daemon:
         self.incumbent: Incumbent | None = store.load_incumbent() if store else None
         self.window = store.logged_decisions() if store else 0  # numbering continues across restarts
         self.previous: Observation | None = None
+        self.settled_events: float | None = None  # the backlog after the last window of the pipeline's own load
         self.t_s = 0.0
         self.rollbacks = 0
         self.violation_s = 0.0
@@ -185,8 +189,10 @@ class Daemon:
             config = self.pipeline.current()
         except PipelineUnavailable as err:
             return self._finish(self._unavailable(err))
-        verdict = judge(observation, self.policy, config, self.previous)
+        verdict = judge(observation, self.policy, config, self.previous, self.settled_events)
         self.previous = observation
+        if verdict.ok and verdict.drain is Drain.NONE:
+            self.settled_events = observation.backlog_total
         if observation.clock_offsets:
             self.clock_offsets = observation.clock_offsets
         if observation.events_in > 0:  # a window without load says nothing about the config
@@ -196,7 +202,8 @@ class Daemon:
         if not verdict.ok:
             self.violation_s += observation.duration_s
             self.metrics.violation_seconds.inc(observation.duration_s)
-        elif observation.events_in > 0:  # nor does it say anything of the incumbent (its P95 is not a number)
+        if verdict.ok and observation.events_in > 0 and verdict.drain is Drain.NONE:
+            # nor does a window without load or one still shipping the past's queue say anything of the incumbent
             self._update_incumbent(config, observation)
         context = Context(observation.offered_eps, self.incumbent.config if self.incumbent else None)
         choice = self._decide(config, context, verdict, observation.latency_resolution_s)
@@ -283,6 +290,9 @@ class Daemon:
             return Choice(self.policy.enforce(inc.config), Action.REMEASURE, (
                 f"offered load moved {inc.offered_eps:.0f} → {context.offered_eps:.0f} ev/s: re-measure the incumbent"
                 " before trusting it"))
+        if verdict.drain is Drain.LONG:  # any config measured now would be measured on the past's queue
+            return Choice(config, Action.HOLD, "the pipeline still ships a backlog from before this config: "
+                                               "holding until it is gone")
         if self._dwell + 1 < self.policy.min_dwell_windows:
             return Choice(config, Action.HOLD, f"minimum dwell of {self.policy.min_dwell_windows} windows")
         if self.stop.is_set():  # a candidate applied now would never be measured: leave a verified config
@@ -329,9 +339,11 @@ class Daemon:
         settle_s = self.window_s if decision.action is Action.ROLLBACK or report.pause_s > 0 else 0.0
         if settle_s > 0 and not self.stop.is_set():
             try:
-                self.pipeline.observe(settle_s)
+                # not judged, but the backlog trend of the next window starts from where it leaves the backlog:
+                # what a restart's pause queued is not the new config's growth
+                self.previous = self.pipeline.observe(settle_s)
             except PipelineUnavailable:
-                pass  # a settle window is not judged: whether it could be read does not matter
+                self.previous = None
             self.t_s += settle_s
             decision.pause_s = settle_s
 

@@ -13,7 +13,7 @@
 - Throughput is modelled by one GP over every tuned parameter for the margin (`output_margin`: output / offered
   − 1, the config's buffered batch counted as shipped, never above 0); a window that breached a throughput rule
   is told below the floor whatever its ratio. A window that drained a queue left from before it
-  (`drains_backlog`) is told to no model: its P95 and ratio are the past's.
+  (`Verdict.drain`) is told to no model: its P95 and ratio are the past's.
 - Safety: a candidate is proposed only if the margin GP's lower confidence bound clears the policy's
   floor (margin ≥ min_throughput_ratio − 1) and, with a P95 ceiling, the predicted P95's upper bound
   stays under it. The margin GP's prior mean is 0 with a fixed prior spread, so far from every
@@ -25,8 +25,12 @@
   successive improvements and halves after successive failures; an infeasible window (its `Verdict`)
   counts as several failures.
 - Pre-screening (optional): the best few candidates are simulated on a twin (`TwinScreen`, fanned out
-  through `parallel_map`); only one the twin expects to keep up, with headroom, is proposed (or, where
-  the twin expects even the incumbent to fall behind, one it expects to keep up as well as the incumbent).
+  through `parallel_map`); only one the twin expects to keep up, with headroom, is proposed. Each window
+  measured is told what the twin expected of its config, and those calibrate the twin (`screen_bar`):
+  a candidate must reach the floor, or where the twin doubts the incumbent, the incumbent's own twin ratio;
+  where none of the best few does, it may come within a step of the weakest config the pipeline showed
+  keeping up. It never ranks below one that fell behind. A twin misjudged near capacity then lets the
+  search walk towards smaller batches a step at a time instead of holding where it first doubts.
 - Acquisition: the optimistic gain, incumbent's predicted P95 minus the candidate's lower bound
   (Σ exp(μ − κσ) over stages). A candidate that restarts a component (Filebeat, the sink) must promise
   more: its gain is multiplied by `restart_discount`. Restart dimensions are perturbed as often as any
@@ -71,7 +75,7 @@ from models.observation import Observation
 from models.policy import Policy
 from models.screen import TwinScreen, screen_bar
 from models.space import Config
-from models.verdict import BreachKind, Verdict, drains_backlog, output_margin
+from models.verdict import BreachKind, Drain, Verdict, output_margin
 
 MapFn = Callable[[Callable, Iterable], Iterable]
 _RATE_LOG_RANGE = (math.log(10.0), math.log(1e6))  # offered load, events/s, mapped onto [0, 1]
@@ -231,12 +235,14 @@ class _History:
     p95_s: list[float] = field(default_factory=list)
     p95_log_var: list[float] = field(default_factory=list)  # the window's own variance of log P95 (0: not told)
     feasible: list[bool] = field(default_factory=list)
+    twin_ratio: list[float] = field(default_factory=list)  # what the screen expected of the config (nan: not asked)
 
     def keep(self, recent: int, best: int) -> None:
         """Forget all but what `kept_history` keeps, so fits and memory stay bounded however long the run."""
         kept = kept_history(self.p95_s, self.feasible, recent, best)
         if len(kept) < len(self.p95_s):
-            for name in ("configs", "contexts", "x", "stage_log_p95", "margin", "p95_s", "p95_log_var", "feasible"):
+            for name in ("configs", "contexts", "x", "stage_log_p95", "margin", "p95_s", "p95_log_var", "feasible",
+                         "twin_ratio"):
                 values = getattr(self, name)
                 setattr(self, name, [values[i] for i in kept])
 
@@ -277,6 +283,7 @@ class SafeBayesLearner:
         self._resolution_s = RESOLUTION_S  # the step of the latest window's latencies
         self._told = 0
         self._searched = 0  # windows measured since the search (re-)opened
+        self._screened: dict[Config, float] = {}  # the twin ratios of the last screen's configs
 
     @property
     def policy(self) -> Policy:
@@ -314,12 +321,12 @@ class SafeBayesLearner:
 
     def tell(self, config: Config, context: Context, observation: Observation, verdict: Verdict) -> None:
         self._current = config
-        self._searched += 1
-        if drains_backlog(observation, self.policy, config):
+        if verdict.drain is not Drain.NONE:
             # Its P95 is the queue left from before (a rollback's, a slow config's), its ratio above 1 the drain:
             # neither is the config's. Told as the config's, one such window set the noise of every later window
             # at ~1.7 s near capacity, and the search stopped 60 % off the best it had found the way to.
             return
+        self._searched += 1
         h = self.history
         margin = max(output_margin(observation, self.policy, config), -1.0)
         behind = sum(b.excess for b in verdict.breaches if b.kind is not BreachKind.CEILING)
@@ -336,6 +343,7 @@ class SafeBayesLearner:
         h.p95_s.append(observation.p95_s)
         h.p95_log_var.append(_log_var(observation))
         h.feasible.append(verdict.ok)
+        h.twin_ratio.append(self._screened.get(config, math.nan))
         self._resolution_s = max(RESOLUTION_S, observation.latency_resolution_s)
         h.keep(self.history_recent, self.history_best)
         self._told += 1
@@ -603,15 +611,25 @@ class SafeBayesLearner:
                           {"p95_s": inc_p95, "noise_s": noise_s, "incumbent_p95_s": inc_p95})
 
     def _first_passing(self, order: np.ndarray, cand: np.ndarray, incumbent: Config, context: Context) -> int | None:
-        """The best-ranked candidate the twin expects to keep up, or to keep up as well as the incumbent where the
-        twin expects the incumbent below the floor (`screen_bar`); the best one, without a screen."""
+        """The best-ranked candidate the twin expects to keep up as well as the incumbent, or else within a step of
+        every config the pipeline was measured keeping up (`screen_bar`); the best one, without a screen."""
         if self.screen is None:
             return int(order[0])
         top = [int(k) for k in order[: self.screen_top]]
         configs = [incumbent] + [self.cube.decode(cand[k], base=incumbent) for k in top]
-        incumbent_ratio, *ratios = self.parallel_map(lambda c: self.screen.ratio(c, context.offered_eps), configs)
-        bar = screen_bar(incumbent_ratio, self.policy.min_throughput_ratio)
-        return next((k for k, ratio in zip(top, ratios) if ratio >= bar), None)
+        ratios = list(self.parallel_map(lambda c: self.screen.ratio(c, context.offered_eps), configs))
+        self._screened = dict(zip(configs, ratios))
+        h = self.history
+        here = [(r, m >= self.margin_floor) for r, m, ctx in zip(h.twin_ratio, h.margin, h.contexts)
+                if math.isfinite(r) and not load_moved(ctx.offered_eps, context.offered_eps)]
+        fell_behind = [r for r, kept_up in here if not kept_up]
+        floor = self.policy.min_throughput_ratio
+        for bar in (screen_bar([ratios[0]], fell_behind, floor, step=1.0),
+                    screen_bar([ratios[0]] + [r for r, kept_up in here if kept_up], fell_behind, floor)):
+            passing = next((k for k, ratio in zip(top, ratios[1:]) if ratio >= bar), None)
+            if passing is not None:
+                return passing
+        return None
 
     def _score_chunk(self, features: np.ndarray, base: Config) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         mean, optimistic = self._predict_p95(features, [0.0, self.kappa], base)

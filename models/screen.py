@@ -3,17 +3,20 @@
 A guardrail can only roll back a config after a window has shown it falling behind; the twin can
 say so before the config touches the pipeline. The learner asks the screen about its best few
 candidates and proposes only one the twin expects to keep up with `headroom` × the offered load.
-The twin is a calibration fitted to imperfect measurements: near capacity it may expect even the
-incumbent, which the pipeline has shown to keep up, to fall behind. Then its absolute verdict says
-nothing, and a candidate passes when the twin expects it to keep up at least as well as the incumbent.
+The twin is a calibration fitted to imperfect measurements: near capacity it may expect configs the
+pipeline has shown keeping up to fall behind. Then its absolute verdict says nothing, only its ranking
+does, and `screen_bar` places the bar by what the pipeline measured of configs the twin ranked before.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 from models.space import Config
 from models.twin import Calibration, Twin, steady_arrivals
+
+SCREEN_STEP = 0.95  # how far below the weakest config seen keeping up a doubting twin may rank a candidate
 
 
 @dataclass(frozen=True)
@@ -32,7 +35,16 @@ class TwinScreen:
         return twin.observe(self.window_s, 2 * self.window_s).throughput_ratio
 
 
-def screen_bar(incumbent_ratio: float, min_throughput_ratio: float) -> float:
-    """The twin ratio a candidate must reach: the policy's floor, or the incumbent's own where the twin expects
-    even the incumbent (known to keep up) below the floor."""
-    return min(min_throughput_ratio, incumbent_ratio)
+def screen_bar(kept_up: Sequence[float], fell_behind: Sequence[float], min_throughput_ratio: float,
+               step: float = SCREEN_STEP) -> float:
+    """The twin ratio a candidate must exceed, given the twin ratios of configs the pipeline was measured on at
+    about this load: those that kept up (the incumbent at least) and those that fell behind.
+
+    Where the twin expects each config that kept up to keep up with the headroom, the policy's floor. Where it
+    expects one of them to fall behind, its absolute verdict says nothing, only its ranking does: a candidate
+    must come within `SCREEN_STEP` of the weakest that kept up. Either way, it must rank above every config that
+    fell behind.
+    """
+    weakest = min(kept_up)
+    bar = min_throughput_ratio if weakest >= min_throughput_ratio else step * weakest
+    return max([bar, *(r + 1e-9 for r in fell_behind)])

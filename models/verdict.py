@@ -5,12 +5,16 @@ policy tolerates, and its P95 stayed under the policy's ceiling. Both throughput
 the window's config holds in its buffers (`buffered_events`): a pipeline that keeps up still holds a
 flush batch and the output's batches in flight when a window ends. The allowance comes from the config,
 not from the window's latency, which grows exactly when a config falls behind. The daemon judges each
-window (it has the previous one, for the backlog trend) and tells the learner the verdict with it.
+window (it has the previous one, for the backlog trend) and tells the learner the verdict with it. The
+verdict also says whether the window shipped a queue left from before its config (`drain`): then its
+figures are that queue's, and where the queue lasted, the daemon holds.
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
+
+import numpy as np
 
 from pydantic import BaseModel, ConfigDict
 
@@ -25,6 +29,14 @@ class BreachKind(StrEnum):
     BEHIND = "behind"  # output fell behind input
     BACKLOG = "backlog"  # backlog grew faster than tolerated
     CEILING = "ceiling"  # P95 above the policy's ceiling
+
+
+class Drain(StrEnum):
+    """Whether a window shipped a queue left from before its config (a rolled-back config's, a restart's pause)."""
+
+    NONE = "none"  # its figures are its config's
+    SHORT = "short"  # it shipped such a queue quickly: its P95 and ratio are the queue's; the next window is clean
+    LONG = "long"  # the queue lasted: it set the P95 and may still be there when the next window starts
 
 
 class Breach(BaseModel):
@@ -50,6 +62,7 @@ class Verdict(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     breaches: tuple[Breach, ...] = ()
+    drain: Drain = Drain.NONE  # whether it kept up while shipping a queue left from before its config
 
     @property
     def ok(self) -> bool:
@@ -87,11 +100,40 @@ def _allowed_shortfall_events(observation: Observation, policy: Policy, config: 
     return observation.shortfall_allowed(policy.min_throughput_ratio, buffered_events(config, observation.offered_eps))
 
 
-def drains_backlog(observation: Observation, policy: Policy, config: Config) -> bool:
-    """Whether the window shipped more than came in by more than a pipeline that keeps up can (the mirror of
-    the BEHIND rule, with the same allowance): it emptied a backlog left from before it, e.g. by a rolled-back
-    config, so its latency and throughput describe that past, not `config`."""
-    return -_shortfall_events(observation) > _allowed_shortfall_events(observation, policy, config)
+def drain(observation: Observation, policy: Policy, config: Config, settled_events: float | None = None) -> Drain:
+    """Whether, and how long, the window shipped a queue left from before it rather than `config`'s own load.
+
+    Long: it shipped more than its buffers explain while holding more than what the pipeline settles at (what it
+    held after its last window of its own load, `settled_events`, or what `config` buffers), by more than the
+    policy's share of the window's input, for more than that share of the window: near capacity a config with a
+    few % to spare drains a rollback's queue for minutes, and the events queued behind it, not the config, set
+    the P95. Short: it shipped more than came in by more than a pipeline that keeps up can (the mirror of the
+    BEHIND rule, with the same allowance).
+    """
+    surplus = -_shortfall_events(observation)
+    share = 1.0 - policy.min_throughput_ratio
+    tolerated = share * observation.offered_eps * observation.duration_s
+    buffered = buffered_events(config, observation.offered_eps)
+    if surplus <= min(buffered, tolerated):
+        return Drain.NONE
+    if _share_beyond(observation, max(buffered, settled_events or 0.0) + tolerated) > share:
+        return Drain.LONG
+    if surplus > _allowed_shortfall_events(observation, policy, config):
+        return Drain.SHORT
+    return Drain.NONE
+
+
+def _share_beyond(observation: Observation, limit_events: float) -> float:
+    """The share of the window before the backlog it began with fell to `limit_events`: its per-second input and
+    output (`series`) carried forward from the backlog at its start, or without them a steady drain from there to
+    the backlog at its end."""
+    flows = np.asarray(observation.series.get("input_eps", []), float) - \
+        np.asarray(observation.series.get("output_eps", []), float)
+    if flows.size == 0 or not np.all(np.isfinite(flows)):
+        seconds = max(round(observation.duration_s), 1)
+        flows = np.full(seconds, _shortfall_events(observation) / seconds)
+    above = observation.backlog_total - _shortfall_events(observation) + np.cumsum(flows) > limit_events
+    return float(above.size if above.all() else np.argmin(above)) / above.size
 
 
 def output_margin(observation: Observation, policy: Policy, config: Config) -> float:
@@ -111,10 +153,11 @@ def output_margin(observation: Observation, policy: Policy, config: Config) -> f
     return min(policy.min_throughput_ratio - 1.0 + (allowed - shortfall) / offered, 0.0)
 
 
-def judge(observation: Observation, policy: Policy, config: Config | None, previous: Observation | None = None
-          ) -> Verdict:
+def judge(observation: Observation, policy: Policy, config: Config | None, previous: Observation | None = None,
+          settled_events: float | None = None) -> Verdict:
     """The verdict on `observation`, made by `config` (None: unknown, so nothing is excused as buffered), under
-    `policy`; `previous` (the window before) enables the backlog rule."""
+    `policy`; `previous` (the window before) enables the backlog rule; `settled_events` is the backlog after the
+    last window that shipped only its own load (`drain`)."""
     found: list[Breach] = []
     min_ratio = policy.min_throughput_ratio
     duration_s = observation.duration_s
@@ -135,4 +178,6 @@ def judge(observation: Observation, policy: Policy, config: Config | None, previ
     if ceiling is not None and observation.p95_s > ceiling:
         found.append(Breach(kind=BreachKind.CEILING, figure=observation.p95_s, limit=ceiling, unit="s",
                             message=f"P95 {observation.p95_s:.3f}s > ceiling {ceiling:g}s"))
-    return Verdict(breaches=tuple(found))
+    kept_up = not any(b.kind is not BreachKind.CEILING for b in found)
+    shipped = drain(observation, policy, config, settled_events) if config is not None and kept_up else Drain.NONE
+    return Verdict(breaches=tuple(found), drain=shipped)

@@ -77,8 +77,10 @@ def test_a_guardrail_still_rolls_an_override_back_and_it_stays_vetoed(client: Te
     while "override" not in actions and len(actions) < 3:  # a rollback of the learner's last try comes first
         actions.append(daemon.step().action)
     assert actions[-1] == "override" and daemon.pipeline.current()["spark.trigger.interval"] == 60.0
-    breached = daemon.step()
-    assert breached.action == "rollback" and breached.guardrail
+    # the first window may hold a micro-batch that ships what its settle window queued; the next cannot
+    judged = [daemon.step() for _ in range(2)]
+    breached = next(d for d in judged if d.guardrail)
+    assert breached.action == "rollback"
     assert daemon.pipeline.current()["spark.trigger.interval"] != 60.0
     assert client.get("/overrides").json()[0]["vetoed"] is True
     restarted = make_daemon(StateStore(store.dir))

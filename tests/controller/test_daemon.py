@@ -17,7 +17,7 @@ from models.presets import preset
 from models.space import PIPELINE_SPACE
 from models.strategies import build_learner
 from models.twin import load
-from models.verdict import judge
+from models.verdict import Drain, judge
 from replay.profiles import Profile, WorkloadSpec, build_schedule
 
 WINDOW_S = 30.0  # long enough that a window's out/in is not thrown by the sink's 1 s micro-batches
@@ -329,3 +329,61 @@ def test_a_window_without_traffic_leaves_the_incumbent_as_measured():
     decisions = [daemon.step() for _ in range(4)]
     assert daemon.incumbent.p95_s == pytest.approx(0.05)
     assert "nan" not in decisions[-1].reason
+
+
+class RestartingPipeline:
+    """Near capacity (6,000 ev/s), small batches, every change a 3 s restart. Window by window from `windows`:
+    the backlog at its end, and how far the output runs ahead of the input while it ships the one it began with."""
+
+    def __init__(self, windows: list[tuple[float, float]]) -> None:
+        self.config = PIPELINE_SPACE.config({"filebeat.queue.mem.flush.min_events": 4, "filebeat.output.pipelining": 0})
+        self.windows, self.last_end = list(windows), 0.0
+
+    def observe(self, seconds):
+        end, spare_eps = self.windows.pop(0)
+        to_ship, outflow = max(self.last_end - end, 0.0), []
+        for _ in range(30):
+            outflow.append(6000.0 + min(spare_eps, to_ship))
+            to_ship -= min(spare_eps, to_ship)
+        shipped = sum(outflow) - 180_000
+        self.last_end = end
+        return Observation(seconds, 6000.0, 6000.0 + shipped / seconds, 0.01, 0.02 + end / 6000, 0.05, 0.01,
+                           events_in=180_000, events_out=round(180_000 + shipped), backlog_events={"source": round(end)},
+                           series={"input_eps": [6000.0] * 30, "output_eps": outflow})
+
+    def current(self):
+        return self.config
+
+    def apply(self, config):
+        self.config = config
+        return ApplyReport(True, config, 3.0, "restart, paused 3s")
+
+
+CANDIDATE = PIPELINE_SPACE.config({"filebeat.queue.mem.flush.min_events": 8, "filebeat.output.pipelining": 0})
+
+
+def test_what_a_restarts_pause_queued_is_not_counted_as_the_new_configs_backlog_growth():
+    # the start keeps up with 100 events queued; the candidate's restart queues 20,000 during its pause, the
+    # settle window drains them to 15,000 and the candidate's own window to 10,000: 330 ev/s more than 30 s before
+    pipeline = RestartingPipeline([(100, 0), (15_000, 170), (10_000, 170)])
+    daemon = Daemon(pipeline, Scripted(CANDIDATE), Policy(), window_s=WINDOW_S)
+    assert daemon.step().action == "explore"  # the start measured, the candidate applied and settled
+    judged = daemon.step()
+    assert not judged.guardrail and judged.action != "rollback" and pipeline.current() == CANDIDATE
+
+
+def test_while_the_pipeline_drains_a_backlog_from_before_the_daemon_holds_and_trusts_no_figure():
+    learner = Scripted(CANDIDATE)
+    # the start keeps up with 100 queued; a rollback-sized backlog (30,000) drains at 200 ev/s, beyond
+    # 100 + 9,000 (5 % of the input) for 4 windows; then the rest goes in 12 s
+    pipeline = RestartingPipeline([(100, 0), (30_000, 0), (24_000, 200), (18_000, 200), (12_000, 200),
+                                   (6_000, 200), (100, 500), (100, 0)])
+    daemon = Daemon(pipeline, learner, Policy(), window_s=WINDOW_S)
+    daemon.step()  # the start measured; the candidate applied, its settle window leaves 30,000 queued
+    incumbent = daemon.incumbent
+    held = [daemon.step() for _ in range(4)]
+    assert all(d.action == "hold" and "backlog from before" in d.reason and not d.guardrail for d in held)
+    assert daemon.incumbent == incumbent  # the drain's P95 (seconds) is not the candidate's, nor anyone's
+    after = [daemon.step() for _ in range(2)]
+    assert all("backlog" not in d.reason for d in after)
+    assert [verdict.drain for _, _, verdict in learner.told] == ["none"] + ["long"] * 4 + ["none"] * 2

@@ -1,6 +1,7 @@
 """The safe Bayesian learner and the baselines on a synthetic constrained problem."""
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -277,6 +278,59 @@ def test_where_the_twin_expects_even_the_incumbent_to_fall_behind_a_candidate_mu
     suggestion = learner.suggest(Context(CTX.offered_eps, start))
     assert (suggestion.config != start) == proposes
     assert ("the twin expects none" in suggestion.reason) != proposes
+
+
+class _DoubtingTwin:
+    """A screen whose twin expects 0.80 of the load of `start` and less the further a config is from it: a
+    misjudged twin near capacity, whose ranking of configs is right and whose scale is not."""
+
+    def __init__(self, cube: TunedCube, start) -> None:
+        self.cube, self.start = cube, cube.encode(start)
+
+    def ratio(self, config, offered_eps: float) -> float:
+        return 0.80 - 0.1 * float(np.linalg.norm(self.cube.encode(config) - self.start))
+
+
+def _doubted_learner():
+    policy = Policy()
+    cube = TunedCube(NAMES, policy)
+    problem = Synthetic(cube)
+    start = cube.decode(np.array([0.9, 0.2, 0.9]), base=PIPELINE_SPACE.defaults())
+    screen = _DoubtingTwin(cube, start)
+    learner = SafeBayesLearner(cube, start, seed=0, screen=screen)
+    for _ in range(3):
+        observation = problem(start)
+        learner.tell(start, CTX, observation, judge(observation, policy, start))
+    return learner, problem, start, screen
+
+
+def test_each_config_the_pipeline_shows_keeping_up_lets_the_screen_admit_a_step_further():
+    # The twin doubts the running config (0.80 < the floor 0.95): a candidate must come within SCREEN_STEP of
+    # it, 0.4 from the start at most. Each config measured keeping up moves that bar with it.
+    learner, problem, start, screen = _doubted_learner()
+    suggested, _ = _run(learner, problem, 20)
+    distances = np.linalg.norm(suggested - problem.cube.encode(start), axis=1)
+    assert distances.max() > 0.6
+
+
+def test_a_config_that_fell_behind_bars_every_candidate_the_twin_ranks_below_it():
+    # The twin expects 0.80 of the start and 0.785 of every other config: within SCREEN_STEP of the start, so
+    # they pass. A config far away (the margin model's doubt stays there) that the twin ranked at 0.79 fell
+    # behind: the twin's ranking then bars every candidate.
+    learner, problem, start, _ = _doubted_learner()
+    learner.screen = _PessimisticTwin(start, incumbent_ratio=0.80, others_ratio=0.785)
+    far = problem.cube.decode(np.array([0.1, 0.9, 0.1]), base=start)
+    learner._screened[far] = 0.79  # as if screened when it was proposed
+    behind = replace(problem(far), throughput_eps=0.5 * CTX.offered_eps)
+    learner.tell(far, CTX, behind, judge(behind, Policy(), far))
+    reasons = []
+    for _ in range(MIN_SEARCH):
+        suggestion = learner.suggest(Context(CTX.offered_eps, start))
+        assert suggestion.config == start, suggestion.reason
+        reasons.append(suggestion.reason)
+        observation = problem(start)
+        learner.tell(start, CTX, observation, judge(observation, Policy(), start))
+    assert any("the twin expects none" in reason for reason in reasons), reasons
 
 
 def test_after_a_load_move_the_search_may_stop_at_once_when_the_models_see_nothing_to_gain_at_the_new_load():

@@ -1,8 +1,10 @@
 """Pre-screening on a twin: what the twin expects of a config, and the bar a candidate must reach."""
 
+import pytest
+
 from models.policy import Policy
 from models.presets import preset
-from models.screen import TwinScreen, screen_bar
+from models.screen import SCREEN_STEP, TwinScreen, screen_bar
 from models.twin import load
 
 FLOOR = Policy().min_throughput_ratio
@@ -21,10 +23,16 @@ def test_the_screen_asks_for_headroom_above_the_offered_load():
     assert TwinScreen(calibration, headroom=1.5).ratio(preset("defaults"), 6870.0) < FLOOR
 
 
-def test_where_the_twin_expects_the_incumbent_to_keep_up_the_bar_is_the_policys_floor():
-    assert screen_bar(1.0, FLOOR) == FLOOR
+def test_where_the_twin_expects_every_config_that_kept_up_to_keep_up_the_bar_is_the_policys_floor():
+    assert screen_bar([1.0, 0.97], [], FLOOR) == FLOOR
 
 
-def test_where_the_twin_doubts_the_incumbent_a_candidate_must_keep_up_as_well_as_it():
-    # the pipeline has shown the incumbent keeping up: the twin's 0.80 for it says the twin is off, not the config
-    assert screen_bar(0.80, FLOOR) == 0.80
+def test_where_the_twin_doubts_a_config_that_kept_up_a_candidate_must_come_within_a_step_of_the_weakest():
+    # the pipeline showed both keeping up: the twin's 0.80 for one says the twin is off, not the config
+    assert screen_bar([1.0, 0.80], [], FLOOR) == pytest.approx(SCREEN_STEP * 0.80)
+    assert screen_bar([0.80], [], FLOOR, step=1.0) == 0.80  # the incumbent's own ratio, no step beyond it
+
+
+def test_a_candidate_must_rank_above_every_config_that_fell_behind():
+    assert screen_bar([0.80], [0.78], FLOOR) > 0.78
+    assert screen_bar([1.0], [0.99], FLOOR) > 0.99  # even above the floor: the twin ranks it no better

@@ -9,7 +9,7 @@ from models.observation import Observation
 from models.policy import Policy
 from models.space import PIPELINE_SPACE, Config
 from models.strategies import STRATEGIES, build_learner
-from models.verdict import BreachKind, buffered_events, drains_backlog, judge, output_margin
+from models.verdict import BreachKind, Drain, buffered_events, drain, judge, output_margin
 
 
 def _window(out_eps: float, p50_s: float = 0.5, offered_eps: float = 1000.0, backlog: int = 500) -> Observation:
@@ -50,11 +50,59 @@ def test_the_same_deficit_with_small_buffers_is_falling_behind():
 
 def test_a_window_shipping_more_than_came_in_beyond_what_its_config_buffers_is_draining_a_backlog():
     # 3000 events buffered, trusted up to 5 % (1500) on top of the 5 % share: up to 10 % ahead is batching
-    assert not drains_backlog(_window(out_eps=1090.0), Policy(), _config())
-    assert drains_backlog(_window(out_eps=1110.0), Policy(), _config())
+    assert drain(_window(out_eps=1090.0), Policy(), _config()) is Drain.NONE
+    assert drain(_window(out_eps=1110.0), Policy(), _config()) is not Drain.NONE
     # a small-batch config is ahead by more than batching only beyond the policy's share
-    assert drains_backlog(_window(out_eps=1060.0), Policy(), _config(min_events=1, pipelining=0))
-    assert not drains_backlog(_window(out_eps=1000.0), Policy(), _config(min_events=1, pipelining=0))
+    assert drain(_window(out_eps=1060.0), Policy(), _config(min_events=1, pipelining=0)) is not Drain.NONE
+    assert drain(_window(out_eps=1000.0), Policy(), _config(min_events=1, pipelining=0)) is Drain.NONE
+
+
+def _near_capacity_window(start_backlog: float, spare_eps: float, offered_eps: float = 6000.0) -> Observation:
+    """30 s at `offered_eps` whose output runs `spare_eps` ahead of the input until the `start_backlog` it began
+    with is down to what a small-batch config holds, then matches it."""
+    backlog, inflow, outflow = start_backlog, [], []
+    for _ in range(30):
+        ship = min(spare_eps, max(backlog - 2, 0.0))
+        backlog -= ship
+        inflow.append(offered_eps)
+        outflow.append(offered_eps + ship)
+    shipped = sum(outflow) / 30
+    return Observation(duration_s=30, offered_eps=offered_eps, throughput_eps=shipped, p50_s=1.0, p95_s=2.0,
+                       p99_s=3.0, mean_s=1.0, backlog_events={"source": round(backlog)},
+                       series={"input_eps": inflow, "output_eps": outflow})
+
+
+def test_a_config_with_little_to_spare_draining_a_rollbacks_backlog_is_draining_though_ahead_by_less_than_5pc():
+    small = _config(min_events=4, pipelining=0)
+    # 30,000 events left by a rolled-back config, 200 ev/s to spare: ahead by 3 %, 24,000 still queued at the end
+    slow_drain = _near_capacity_window(30_000, spare_eps=200.0)
+    verdict = judge(slow_drain, Policy(), small)
+    assert slow_drain.throughput_ratio < 1.05 and verdict.ok and verdict.drain is Drain.LONG
+    # 12,000 at 200 ev/s: beyond the 9,000 events of the policy's share of the input for 15 s
+    assert drain(_near_capacity_window(12_000, spare_eps=200.0), Policy(), small) is Drain.LONG
+    # a large backlog that does not shrink is the config's own latency, not the past's
+    assert judge(_near_capacity_window(30_000, spare_eps=0.0), Policy(), small).drain is Drain.NONE
+
+
+def test_a_backlog_within_what_the_pipeline_settles_at_is_not_a_queue_from_before():
+    small = _config(min_events=4, pipelining=0)
+    # 8,000 events: within the policy's share of the input (9,000) beyond what the config buffers
+    assert drain(_near_capacity_window(8_000, spare_eps=200.0), Policy(), small) is Drain.NONE
+    # 30,000 where the pipeline held 25,000 after its last window of its own: 5,000 beyond, shipped at 200 ev/s
+    assert drain(_near_capacity_window(30_000, spare_eps=200.0), Policy(), small, settled_events=25_000) is Drain.NONE
+
+
+def test_a_backlog_shipped_within_the_policys_share_of_the_window_sets_no_long_drain():
+    small = _config(min_events=4, pipelining=0)
+    quick = _near_capacity_window(30_000, spare_eps=30_000.0)  # gone in the first second of 30: 17 % ahead
+    assert drain(quick, Policy(), small) is Drain.SHORT
+    quick.series = {}  # without the per-second series the drain is taken as steady: through the whole window
+    assert drain(quick, Policy(), small) is Drain.LONG
+
+
+def test_a_flush_batch_shipped_across_the_windows_start_is_not_a_backlog_from_before():
+    # 1 s flushes at 1000 ev/s hold 3,000 events: a window 3 % ahead shipped a batch the last one ended with
+    assert drain(_window(out_eps=1030.0, backlog=2000), Policy(), _config()) is Drain.NONE
 
 
 def test_the_output_margin_counts_a_batch_held_at_the_windows_end_as_shipped_and_a_surplus_as_no_headroom():

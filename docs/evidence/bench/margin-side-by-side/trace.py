@@ -1,4 +1,5 @@
-"""One bench.tuners pipetune run (misjudged screen), traced window by window."""
+"""One bench.tuners pipetune run (misjudged screen), traced window by window, with each window's backlog: at
+its start (its end less its input plus its output), at its end, and what its config buffers."""
 import sys
 from controller.daemon import Daemon
 from controller.tuning_run import LearnerSetup, tuning_learner, twin_pipeline
@@ -26,6 +27,13 @@ def show(d):
     p = d.observed.get("p95_s")
     ch = {k.split(".")[-1] if "." in k else k: v for k, v in d.change.items()}
     print(f"w{d.window:3d} p95={p*1e3 if p else float('nan'):9.1f}ms inc={ (d.incumbent_p95_s or 0)*1e3:8.1f} {d.action.value:8s} {d.reason[:150]}")
+    o = d.observed
+    if o.get("backlog_events") is not None and o.get("offered_eps"):
+        from models.verdict import buffered_events
+        short = (o["offered_eps"] - o["throughput_eps"]) * o["duration_s"]
+        start_b = o["backlog_events"] - short
+        buf = buffered_events(d.config, o["offered_eps"])
+        print(f"      ratio={o['throughput_ratio']:.4f} backlog_end={o['backlog_events']:.0f} start={start_b:.0f} buffered={buf:.0f} p50={o['p50_s']*1e3:.1f}ms")
     if d.guardrail:
         print("GUARD", d.guardrail)
     if d.change:
