@@ -9,10 +9,12 @@ intervals, the floor that grows only when the group falls behind.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import math
 import threading
 import time
+import weakref
 from collections import deque
 from dataclasses import dataclass
 from typing import Protocol
@@ -109,9 +111,9 @@ def lag_floor(samples: list[LagSample], start_s: float, end_s: float, span_s: fl
 
 
 class LagWatch:
-    """Samples a group's lag every `interval_s` from a thread, from its first use until `close()`;
-    `lag_events(start, end)` is the window's floor over `span_s` (twice the group's commit interval). The
-    first window has one sample, taken then (no window before it to compare its backlog with)."""
+    """Samples a group's lag every `interval_s` from a thread, from its first use until `close()`, or the
+    interpreter's exit; `lag_events(start, end)` is the window's floor over `span_s` (twice the group's commit
+    interval). The first window has one sample, taken then (no window before it to compare its backlog with)."""
 
     def __init__(self, reader: LagReader, span_s: float, interval_s: float = SAMPLE_INTERVAL_S) -> None:
         self.reader = reader
@@ -122,6 +124,7 @@ class LagWatch:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="pipetune-lag", daemon=True)
+        _OPEN.add(self)
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -153,3 +156,14 @@ class LagWatch:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join()
+
+
+# A watch left open would be stopped by the interpreter's exit in the middle of a librdkafka call while the
+# admin client is torn down under it: a segfault (seen at the end of a test session). Each is closed first.
+_OPEN: "weakref.WeakSet[LagWatch]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_watches() -> None:
+    for watch in list(_OPEN):
+        watch.close()

@@ -4,6 +4,9 @@ the floor a window reads of the saw-tooth a committing group draws."""
 from __future__ import annotations
 
 import secrets
+import subprocess
+import sys
+import textwrap
 import time
 
 import pytest
@@ -104,3 +107,28 @@ def test_the_watch_stops_sampling_when_closed():
     watch.lag_events(0, 1)
     watch.close()
     assert not watch._thread.is_alive()
+
+
+def test_a_watch_left_open_finishes_its_sample_before_the_interpreter_exits(tmp_path):
+    # librdkafka torn down in the middle of a call segfaults: a watch nobody closed is closed at exit
+    log = tmp_path / "samples.log"
+    script = textwrap.dedent(f"""
+        import time
+        from controller.kafka_lag import LagSample, LagWatch
+
+        class Slow:
+            def sample(self):
+                with open({str(log)!r}, "a") as f:
+                    f.write("start\\n")
+                time.sleep(0.3)
+                with open({str(log)!r}, "a") as f:
+                    f.write("done\\n")
+                return LagSample(time.time(), 0, 1)
+
+        watch = LagWatch(Slow(), span_s=10, interval_s=0.01)
+        watch.lag_events(0, 1)
+        time.sleep(0.1)  # the thread is inside its next sample when the script ends
+    """)
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=30)
+    lines = log.read_text().split()
+    assert lines[-1] == "done" and lines.count("start") == lines.count("done")
