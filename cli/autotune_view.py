@@ -88,7 +88,7 @@ def plot_run(decisions: Iterable[Decision], path: Path, summary: dict | None, wh
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(10, 6), sharex=True, gridspec_kw={"height_ratios": [3, 1]})
     ax1.plot(t, p95, "o-", ms=3, label="window P95")
     for d in decisions:
-        if d.action in ("explore", "remeasure") and d.change:
+        if d.action in ("explore", "return", "remeasure") and d.change:
             ax1.axvline(d.t_s, color="tab:green", alpha=0.25, lw=1)
         if d.action == "rollback":
             ax1.axvline(d.t_s, color="tab:red", alpha=0.7, lw=1.5)

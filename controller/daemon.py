@@ -308,7 +308,12 @@ class Daemon:
         if self.policy.mode == "advise":
             return Choice(candidate, Action.ADVISE, "mode advise, recommended: " + suggestion.reason,
                           suggestion.predicted)
-        action = Action.HOLD if candidate == config else Action.EXPLORE
+        if candidate == config:
+            action = Action.HOLD
+        elif inc is not None and candidate == self.policy.enforce(inc.config):
+            action = Action.RETURN  # not "explore": the change ends a search ("converged: … keep the incumbent")
+        else:
+            action = Action.EXPLORE
         return Choice(candidate, action, suggestion.reason, suggestion.predicted)
 
     def _restart_allowed(self) -> bool:

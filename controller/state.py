@@ -55,6 +55,7 @@ class Action(StrEnum):
     HOLD = "hold"  # kept the config (dwell, restart budget, converged learner, breach on the incumbent)
     ROLLBACK = "rollback"  # a guardrail or a failed apply sent the pipeline back to the incumbent
     REMEASURE = "remeasure"  # the load moved: measure the incumbent again
+    RETURN = "return"  # the learner kept the incumbent over the config just measured: the incumbent is back
     OVERRIDE = "override"  # a person's override is in force
     ADVISE = "advise"  # mode advise: recommended, applied nothing
     FROZEN = "frozen"  # mode frozen, or the pipeline could not be read or reached

@@ -70,6 +70,16 @@ def test_a_config_that_collapses_the_twin_is_rolled_back_within_one_window():
     assert not third.guardrail
 
 
+def test_going_back_to_the_incumbent_after_a_slower_candidate_is_a_return_not_an_exploration():
+    defaults = preset("defaults")
+    slower = PIPELINE_SPACE.config({**defaults, "filebeat.backoff": 3.0, "filebeat.max_backoff": 10.0})
+    daemon, pipeline = _daemon(Scripted(slower, defaults))
+    assert daemon.step().action == "explore" and pipeline.current() == slower
+    back = daemon.step()  # the slower window measured; the learner keeps the incumbent
+    assert back.action == "return" and back.change and pipeline.current() == defaults
+    assert daemon.step().action == "hold"
+
+
 def test_a_rollback_keeps_a_pin_set_after_the_incumbent_was_measured(tmp_path):
     store = StateStore(tmp_path)
     daemon, pipeline = _daemon(Scripted(preset("micro-batching")), store=store)
