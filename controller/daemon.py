@@ -308,13 +308,17 @@ class Daemon:
         if self.policy.mode == "advise":
             return Choice(candidate, Action.ADVISE, "mode advise, recommended: " + suggestion.reason,
                           suggestion.predicted)
+        incumbent = self.policy.enforce(inc.config) if inc is not None else None
+        reason = suggestion.reason
         if candidate == config:
             action = Action.HOLD
-        elif inc is not None and candidate == self.policy.enforce(inc.config):
+            if incumbent is not None and config != incumbent:  # the learner's reason reads like a change
+                reason = f"another window of the candidate, which is not the incumbent yet: {reason}"
+        elif candidate == incumbent:
             action = Action.RETURN  # not "explore": the change ends a search ("converged: … keep the incumbent")
         else:
             action = Action.EXPLORE
-        return Choice(candidate, action, suggestion.reason, suggestion.predicted)
+        return Choice(candidate, action, reason, suggestion.predicted)
 
     def _restart_allowed(self) -> bool:
         limit = self.policy.max_restarts_per_hour

@@ -80,6 +80,17 @@ def test_going_back_to_the_incumbent_after_a_slower_candidate_is_a_return_not_an
     assert daemon.step().action == "hold"
 
 
+def test_a_candidate_measured_again_is_a_hold_that_says_it_is_not_the_incumbent():
+    defaults = preset("defaults")
+    slower = PIPELINE_SPACE.config({**defaults, "filebeat.backoff": 3.0, "filebeat.max_backoff": 10.0})
+    daemon, pipeline = _daemon(Scripted(slower))  # after the slower config, the learner keeps proposing it
+    daemon.step()
+    again = daemon.step()
+    assert again.action == "hold" and not again.change and pipeline.current() == slower
+    assert again.reason.startswith("another window of the candidate") and again.reason.endswith("scripted")
+    assert daemon.incumbent.config == defaults
+
+
 def test_a_rollback_keeps_a_pin_set_after_the_incumbent_was_measured(tmp_path):
     store = StateStore(tmp_path)
     daemon, pipeline = _daemon(Scripted(preset("micro-batching")), store=store)
