@@ -50,6 +50,10 @@ class LagReader(Protocol):
         """The group's offsets now; `LagUnknown` when Kafka does not answer."""
         ...
 
+    def close(self) -> None:
+        """Let go of the connection to Kafka."""
+        ...
+
 
 class GroupLag:
     """A `LagReader` of one consumer group through the admin client."""
@@ -69,6 +73,11 @@ class GroupLag:
             self._admin = AdminClient({"bootstrap.servers": self.bootstrap, "client.id": "pipetune-lag",
                                        "logger": logging.getLogger("pipetune.kafka_lag")})
         return self._admin
+
+    def close(self) -> None:
+        """Drop the admin client, so librdkafka is torn down now, in this thread, and not by the interpreter's
+        last collection, with its threads still running under a dying process (a segfault in rdk:main)."""
+        self._admin = None
 
     def committed(self) -> dict[TopicPartition, int]:
         """The group's committed offset per partition (-1: none yet) over every partition of its topics."""
@@ -153,9 +162,12 @@ class LagWatch:
         return floor
 
     def close(self) -> None:
+        """Stop sampling, then let go of Kafka."""
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join()
+        self.reader.close()
+        _OPEN.discard(self)
 
 
 # A watch left open would be stopped by the interpreter's exit in the middle of a librdkafka call while the
@@ -164,6 +176,8 @@ _OPEN: "weakref.WeakSet[LagWatch]" = weakref.WeakSet()
 
 
 @atexit.register
-def _close_open_watches() -> None:
+def close_open_watches() -> None:
+    """Close every watch still open: at the interpreter's exit, and before the brokers they sample go away (the
+    test session's Kafka: librdkafka crashed in rdk:main with a watch still sampling them, session 17)."""
     for watch in list(_OPEN):
         watch.close()

@@ -12,6 +12,7 @@ import pytest
 import yaml
 from hypothesis import settings
 
+from controller.kafka_lag import close_open_watches
 from models.observation import Observation
 from testbed import lifecycle
 from testbed.install import Installed, install_all
@@ -116,4 +117,5 @@ def testbed(installed: Installed, testbed_file: Path) -> Iterator[PipelineSpec]:
     try:
         yield spec
     finally:
+        close_open_watches()  # the live pipelines' lag watches, before the broker they sample stops
         lifecycle.down(spec)

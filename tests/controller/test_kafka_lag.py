@@ -13,7 +13,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from controller.kafka_lag import GroupLag, LagSample, LagUnknown, LagWatch, lag_floor
+from controller.kafka_lag import GroupLag, LagSample, LagUnknown, LagWatch, close_open_watches, lag_floor
 
 
 def test_the_floor_is_the_smallest_lag_in_the_last_span_of_the_window():
@@ -39,6 +39,9 @@ class Scripted:
             raise LagUnknown("consumer group 'g': lag not readable (broker down)")
         self.taken += 1
         return self.samples[self.taken - 1]
+
+    def close(self) -> None:
+        self.closed = True
 
 
 def _wait_until(condition, timeout_s: float, what: str) -> None:
@@ -101,12 +104,20 @@ def test_an_unreachable_group_is_lag_unknown_naming_the_group():
         lag.sample()
 
 
-def test_the_watch_stops_sampling_when_closed():
+def test_the_watch_stops_sampling_and_lets_go_of_kafka_when_closed():
     reader = Scripted([LagSample(t, 0, 1) for t in range(1000)])
     watch = LagWatch(reader, span_s=10, interval_s=0.01)
     watch.lag_events(0, 1)
     watch.close()
-    assert not watch._thread.is_alive()
+    assert not watch._thread.is_alive() and reader.closed
+
+
+def test_every_watch_still_open_is_closed_at_once_before_its_brokers_go_away():
+    readers = [Scripted([LagSample(t, 0, 1) for t in range(1000)]) for _ in range(2)]
+    watches = [LagWatch(reader, span_s=10, interval_s=0.01) for reader in readers]
+    watches[0].lag_events(0, 1)  # one sampling, one never used
+    close_open_watches()
+    assert all(reader.closed for reader in readers) and not watches[0]._thread.is_alive()
 
 
 def test_a_watch_left_open_finishes_its_sample_before_the_interpreter_exits(tmp_path):
@@ -124,6 +135,9 @@ def test_a_watch_left_open_finishes_its_sample_before_the_interpreter_exits(tmp_
                 with open({str(log)!r}, "a") as f:
                     f.write("done\\n")
                 return LagSample(time.time(), 0, 1)
+
+            def close(self):
+                pass
 
         watch = LagWatch(Slow(), span_s=10, interval_s=0.01)
         watch.lag_events(0, 1)

@@ -206,6 +206,9 @@ class OneSample:
     def sample(self) -> LagSample:
         return LagSample(time.time(), 1000 - self.lag, 1000)
 
+    def close(self) -> None:
+        pass
+
 
 def test_offered_load_and_backlog_come_from_the_sources_and_the_group(prometheus):
     exporter, telemetry = prometheus
