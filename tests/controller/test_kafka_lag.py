@@ -32,6 +32,7 @@ class Scripted:
         self.samples = samples
         self.taken = 0
         self.asked = 0
+        self.closed = False
 
     def sample(self) -> LagSample:
         self.asked += 1
