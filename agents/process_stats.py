@@ -1,4 +1,5 @@
-"""CPU time of the pipeline's other processes on this node, read from /proc at each scrape.
+"""CPU time of the pipeline's other processes on this node, and of the node as a whole, read from /proc at
+each scrape.
 
 Each process is named by a pid file (a bare pid, or JSON with a "pid" field, as the testbed writes
 them); a restarted component writes a new one, so the pid is read again at every scrape.
@@ -11,10 +12,12 @@ import os
 from pathlib import Path
 from typing import Iterator
 
-from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 _TICKS_PER_S = os.sysconf("SC_CLK_TCK")
+# /proc/stat's CPU columns: user nice system idle iowait irq softirq steal (guest time is counted in user)
+_BUSY_COLUMNS = (0, 1, 2, 5, 6, 7)
 
 
 def cpu_seconds(pid: int) -> float | None:
@@ -50,3 +53,31 @@ class ProcessCpuCollector(Collector):
             if seconds is not None:
                 family.add_metric([component], seconds)
         yield family
+
+
+def node_cpu(stat_text: str) -> tuple[float, int]:
+    """The node's busy CPU seconds since boot (every process's, and the kernel's) and the number of CPUs they were
+    counted over, from the text of /proc/stat."""
+    lines = stat_text.splitlines()
+    total = lines[0].split()[1:]
+    cpus = sum(1 for line in lines[1:] if line.startswith("cpu"))
+    return sum(int(total[i]) for i in _BUSY_COLUMNS if i < len(total)) / _TICKS_PER_S, cpus
+
+
+class NodeCpuCollector(Collector):
+    """`pipetune_node_cpu_busy_seconds_total` and `pipetune_node_cpus`: how much of its CPU the node used, whoever
+    used it. The learner reads the busiest node's share as the capacity a window left spare (`models.headroom`).
+    A node is the host or VM whose /proc this is: in a container with a CPU quota, still the host's figures."""
+
+    def __init__(self, stat_file: Path = Path("/proc/stat")) -> None:
+        self.stat_file = stat_file
+
+    def collect(self) -> Iterator[Metric]:
+        try:
+            busy_s, cpus = node_cpu(self.stat_file.read_text())
+        except (OSError, ValueError, IndexError):
+            return
+        busy = CounterMetricFamily("pipetune_node_cpu_busy_seconds", "CPU time the node spent not idle")
+        busy.add_metric([], busy_s)
+        yield busy
+        yield GaugeMetricFamily("pipetune_node_cpus", "CPUs the node's busy time is counted over", value=cpus)

@@ -35,6 +35,7 @@ from agents.filebeat_patch import InputSelector, discover
 from agents.kafka_broker import KafkaBrokerAdapter
 from agents.kafka_client import KafkaConsumerAdapter, KafkaProducerAdapter
 from agents.logstash import LogstashAdapter
+from agents.process_stats import NodeCpuCollector
 from agents.runtimes import DockerRuntime, ProcessRuntime
 from agents.source_watch import SourceWatch, filebeat_data_dir, watched_sources
 from models.space import Value
@@ -109,8 +110,9 @@ def canary_writer(agent_config: AgentConfig) -> CanaryWriter | None:
 
 def node_metrics(config: AgentConfig) -> CollectorRegistry:
     """The agent's own metrics: per Filebeat, what is appended to the files its tuned inputs harvest and
-    not yet shipped (`SourceWatch`), and its output counters when it serves its stats."""
+    not yet shipped (`SourceWatch`), and its output counters when it serves its stats; and the node's CPU."""
     registry = CollectorRegistry(auto_describe=False)
+    registry.register(NodeCpuCollector())
     for spec in config.components:
         if not isinstance(spec, FilebeatComponent):
             continue

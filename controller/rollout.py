@@ -476,8 +476,9 @@ class LivePoolWindows:
 
 class TwinPoolWindows:
     """`PoolWindows` of twin nodes, each a `TwinPipeline` fed its own traffic, advanced together: the
-    pool's figures are the nodes' summed (rates, events, backlog, CPU) and its percentiles those of
-    every node's events merged, as Prometheus merges the probe's histograms."""
+    pool's figures are the nodes' summed (rates, events, backlog, CPU), its busiest CPU share the largest
+    node's, and its percentiles those of every node's events merged, as Prometheus merges the probe's
+    histograms."""
 
     def __init__(self, nodes: Mapping[str, TwinPipeline], upper_bounds_s: tuple[float, ...] = LATENCY_BUCKETS_S
                  ) -> None:
@@ -505,7 +506,9 @@ class TwinPoolWindows:
             lost_events=sum(o.lost_events for o in observations),
             stage_p95_s={k: max(o.stage_p95_s.get(k, 0.0) for o in observations)
                          for k in observations[0].stage_p95_s},
-            backlog_events=summed("backlog_events"), cpu_cores=summed("cpu_cores"))
+            backlog_events=summed("backlog_events"), cpu_cores=summed("cpu_cores"),
+            busiest_cpu_share=max((o.busiest_cpu_share for o in observations if o.busiest_cpu_share is not None),
+                                  default=None))
         return PoolWindow(observation, latency)
 
     def close(self) -> None:

@@ -44,6 +44,7 @@ LatencySource = Literal["event_time", "canary", "worst"]
 SOURCE_MATCHERS = {"event_time": 'source=~"event_time|"', "canary": 'source="canary"'}
 APPENDED = "pipetune_source_events_total"
 NODE_RECORDS = "pipetune_node_records_total"
+NODE_CPU_BUSY, NODE_CPUS = "pipetune_node_cpu_busy_seconds_total", "pipetune_node_cpus"  # the node agents'
 _COUNTED = ("pipetune_records_total", "pipetune_events_total", NODE_RECORDS, APPENDED)  # the probes' and agents'
 # Every record the probe consumed (`increase` or `rate`); a probe from before `pipetune_records_total`
 # counted them in two.
@@ -239,6 +240,7 @@ class PrometheusTelemetry:
         cpu = self.by_label(f"sum by (component) (rate(pipetune_component_cpu_seconds_total{of}[{w}]))",
                             "component", end)
         cpu["probe"] = self.scalar(f"rate(process_cpu_seconds_total[{w}])", end)
+        busiest = self.scalar(f"max(rate({NODE_CPU_BUSY}{of}[{w}]) / {NODE_CPUS}{of})", end)
         rate = f"{SERIES_RATE_WINDOW_S}s"
         series = {
             "t_s": [float(t) for t in range(math.ceil(start), math.floor(end) + 1)],
@@ -253,7 +255,8 @@ class PrometheusTelemetry:
             packets_per_s=_num(batches) / seconds, stage_p95_s=latency.stage_p95_s,
             stage_mean_s=latency.stage_mean_s,
             backlog_events={k: round(v) for k, v in backlog.items() if math.isfinite(v)},
-            cpu_cores={k: v for k, v in cpu.items() if math.isfinite(v)}, series=series,
+            cpu_cores={k: v for k, v in cpu.items() if math.isfinite(v)},
+            busiest_cpu_share=busiest if math.isfinite(busiest) else None, series=series,
             latency_resolution_s=resolution_s,
         )
 

@@ -12,8 +12,10 @@
   interval) is that much noisier a point to the models, so a loose judgement moves them less.
 - Throughput is modelled by one GP over every tuned parameter for the margin (`output_margin`: output / offered
   − 1, the config's buffered batch counted as shipped, never above 0); a window that breached a throughput rule
-  is told below the floor whatever its ratio. A window that drained a queue left from before it
-  (`Verdict.drain`) is told to no model: its P95 and ratio are the past's.
+  is told below the floor whatever its ratio. Where the nodes report their CPU, a window that kept up is told the
+  share of the capacity it left unused instead of 0 (`headroom`): far from busy, the model vouches for configs
+  further from those measured, and the safe set grows in leaps, not a step a window. A window that drained a
+  queue left from before it (`Verdict.drain`) is told to no model: its P95 and ratio are the past's.
 - Safety: a candidate is proposed only if the margin GP's lower confidence bound clears the policy's
   floor (margin ≥ min_throughput_ratio − 1) and, with a P95 ceiling, the predicted P95's upper bound
   stays under it. The margin GP's prior mean is 0 with a fixed prior spread, so far from every
@@ -36,7 +38,9 @@
   more: its gain is multiplied by `restart_discount`. Restart dimensions are perturbed as often as any
   other: most are (every Filebeat key), and perturbing them less starved the search. Once the trust
   region has collapsed (no gain found however close it looked), the expected gain (κ = 0) replaces the
-  optimistic one.
+  optimistic one; so it does once the search measured `MIN_SEARCH` windows when the margin model expects the
+  incumbent to leave `FAR_SPARE` of the capacity unused: far from capacity, hoping on kept the config moving
+  for tens of windows around a flat optimum.
 - Converge and stay: a change is proposed only when its gain exceeds `CONFIDENCE_Z` × the noise of a
   window (the pooled spread of repeated windows, the stage models' noise terms before there are any; never
   below half the resolution of the latencies, 1 ms at best, nor a stage's bound below it: a gain no window
@@ -68,6 +72,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
 
+from models.headroom import SPARE_MAX, spare_margins
 from models.latency_bounds import stage_ceiling_s, stage_floor_s
 from models.learning import (HISTORY_BEST, HISTORY_RECENT, WHOLE_PIPELINE, Context, Suggestion, TunedCube, kept_history,
                              load_moved)
@@ -93,6 +98,7 @@ MIN_SEARCH = 10  # windows a search (the first, or one re-opened) measures befor
 ROBUST_SD = 1.4826  # a normal distribution's standard deviation over its median absolute deviation
 MARGIN_NOISE_MIN = 0.003  # a window's output ratio is never known closer than this: in-flight events at its edges
 REFIT_EVERY = 10  # windows between fits of the GPs' hyperparameters (after the first REFIT_EVERY, every one)
+FAR_SPARE = SPARE_MAX / 2  # an incumbent expected to leave this share of the capacity unused is far from it
 
 
 def context_feature(context: Context) -> float:
@@ -231,7 +237,8 @@ class _History:
     contexts: list[Context] = field(default_factory=list)
     x: list[np.ndarray] = field(default_factory=list)  # unit-cube coordinates, then the context feature
     stage_log_p95: list[dict[str, float]] = field(default_factory=list)
-    margin: list[float] = field(default_factory=list)
+    margin: list[float] = field(default_factory=list)  # `output_margin`, or below the floor where a rule broke
+    cpu_share: list[float] = field(default_factory=list)  # `Observation.busiest_cpu_share` (nan: unknown)
     p95_s: list[float] = field(default_factory=list)
     p95_log_var: list[float] = field(default_factory=list)  # the window's own variance of log P95 (0: not told)
     feasible: list[bool] = field(default_factory=list)
@@ -241,8 +248,8 @@ class _History:
         """Forget all but what `kept_history` keeps, so fits and memory stay bounded however long the run."""
         kept = kept_history(self.p95_s, self.feasible, recent, best)
         if len(kept) < len(self.p95_s):
-            for name in ("configs", "contexts", "x", "stage_log_p95", "margin", "p95_s", "p95_log_var", "feasible",
-                         "twin_ratio"):
+            for name in ("configs", "contexts", "x", "stage_log_p95", "margin", "cpu_share", "p95_s", "p95_log_var",
+                         "feasible", "twin_ratio"):
                 values = getattr(self, name)
                 setattr(self, name, [values[i] for i in kept])
 
@@ -340,6 +347,8 @@ class SafeBayesLearner:
         h.x.append(self._features(config, context))
         h.stage_log_p95.append(self._stage_values(observation))
         h.margin.append(margin)
+        share = observation.busiest_cpu_share
+        h.cpu_share.append(math.nan if share is None else share)
         h.p95_s.append(observation.p95_s)
         h.p95_log_var.append(_log_var(observation))
         h.feasible.append(verdict.ok)
@@ -404,7 +413,7 @@ class SafeBayesLearner:
             gp = self._stage_gps.setdefault(stage, Surrogate(len(columns), seed=self.seed))
             gp.fit(x[np.ix_(rows, columns)], np.array([h.stage_log_p95[i][stage] for i in rows]), optimize,
                    np.array([h.p95_log_var[i] for i in rows]))
-        self._margin_gp.fit(x, np.array(h.margin), optimize)
+        self._margin_gp.fit(x, spare_margins(h.cpu_share, h.margin, self.margin_floor), optimize)
         self._bound_scales = {stage: self._measured_bound_scales(stage) for stage in self._stage_gps}
 
     def _measured_bound_scales(self, stage: str) -> _BoundScales:
@@ -481,8 +490,12 @@ class SafeBayesLearner:
                               noise_s)
         # Before the trust region collapses, the optimistic gain (what the model hopes for); after, the expected.
         # After a load move, the models have searched this ground before: only the gain they expect at the new
-        # load justifies a change (their optimism there is only the load's novelty).
-        expected = self._exhausted or self._known_ground
+        # load justifies a change (their optimism there is only the load's novelty). Far from capacity, the same
+        # once the search has looked around: there a step off what the models expect breaks nothing and gains
+        # little, and hoping on kept the config moving for tens of windows; near it, the gains hide where the
+        # models are unsure.
+        far_from_capacity = float(self._margin_gp.predict(inc_features)[0][0]) >= FAR_SPARE
+        expected = self._exhausted or self._known_ground or (far_from_capacity and self._searched >= MIN_SEARCH)
         promise = self._promise(pool, inc_p95, expected=expected)
         threshold = CONFIDENCE_Z * noise_s
         best = float(np.max(promise))
@@ -497,7 +510,7 @@ class SafeBayesLearner:
                 # The trust region is a box around the incumbent; the safe set reaches beyond it. Stop only when
                 # nothing safe anywhere promises more than the threshold (even optimistically, but on known ground).
                 wide = self._pool(center, context, self.length_max, incumbent)
-                wide_promise = self._promise(wide, inc_p95, expected=self._known_ground)
+                wide_promise = self._promise(wide, inc_p95, expected=self._known_ground or far_from_capacity)
                 if float(np.max(wide_promise)) <= threshold:
                     self._converged = _Converged(incumbent, context.offered_eps,
                                                  self._measured_p95(incumbent, context, inc_p95), noise_s,

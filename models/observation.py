@@ -32,6 +32,9 @@ class Observation:
     stage_mean_s: dict[str, float] = field(default_factory=dict)
     backlog_events: dict[str, int] = field(default_factory=dict)
     cpu_cores: dict[str, float] = field(default_factory=dict)
+    # The busiest node's CPU time over its cores (every process on it, not only the pipeline's): how much of
+    # the capacity the window used. None: no node reports its cores.
+    busiest_cpu_share: float | None = None
     series: dict[str, list[float]] = field(default_factory=dict)
     latency_resolution_s: float = 0.0  # the clock step of the event times behind the latencies (0: finer than 1 ms)
     clock_offsets: dict[str, ClockOffset] = field(default_factory=dict)  # each node's clock minus the controller's

@@ -55,7 +55,7 @@ def window_observation(stamps: "Stamps", stages: Sequence[Stage], cpu: Cpu, star
         packets_per_s=cpu.packets(first, last) / duration,
         stage_p95_s=stage_p95, stage_mean_s=stage_mean,
         backlog_events=backlog(stamps, stages, end_s),
-        cpu_cores=cores,
+        cpu_cores=cores, busiest_cpu_share=sum(cores.values()) / cpu.cores,
         series=per_second(stamps, stages, cpu, start_s, end_s),
     )
 

@@ -1,4 +1,5 @@
-"""What is exported about the node besides the sources: Filebeat's acknowledged offsets, components' CPU."""
+"""What is exported about the node besides the sources: Filebeat's acknowledged offsets, components' CPU, the
+node's CPU."""
 
 import json
 import os
@@ -6,7 +7,7 @@ import os
 from prometheus_client import CollectorRegistry
 
 from agents.filebeat_exporter import registry_offsets
-from agents.process_stats import ProcessCpuCollector
+from agents.process_stats import NodeCpuCollector, ProcessCpuCollector
 
 
 def test_registry_offsets_take_the_newest_entry_per_file_identity(tmp_path):
@@ -36,3 +37,30 @@ def test_component_cpu_follows_the_pid_file(tmp_path):
                                            "missing": tmp_path / "none.json"}))
     samples = {s.labels["component"]: s.value for m in registry.collect() for s in m.samples}
     assert set(samples) == {"self"} and samples["self"] > 0
+
+
+def _node_samples(collector: NodeCpuCollector) -> dict[str, float]:
+    registry = CollectorRegistry()
+    registry.register(collector)
+    return {s.name: s.value for m in registry.collect() for s in m.samples}
+
+
+def test_the_nodes_busy_time_counts_every_column_but_idle_and_iowait_over_its_cpus(tmp_path):
+    stat = tmp_path / "stat"
+    #                user nice system idle iowait irq softirq steal guest guest_nice
+    stat.write_text("cpu  100 20 30 5000 700 4 6 40 9 0\n"
+                    "cpu0 50 10 15 2500 350 2 3 20 9 0\ncpu1 50 10 15 2500 350 2 3 20 0 0\nintr 1 2 3\n")
+    samples = _node_samples(NodeCpuCollector(stat))
+    assert samples == {"pipetune_node_cpu_busy_seconds_total": 200 / os.sysconf("SC_CLK_TCK"), "pipetune_node_cpus": 2}
+
+
+def test_the_nodes_cpu_is_read_from_proc_and_grows_as_the_node_works():
+    before = _node_samples(NodeCpuCollector())
+    sum(i * i for i in range(2_000_000))
+    after = _node_samples(NodeCpuCollector())
+    assert after["pipetune_node_cpus"] == os.cpu_count()
+    assert after["pipetune_node_cpu_busy_seconds_total"] > before["pipetune_node_cpu_busy_seconds_total"]
+
+
+def test_an_unreadable_stat_file_exports_nothing_rather_than_a_wrong_figure(tmp_path):
+    assert _node_samples(NodeCpuCollector(tmp_path / "missing")) == {}

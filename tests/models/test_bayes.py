@@ -41,14 +41,18 @@ class Synthetic:
                            p99_s=p95 * 1.2, mean_s=p95 / 2)
 
 
-def _run(learner, problem, steps, policy=Policy()):
+def _run(learner, problem, steps, policy=Policy(), cpu_share=None, reasons=None):
     """Suggest, measure, judge and tell `steps` times, keeping the incumbent as the daemon does (the best
-    feasible window); returns what was suggested and the incumbent."""
+    feasible window); returns what was suggested and the incumbent. Every window reports the busiest node's
+    CPU share `cpu_share`; each suggestion's reason is appended to `reasons` when given."""
     suggested, incumbent, best_p95_s = [], None, math.inf
     for _ in range(steps):
-        config = learner.suggest(Context(CTX.offered_eps, incumbent)).config
+        suggestion = learner.suggest(Context(CTX.offered_eps, incumbent))
+        config = suggestion.config
         suggested.append(problem.cube.encode(config))
-        observation = problem(config)
+        if reasons is not None:
+            reasons.append(suggestion.reason)
+        observation = replace(problem(config), busiest_cpu_share=cpu_share)
         verdict = judge(observation, policy, config)
         learner.tell(config, CTX, observation, verdict)
         if verdict.ok and observation.p95_s < best_p95_s:
@@ -69,6 +73,39 @@ def test_finds_the_feasible_optimum_and_never_steps_deep_into_the_infeasible_reg
     infeasible = [u for u in suggested if not Synthetic.feasible(u)]
     assert len(infeasible) <= 3
     assert all(u[0] > 0.3 for u in infeasible)  # only near the unknown edge, never where it is known to fail
+
+
+def _far_start(seed: int) -> tuple[Synthetic, SafeBayesLearner]:
+    cube = TunedCube(NAMES, Policy())
+    start = cube.decode(np.array([0.9, 0.2, 0.9]), base=PIPELINE_SPACE.defaults())
+    return Synthetic(cube, seed), SafeBayesLearner(cube, start, seed=seed)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_windows_that_keep_up_with_cpu_to_spare_let_the_search_take_bigger_steps_sooner(seed):
+    # Told only "kept up", the safety model vouches for little beyond what was measured; told half the node's CPU
+    # was spare, for more. With the share unknown, or all the cores busy, nothing changes.
+    runs = {}
+    for share in (None, 1.0, 0.5):
+        problem, learner = _far_start(seed)
+        suggested, incumbent = _run(learner, problem, 12, cpu_share=share)
+        steps = np.linalg.norm(suggested - suggested[0], axis=1)
+        runs[share] = (steps.tolist(), Synthetic(problem.cube, seed + 100)(incumbent).p95_s)
+    assert runs[1.0] == runs[None]
+    assert runs[0.5][0][1] > 3 * runs[None][0][1]
+    assert runs[0.5][1] <= runs[None][1]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_far_from_capacity_only_an_expected_gain_moves_the_config_once_the_search_has_looked_around(seed):
+    # Hoping on around a flat optimum kept a pipeline with cores to spare changing for tens of windows; near
+    # capacity, the gains hide where the models are unsure, and the search stays optimistic.
+    idle, busy = [], []
+    for share, reasons in ((0.3, idle), (1.0, busy)):
+        problem, learner = _far_start(seed)
+        _run(learner, problem, 30, cpu_share=share, reasons=reasons)
+    assert not any("optimistic" in reason for reason in idle[MIN_SEARCH:])
+    assert any("optimistic" in reason for reason in busy[MIN_SEARCH:])
 
 
 def test_starts_from_the_running_config():

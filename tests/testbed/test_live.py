@@ -1,6 +1,7 @@
 """The real pipeline end to end: replayed lines reach the probe through Filebeat and Kafka, nothing is lost,
 and the probe's histograms come back through Prometheus."""
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -51,6 +52,8 @@ def test_latency_histograms_read_back_through_prometheus(testbed):
     assert set(observation.stage_p95_s) == {"filebeat_read", "filebeat_publish", "kafka_consume"}
     assert observation.offered_eps > 0 and observation.throughput_eps > 0
     assert {"kafka", "filebeat", "prometheus", "probe"} <= set(observation.cpu_cores)
+    # the node agent's whole-node CPU, over its cores: busy with at least the pipeline's own processes
+    assert sum(observation.cpu_cores.values()) / os.cpu_count() * 0.5 < observation.busiest_cpu_share <= 1.0
 
 
 def test_the_agent_counts_what_is_appended_and_the_backlog_drains(testbed):
