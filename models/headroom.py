@@ -5,9 +5,9 @@ only for configs close to ones measured, and the safe set grows a small step a w
 used tells those windows apart: one at half its cores is far from the cliff, one at all of them is on its edge.
 So a window that kept up is told the share of the busiest node's cores it left unused, up to `SPARE_MAX`.
 
-The cores are the capacity, not a share learnt from windows that fell behind: a window falls behind for its
-config's sake (a flush too late, a micro-batch too long) at any CPU share, and taking one such window for the
-CPU's limit set every later window's spare to nothing. A pipeline held back by one thread has less capacity
+The cores are the capacity, not a share learnt from the windows: a twin, whose CPU time counts its slowdown,
+keeps up at shares above 1, and a capacity learnt there vouched for spare where there was none and did worse
+near capacity (docs/evidence/bench/spare-cpu-run18/). A pipeline held back by one thread has less capacity
 than its cores: its spare is over-stated, and the windows where it falls behind, told as they are, are what
 keeps the model from vouching for configs like them.
 """
