@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
@@ -55,13 +56,20 @@ class ProcessCpuCollector(Collector):
         yield family
 
 
-def node_cpu(stat_text: str) -> tuple[float, int]:
-    """The node's busy CPU seconds since boot (every process's, and the kernel's) and the number of CPUs they were
-    counted over, from the text of /proc/stat."""
+@dataclass(frozen=True)
+class NodeCpu:
+    """The node's busy CPU seconds since boot (every process's, and the kernel's) and the CPUs they count over."""
+
+    busy_s: float
+    cpus: int
+
+
+def node_cpu(stat_text: str) -> NodeCpu:
+    """`NodeCpu` from the text of /proc/stat."""
     lines = stat_text.splitlines()
     total = lines[0].split()[1:]
-    cpus = sum(1 for line in lines[1:] if line.startswith("cpu"))
-    return sum(int(total[i]) for i in _BUSY_COLUMNS if i < len(total)) / _TICKS_PER_S, cpus
+    return NodeCpu(busy_s=sum(int(total[i]) for i in _BUSY_COLUMNS if i < len(total)) / _TICKS_PER_S,
+                   cpus=sum(1 for line in lines[1:] if line.startswith("cpu")))
 
 
 class NodeCpuCollector(Collector):
@@ -74,10 +82,10 @@ class NodeCpuCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         try:
-            busy_s, cpus = node_cpu(self.stat_file.read_text())
+            node = node_cpu(self.stat_file.read_text())
         except (OSError, ValueError, IndexError):
             return
         busy = CounterMetricFamily("pipetune_node_cpu_busy_seconds", "CPU time the node spent not idle")
-        busy.add_metric([], busy_s)
+        busy.add_metric([], node.busy_s)
         yield busy
-        yield GaugeMetricFamily("pipetune_node_cpus", "CPUs the node's busy time is counted over", value=cpus)
+        yield GaugeMetricFamily("pipetune_node_cpus", "CPUs the node's busy time is counted over", value=node.cpus)
