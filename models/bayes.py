@@ -31,8 +31,9 @@
   measured is told what the twin expected of its config, and those calibrate the twin (`screen_bar`):
   a candidate must reach the floor, or where the twin doubts the incumbent, the incumbent's own twin ratio;
   where none of the best few does, it may come within a step of the weakest config the pipeline showed
-  keeping up. It never ranks below one that fell behind. A twin misjudged near capacity then lets the
-  search walk towards smaller batches a step at a time instead of holding where it first doubts.
+  keeping up. It never ranks below one that fell behind, unless the twin ranked that one above a config that
+  kept up. A twin misjudged near capacity then lets the search walk towards smaller batches a step at a time
+  instead of holding where it first doubts.
 - Acquisition: the optimistic gain, incumbent's predicted P95 minus the candidate's lower bound
   (Σ exp(μ − κσ) over stages). A candidate that restarts a component (Filebeat, the sink) must promise
   more: its gain is multiplied by `restart_discount`. Restart dimensions are perturbed as often as any

@@ -43,8 +43,10 @@ def screen_bar(kept_up: Sequence[float], fell_behind: Sequence[float], min_throu
     Where the twin expects each config that kept up to keep up with the headroom, the policy's floor. Where it
     expects one of them to fall behind, its absolute verdict says nothing, only its ranking does: a candidate
     must come within `SCREEN_STEP` of the weakest that kept up. Either way, it must rank above every config that
-    fell behind.
+    fell behind, where the twin ranks that one below the weakest that kept up: where it ranks one that fell behind
+    as high or higher, its ranking is wrong there too, and barring all below it held the pipeline on its
+    incumbent for the rest of the run.
     """
     weakest = min(kept_up)
     bar = min_throughput_ratio if weakest >= min_throughput_ratio else step * weakest
-    return max([bar, *(r + 1e-9 for r in fell_behind)])
+    return max([bar, *(r + 1e-9 for r in fell_behind if r < weakest)])

@@ -36,3 +36,9 @@ def test_where_the_twin_doubts_a_config_that_kept_up_a_candidate_must_come_withi
 def test_a_candidate_must_rank_above_every_config_that_fell_behind():
     assert screen_bar([0.80], [0.78], FLOOR) > 0.78
     assert screen_bar([1.0], [0.99], FLOOR) > 0.99  # even above the floor: the twin ranks it no better
+
+
+def test_a_config_that_fell_behind_where_the_twin_ranks_it_above_one_that_kept_up_bars_nothing():
+    # the twin put it at 1.15, above the incumbent's 1.05 that kept up: its ranking says nothing there
+    assert screen_bar([1.05], [1.15], FLOOR) == FLOOR
+    assert screen_bar([1.05], [1.15, 0.97], FLOOR) == pytest.approx(0.97 + 1e-9)
