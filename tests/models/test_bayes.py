@@ -87,14 +87,14 @@ SEEDS = range(6)  # several: one seed's path turns on the floating point of the 
 def test_windows_that_keep_up_with_cpu_to_spare_let_the_search_take_bigger_steps_sooner():
     # Told only "kept up", the safety model vouches for little beyond what was measured; told half the node's CPU
     # was spare, for more. With the share unknown, or all the cores busy, nothing changes.
+    def first_step_and_final_s(share, seed):
+        problem, learner = _far_start(seed)
+        suggested, incumbent = _run(learner, problem, 12, cpu_share=share)
+        return np.linalg.norm(suggested[1] - suggested[0]), Synthetic(problem.cube, seed + 100)(incumbent).p95_s
+
     first_steps, finals_s = {}, {}
     for share in (None, 1.0, 0.5):
-        runs = []
-        for seed in SEEDS:
-            problem, learner = _far_start(seed)
-            suggested, incumbent = _run(learner, problem, 12, cpu_share=share)
-            runs.append((np.linalg.norm(suggested[1] - suggested[0]), Synthetic(problem.cube, seed + 100)(incumbent).p95_s))
-        first_steps[share], finals_s[share] = zip(*runs)
+        first_steps[share], finals_s[share] = zip(*(first_step_and_final_s(share, seed) for seed in SEEDS))
     assert first_steps[1.0] == first_steps[None] and finals_s[1.0] == finals_s[None]
     assert min(first_steps[0.5]) > 3 * max(first_steps[None])
     assert np.mean(finals_s[0.5]) <= np.mean(finals_s[None])
@@ -104,14 +104,13 @@ def test_far_from_capacity_only_an_expected_gain_moves_the_config_once_the_searc
     # Hoping on around a flat optimum kept a pipeline with cores to spare changing for tens of windows; near
     # capacity, the gains hide where the models are unsure, and the search stays optimistic. (Idle, the wide look
     # may still hope once, where the incumbent sits by the throughput cliff and the model sees little spare.)
-    hopes = {}
-    for share in (0.3, 1.0):
-        hopes[share] = []
-        for seed in SEEDS:
-            problem, learner = _far_start(seed)
-            reasons = []
-            _run(learner, problem, 30, cpu_share=share, reasons=reasons)
-            hopes[share].append(sum("optimistic" in reason for reason in reasons[MIN_SEARCH:]))
+    def hoping_windows(share, seed):
+        problem, learner = _far_start(seed)
+        reasons = []
+        _run(learner, problem, 30, cpu_share=share, reasons=reasons)
+        return sum("optimistic" in reason for reason in reasons[MIN_SEARCH:])
+
+    hopes = {share: [hoping_windows(share, seed) for seed in SEEDS] for share in (0.3, 1.0)}
     assert all(hopes[1.0])
     assert sum(hopes[0.3]) * 4 < sum(hopes[1.0])
 
