@@ -508,7 +508,8 @@ class TwinPoolWindows:
                          for k in observations[0].stage_p95_s},
             backlog_events=summed("backlog_events"), cpu_cores=summed("cpu_cores"),
             busiest_cpu_share=max((o.busiest_cpu_share for o in observations if o.busiest_cpu_share is not None),
-                                  default=None))
+                                  default=None),
+            latency_resolution_s=self.upper_bounds_s[0])  # read from histograms, as the probe's are
         return PoolWindow(observation, latency)
 
     def close(self) -> None:

@@ -31,6 +31,7 @@ from typing import Callable, Literal, Protocol
 import requests
 from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
 
+from agents.probe.metrics import LATENCY_BUCKETS_S
 from controller.kafka_lag import LagWatch
 from controller.pipelines import PipelineUnavailable
 from models.canary import LatencyHistogram
@@ -226,9 +227,11 @@ class PrometheusTelemetry:
             raise TelemetryMissing(f"telemetry (Prometheus at {self.url}): {', '.join(gaps)} restarted in the window "
                                    f"or not scraped at its end: its counts miss part of it, nothing to judge")
         latency = self._latency(start, end)
-        # Canaries are stamped in ms by the agent; the pipeline's own event times may be as coarse as 1 s.
-        resolution_s = 0.0 if self.latency_source == "canary" else \
+        # Every latency is read from the probe's histograms, whose first bucket is a millisecond wide (canaries are
+        # stamped in ms too); the pipeline's own event times may be coarser, as coarse as 1 s.
+        clock_s = 0.0 if self.latency_source == "canary" else \
             _num(self.scalar("max(pipetune_event_time_resolution_seconds)", end))
+        resolution_s = max(clock_s, LATENCY_BUCKETS_S[0])
         # The replay's ledger knows runs, not nodes: its losses count in every pool's window.
         lost = _num(self.scalar(f"sum(increase(pipetune_lost_events_total[{w}]))", end)) + \
             _num(self.scalar(f"sum(increase(pipetune_canary_lost_total{of}[{w}]))", end))

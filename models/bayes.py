@@ -44,8 +44,10 @@
   for tens of windows around a flat optimum.
 - Converge and stay: a change is proposed only when its gain exceeds `CONFIDENCE_Z` × the noise of a
   window (the pooled spread of repeated windows, the stage models' noise terms before there are any; never
-  below half the resolution of the latencies, 1 ms at best, nor a stage's bound below it: a gain no window
-  can resolve is none).
+  below half the step the window states for its latencies, `Observation.latency_resolution_s`: 1 ms or
+  coarser on a live pipeline, nothing on the twin, whose latencies are exact; a gain no window can resolve
+  is none), nor than `MIN_GAIN` of the incumbent's P95: a gain so small is not worth touching the pipeline.
+  No stage latency counts below that step either: under it, the models see nothing.
   When nothing in the trust region does, after at least `MIN_SEARCH` windows of search, the learner
   looks once more over every safe config (a box as wide as the cube, optimistic gains): the trust region
   is a box around the incumbent, the safe set reaches beyond it, and near capacity the big gains lie
@@ -85,14 +87,14 @@ from models.verdict import BreachKind, Drain, Verdict, output_margin
 
 MapFn = Callable[[Callable, Iterable], Iterable]
 _RATE_LOG_RANGE = (math.log(10.0), math.log(1e6))  # offered load, events/s, mapped onto [0, 1]
-# No latency pipetune reads is finer than a millisecond: the probe's first histogram bucket is 1 ms wide, Kafka's
-# record timestamps and nginx's $msec are milliseconds. Stage latencies below it are all "nothing" to the model.
-RESOLUTION_S = 1e-3
+# The finest step the models tell latencies apart by: the twin's are exact, and a log-scale model needs a floor.
+FINEST_S = 1e-5
 CONFIDENCE_Z = 2.0  # a change must promise more than this many standard deviations of a window's noise
 DRIFT_Z = 3.0  # a converged incumbent measured this many noise deviations off re-opens the search
 DRIFT_MIN = 0.1  # ... if it moved by this share of its P95 too: a smaller drift is not worth a new search
+MIN_GAIN = 0.05  # of the incumbent's P95: a smaller gain, however well resolved, is not worth touching the pipeline
 NOISE_DOF = 3  # repeated windows (beyond the first of each config) before the measured noise counts
-NOISE_FLOOR = 0.01  # of the P95: no window is measured more precisely than this, nor than half its resolution
+NOISE_FLOOR = 0.01  # of the P95: no window is measured more precisely than this, nor than half its step
 NOISE_ALIKE = math.log(1.5)  # configs within this log-P95 of the incumbent's share its noise
 DRIFT_WINDOWS = 2  # the incumbent's last windows whose mean is compared, for drift, with the windows before
 MIN_SEARCH = 10  # windows a search (the first, or one re-opened) measures before it may stop
@@ -171,16 +173,24 @@ def _log_var(observation: Observation) -> float:
 
 
 @dataclass(frozen=True)
+class _Threshold:
+    """The gain a change must promise, and what sets it."""
+
+    gain_s: float
+    why: str
+
+
+@dataclass(frozen=True)
 class _Converged:
-    """Where the search stopped: the incumbent, its load and mean P95, the window noise, the best gain then left
-    and the gain a change had to promise; and the incumbent's P95 in the windows since."""
+    """Where the search stopped: the incumbent, its load and mean P95, the window noise, the best gain then left,
+    the gain a change had to promise and what set it; and the incumbent's P95 in the windows since."""
 
     config: Config
     offered_eps: float
     p95_s: float
     noise_s: float
     gain_s: float
-    threshold_s: float
+    limit: _Threshold
     since: list[float] = field(default_factory=list)
 
     def drift(self) -> str | None:
@@ -205,8 +215,8 @@ class _Converged:
 
     @property
     def reason(self) -> str:
-        return (f"converged: best predicted gain {self.gain_s * 1e3:.1f} ms < {self.threshold_s * 1e3:.1f} ms "
-                f"({CONFIDENCE_Z:g} × noise {self.noise_s * 1e3:.1f} ms)")
+        return (f"converged: best predicted gain {self.gain_s * 1e3:.1f} ms < {self.limit.gain_s * 1e3:.1f} ms "
+                f"({self.limit.why})")
 
 
 @dataclass(frozen=True)
@@ -288,7 +298,7 @@ class SafeBayesLearner:
         self._reopened = ""  # why the search re-opened, told with the next proposal
         self._known_ground = False  # re-opened on a load move: only what the models expect there counts
         self._noise_s = 0.0  # the last estimate of a window's noise
-        self._resolution_s = RESOLUTION_S  # the step of the latest window's latencies
+        self._resolution_s = FINEST_S  # the step of the latest window's latencies (`Observation.latency_resolution_s`)
         self._told = 0
         self._searched = 0  # windows measured since the search (re-)opened
         self._screened: dict[Config, float] = {}  # the twin ratios of the last screen's configs
@@ -323,12 +333,13 @@ class SafeBayesLearner:
 
     def _stage_values(self, observation: Observation) -> dict[str, float]:
         if set(self.stage_dims) == {WHOLE_PIPELINE}:
-            return {WHOLE_PIPELINE: math.log(max(observation.p95_s, RESOLUTION_S))}
-        return {stage: math.log(max(observation.stage_p95_s[stage], RESOLUTION_S))
+            return {WHOLE_PIPELINE: math.log(max(observation.p95_s, self._resolution_s))}
+        return {stage: math.log(max(observation.stage_p95_s[stage], self._resolution_s))
                 for stage in self.stage_dims if stage in observation.stage_p95_s}
 
     def tell(self, config: Config, context: Context, observation: Observation, verdict: Verdict) -> None:
         self._current = config
+        self._resolution_s = max(observation.latency_resolution_s, FINEST_S)
         if verdict.drain is not Drain.NONE:
             # Its P95 is the queue left from before (a rollback's, a slow config's), its ratio above 1 the drain:
             # neither is the config's. Told as the config's, one such window set the noise of every later window
@@ -354,7 +365,6 @@ class SafeBayesLearner:
         h.p95_log_var.append(_log_var(observation))
         h.feasible.append(verdict.ok)
         h.twin_ratio.append(self._screened.get(config, math.nan))
-        self._resolution_s = max(RESOLUTION_S, observation.latency_resolution_s)
         h.keep(self.history_recent, self.history_best)
         self._told += 1
         held = self._converged
@@ -427,7 +437,7 @@ class SafeBayesLearner:
             return np.array([float(h.configs[i][name]) for i in rows])
 
         floors_s = np.broadcast_to(stage_floor_s(stage, value_of), measured_s.shape)
-        ceilings_s = np.maximum(np.broadcast_to(stage_ceiling_s(stage, value_of), measured_s.shape), RESOLUTION_S)
+        ceilings_s = np.maximum(np.broadcast_to(stage_ceiling_s(stage, value_of), measured_s.shape), self._resolution_s)
         waits = floors_s > 0
         floor = float(min(1.0, np.min(measured_s[waits] / floors_s[waits]))) if np.any(waits) else 1.0
         return _BoundScales(floor=floor, ceiling=float(max(1.0, np.max(measured_s / ceilings_s))))
@@ -441,7 +451,7 @@ class SafeBayesLearner:
         mean, std = self._stage_gps[stage].predict(features[:, columns])
         value_of = partial(self.cube.values, features[:, :-1], base=base)
         scales = self._bound_scales.get(stage, _BoundScales())
-        floor_s = np.maximum(np.multiply(stage_floor_s(stage, value_of), scales.floor), RESOLUTION_S)
+        floor_s = np.maximum(np.multiply(stage_floor_s(stage, value_of), scales.floor), self._resolution_s)
         ceiling_s = np.maximum(np.multiply(stage_ceiling_s(stage, value_of), scales.ceiling), floor_s)
         return [np.clip(np.exp(mean - kappa * std), floor_s, ceiling_s) for kappa in kappas]
 
@@ -498,10 +508,11 @@ class SafeBayesLearner:
         far_from_capacity = float(self._margin_gp.predict(inc_features)[0][0]) >= FAR_SPARE
         expected = self._exhausted or self._known_ground or (far_from_capacity and self._searched >= MIN_SEARCH)
         promise = self._promise(pool, inc_p95, expected=expected)
-        threshold = CONFIDENCE_Z * noise_s
+        limit = self._threshold(incumbent, context, inc_p95, noise_s)
+        threshold = limit.gain_s
         best = float(np.max(promise))
         kind = "predicted" if expected else "optimistic"
-        why = f"{kind} gain {{gain_ms:.1f}} ms > {threshold * 1e3:.1f} ms ({CONFIDENCE_Z:g} × noise {noise_s * 1e3:.1f} ms)"
+        why = f"{kind} gain {{gain_ms:.1f}} ms > {threshold * 1e3:.1f} ms ({limit.why})"
         if best <= threshold:
             below = f"best {kind} gain {best * 1e3:.1f} ms < {threshold * 1e3:.1f} ms"
             if dof < NOISE_DOF:  # before stopping, know the noise: measure the incumbent itself again
@@ -515,7 +526,7 @@ class SafeBayesLearner:
                 if float(np.max(wide_promise)) <= threshold:
                     self._converged = _Converged(incumbent, context.offered_eps,
                                                  self._measured_p95(incumbent, context, inc_p95), noise_s,
-                                                 max(best, float(np.max(wide_promise)), 0.0), threshold)
+                                                 max(best, float(np.max(wide_promise)), 0.0), limit)
                     return self._hold(incumbent, inc_p95, self._converged.reason, noise_s)
                 self.length, self._exhausted = self.length_init, False  # search again from a fresh trust region
                 pool, promise = wide, wide_promise
@@ -590,9 +601,9 @@ class SafeBayesLearner:
         than once at about this load with a P95 like the incumbent's (the incumbent above all: the daemon
         holds it), pooled and robust to a stray window. Before: the stage models' noise terms (each stage's
         P95 × its log-noise deviation, in quadrature), which also take in what the models do not fit yet, so
-        they overstate the noise. Either way never below `NOISE_FLOOR` of the P95 nor half the step of the
-        latencies (`RESOLUTION_S`, or a coarser event time): repeats can agree to the millisecond, and a gain
-        no window resolves must not count.
+        they overstate the noise. Either way never below `NOISE_FLOOR` of the P95 nor half the step the latest
+        window states for its latencies (a millisecond live, a coarser event time's, none on the twin): live
+        repeats can agree to the millisecond, and a gain no window resolves must not count.
         """
         h = self.history
         p95_s = self._measured_p95(incumbent, context, inc_p95)
@@ -618,6 +629,14 @@ class SafeBayesLearner:
                 modelled += float(np.exp(mean[0])) ** 2 * gp.noise_var
             return max(math.sqrt(modelled), floor_s), dof
         return max(p95_s * ROBUST_SD * float(np.median(deviations)), floor_s), dof
+
+    def _threshold(self, incumbent: Config, context: Context, inc_p95: float, noise_s: float) -> _Threshold:
+        """The gain a change must promise: `CONFIDENCE_Z` × the noise of a window, or `MIN_GAIN` of the
+        incumbent's P95 where that is more."""
+        by_noise, by_size = CONFIDENCE_Z * noise_s, MIN_GAIN * self._measured_p95(incumbent, context, inc_p95)
+        if by_size > by_noise:
+            return _Threshold(by_size, f"{MIN_GAIN:.0%} of the P95")
+        return _Threshold(by_noise, f"{CONFIDENCE_Z:g} × noise {noise_s * 1e3:.1f} ms")
 
     def _hold(self, incumbent: Config, inc_p95: float, why: str, noise_s: float) -> Suggestion:
         self._current = incumbent

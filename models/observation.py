@@ -36,7 +36,9 @@ class Observation:
     # the capacity the window used. None: no node reports its cores.
     busiest_cpu_share: float | None = None
     series: dict[str, list[float]] = field(default_factory=dict)
-    latency_resolution_s: float = 0.0  # the clock step of the event times behind the latencies (0: finer than 1 ms)
+    # The step of the latencies: the coarsest of the stamps' clock and the first bucket of the histogram they were
+    # read from (1 ms or more on a live pipeline); 0: exact (the twin's).
+    latency_resolution_s: float = 0.0
     clock_offsets: dict[str, ClockOffset] = field(default_factory=dict)  # each node's clock minus the controller's
     # The standard deviation of `p95_s` where the measurement says it (a canary's judgement has an interval);
     # None: a plain window, whose noise the learner estimates from repeated windows.

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from agents.probe.metrics import LATENCY_BUCKETS_S
 from controller.daemon import Daemon
 from controller.pipelines import ApplyReport, PipelineUnavailable, TwinPipeline
 from controller.rollout import CanaryPool, Phase, PoolWindow, TwinPoolWindows
@@ -280,6 +281,8 @@ def test_the_twin_pool_sums_its_nodes_and_keeps_each_nodes_latency(tmp_path):
     assert window.observation.offered_eps == pytest.approx(1350, rel=0.05)
     assert set(window.latency) == set(nodes)
     assert sum(h.total for h in window.latency.values()) == window.observation.events_out
+    # its percentiles are read from those histograms, as the probe's are: no finer than their first bucket
+    assert window.observation.latency_resolution_s == LATENCY_BUCKETS_S[0]
 
 
 def test_the_daemon_drives_a_twin_pool_canary_first_better_promoted_worse_taken_back(tmp_path):

@@ -140,6 +140,8 @@ def test_the_latency_source_is_the_one_the_deployment_names(prometheus):
     assert 1.0 < canary.p95_s <= 2.0
     assert worst.p95_s == canary.p95_s and worst.p50_s == canary.p50_s
     assert event_time.events_out > 0 and event_time.throughput_eps > 0  # every record, of both sources
+    # either is read from the probe's histograms, whose first bucket is a millisecond wide: no finer latency
+    assert event_time.latency_resolution_s == canary.latency_resolution_s == 0.001
 
 
 def test_each_nodes_latency_histogram_is_read_apart_for_the_canary_judgement(prometheus):

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from models.bayes import MIN_SEARCH, SafeBayesLearner
-from models.learning import TunedCube, Context, kept_history
+from models.bayes import MIN_GAIN, MIN_SEARCH, SafeBayesLearner
+from models.learning import Context, Suggestion, TunedCube, kept_history
 from models.observation import Observation
 from models.policy import Policy
-from models.space import PIPELINE_SPACE
+from models.space import PIPELINE_SPACE, Config
 from models.strategies import build_learner
 from models.verdict import buffered_events, judge
 
@@ -414,28 +414,47 @@ def test_a_window_told_with_its_uncertainty_moves_the_models_belief_only_as_far_
         assert believed_s > 0.4  # a judgement as wide as the effect itself hardly moves it
 
 
-def test_no_gain_below_the_resolution_of_a_window_justifies_a_change():
-    # A pipeline at ~2 ms whose repeated windows agree to a few microseconds: the 1 % floor would let a 0.04 ms
-    # "gain" through; no window resolves less than a millisecond, so the learner stops and holds.
+def _search_a_flat_fast_pipeline(resolution_s: float) -> tuple[SafeBayesLearner, Suggestion, Config]:
+    """pipetune on a pipeline at 2-2.5 ms whose repeated windows agree to a few microseconds, each window stating
+    `resolution_s` for its latencies, until it converges: the learner, its last suggestion, the incumbent."""
     cube = TunedCube(NAMES, Policy())
-    start = PIPELINE_SPACE.defaults()
-    learner = SafeBayesLearner(cube, start, seed=0)
+    learner = SafeBayesLearner(cube, cube.decode(np.array([0.9, 0.2, 0.9]), base=PIPELINE_SPACE.defaults()), seed=0)
     rng = np.random.default_rng(0)
     suggestion = learner.suggest(CTX)
     incumbent, best_p95_s = None, math.inf
     for _ in range(MIN_SEARCH + 20):
         config = suggestion.config
         u = cube.encode(config)
-        p95 = 0.002 * (1 + 0.05 * float(np.sum((u - 0.5) ** 2))) + rng.normal(0, 2e-6)
-        observation = Observation(30, 300, 300, p95 / 2, p95, p95 * 1.2, p95 / 2)
+        p95 = 0.002 * (1 + 0.3 * float(np.sum((u - 0.5) ** 2))) + rng.normal(0, 2e-6)
+        observation = Observation(30, 300, 300, p95 / 2, p95, p95 * 1.2, p95 / 2, latency_resolution_s=resolution_s)
         learner.tell(config, CTX, observation, judge(observation, Policy(), config))
         if observation.p95_s < best_p95_s or config == incumbent:
             incumbent, best_p95_s = config, observation.p95_s
         suggestion = learner.suggest(Context(CTX.offered_eps, incumbent))
         if learner.converged:
             break
+    return learner, suggestion, incumbent
+
+
+def test_no_gain_below_the_resolution_of_a_window_justifies_a_change():
+    # Live latencies are millisecond stamps read from histograms whose first bucket is 1 ms wide: the 1 % floor
+    # would let gains of a few tenths of a millisecond through; no such window resolves them, so the learner
+    # stops and holds.
+    learner, suggestion, incumbent = _search_a_flat_fast_pipeline(resolution_s=0.001)
     assert learner.converged and suggestion.config == incumbent
     assert suggestion.predicted["noise_s"] >= 0.0005  # half a millisecond: the resolution's floor
+
+
+def test_windows_of_exact_latencies_are_judged_by_the_noise_they_show_and_a_gain_must_be_worth_a_change():
+    # The twin's latencies are exact: its windows resolve what a millisecond stamp cannot, and the learner, told
+    # so, takes the noise its repeated windows show (1 % of the P95 at least), not half a millisecond. Twice
+    # that would let a 2 % gain change the config; a change must promise 5 % of the P95 (`MIN_GAIN`).
+    _, stamped, _ = _search_a_flat_fast_pipeline(resolution_s=0.001)
+    learner, exact, _ = _search_a_flat_fast_pipeline(resolution_s=0.0)
+    assert exact.predicted["noise_s"] < 0.0001 and stamped.predicted["noise_s"] >= 0.0005
+    assert learner.converged and exact.reason.endswith(f"({MIN_GAIN:.0%} of the P95): keep the incumbent")
+    limit_ms = float(exact.reason.split(" < ")[1].split(" ms")[0])
+    assert limit_ms == pytest.approx(MIN_GAIN * exact.predicted["incumbent_p95_s"] * 1e3, abs=0.05)
 
 
 def test_after_a_load_move_only_a_gain_the_models_expect_at_the_new_load_changes_the_config():
