@@ -180,6 +180,15 @@ class _Threshold:
     why: str
 
 
+def _threshold(p95_s: float, noise_s: float) -> _Threshold:
+    """The gain a change must promise at an incumbent of P95 `p95_s`: `CONFIDENCE_Z` × the noise of a window, or
+    `MIN_GAIN` of the P95 where that is more."""
+    by_noise, by_size = CONFIDENCE_Z * noise_s, MIN_GAIN * p95_s
+    if by_size > by_noise:
+        return _Threshold(by_size, f"{MIN_GAIN:.0%} of the P95")
+    return _Threshold(by_noise, f"{CONFIDENCE_Z:g} × noise {noise_s * 1e3:.1f} ms")
+
+
 @dataclass(frozen=True)
 class _Converged:
     """Where the search stopped: the incumbent, its load and mean P95, the window noise, the best gain then left,
@@ -493,7 +502,8 @@ class SafeBayesLearner:
         pool = self._pool(center, context, self.length, incumbent)
         inc_features = self._features(incumbent, context)[None, :]
         inc_p95 = float(self._predict_p95(inc_features, [0.0], incumbent)[0][0])
-        noise_s, dof = self._window_noise(incumbent, context, inc_p95, inc_features)
+        measured_s = self._measured_p95(incumbent, context, inc_p95)
+        noise_s, dof = self._window_noise(context, measured_s, inc_features)
         self._noise_s = noise_s
         if not np.any(pool.safe):
             self.length = max(self.length / 2, self.length_min)
@@ -508,7 +518,7 @@ class SafeBayesLearner:
         far_from_capacity = float(self._margin_gp.predict(inc_features)[0][0]) >= FAR_SPARE
         expected = self._exhausted or self._known_ground or (far_from_capacity and self._searched >= MIN_SEARCH)
         promise = self._promise(pool, inc_p95, expected=expected)
-        limit = self._threshold(incumbent, context, inc_p95, noise_s)
+        limit = _threshold(measured_s, noise_s)
         threshold = limit.gain_s
         best = float(np.max(promise))
         kind = "predicted" if expected else "optimistic"
@@ -524,8 +534,7 @@ class SafeBayesLearner:
                 wide = self._pool(center, context, self.length_max, incumbent)
                 wide_promise = self._promise(wide, inc_p95, expected=self._known_ground or far_from_capacity)
                 if float(np.max(wide_promise)) <= threshold:
-                    self._converged = _Converged(incumbent, context.offered_eps,
-                                                 self._measured_p95(incumbent, context, inc_p95), noise_s,
+                    self._converged = _Converged(incumbent, context.offered_eps, measured_s, noise_s,
                                                  max(best, float(np.max(wide_promise)), 0.0), limit)
                     return self._hold(incumbent, inc_p95, self._converged.reason, noise_s)
                 self.length, self._exhausted = self.length_init, False  # search again from a fresh trust region
@@ -593,9 +602,9 @@ class SafeBayesLearner:
         repeats = self._incumbent_p95s(incumbent, context)
         return float(np.mean(repeats)) if repeats else predicted_s
 
-    def _window_noise(self, incumbent: Config, context: Context, inc_p95: float, features: np.ndarray
-                      ) -> tuple[float, int]:
-        """A window's P95 noise (s) at the incumbent, and how many repeated windows it rests on.
+    def _window_noise(self, context: Context, p95_s: float, features: np.ndarray) -> tuple[float, int]:
+        """A window's P95 noise (s) at the incumbent (its P95 `p95_s`, measured where it can be), and how many
+        repeated windows it rests on.
 
         Once `NOISE_DOF` repeated windows exist: the relative spread of the P95 of every config measured more
         than once at about this load with a P95 like the incumbent's (the incumbent above all: the daemon
@@ -606,7 +615,6 @@ class SafeBayesLearner:
         repeats can agree to the millisecond, and a gain no window resolves must not count.
         """
         h = self.history
-        p95_s = self._measured_p95(incumbent, context, inc_p95)
         floor_s = max(p95_s * NOISE_FLOOR, self._resolution_s / 2)
         groups: dict[Config, list[float]] = {}
         for c, ctx, p, ok in zip(h.configs, h.contexts, h.p95_s, h.feasible):
@@ -629,14 +637,6 @@ class SafeBayesLearner:
                 modelled += float(np.exp(mean[0])) ** 2 * gp.noise_var
             return max(math.sqrt(modelled), floor_s), dof
         return max(p95_s * ROBUST_SD * float(np.median(deviations)), floor_s), dof
-
-    def _threshold(self, incumbent: Config, context: Context, inc_p95: float, noise_s: float) -> _Threshold:
-        """The gain a change must promise: `CONFIDENCE_Z` × the noise of a window, or `MIN_GAIN` of the
-        incumbent's P95 where that is more."""
-        by_noise, by_size = CONFIDENCE_Z * noise_s, MIN_GAIN * self._measured_p95(incumbent, context, inc_p95)
-        if by_size > by_noise:
-            return _Threshold(by_size, f"{MIN_GAIN:.0%} of the P95")
-        return _Threshold(by_noise, f"{CONFIDENCE_Z:g} × noise {noise_s * 1e3:.1f} ms")
 
     def _hold(self, incumbent: Config, inc_p95: float, why: str, noise_s: float) -> Suggestion:
         self._current = incumbent
