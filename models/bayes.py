@@ -48,7 +48,7 @@
   coarser on a live pipeline, nothing on the twin, whose latencies are exact; a gain no window can resolve
   is none), nor than `MIN_GAIN` of the incumbent's P95: a gain so small is not worth touching the pipeline.
   No stage latency counts below that step either: under it, the models see nothing.
-  When nothing in the trust region does, after at least `MIN_SEARCH` windows of search, the learner
+  When nothing in the trust region does, and the noise rests on `NOISE_DOF` repeated windows, the learner
   looks once more over every safe config (a box as wide as the cube, optimistic gains): the trust region
   is a box around the incumbent, the safe set reaches beyond it, and near capacity the big gains lie
   there. If something there promises more than the threshold, the trust region widens again; if nothing
@@ -59,7 +59,15 @@
   and says why. The load is an input of every model, so after a load move the search may stop again at
   once, and only the gain the models expect at the new load (κ = 0, in the trust region and beyond)
   justifies a change: their optimism there is the novelty of the load, not of the configs. The other
-  causes are changes the models never saw: the search measures `MIN_SEARCH` windows first, optimistically.
+  causes are changes the models never saw: the search hopes optimistically again.
+- Each stage's model learns its log P95 over a prior: log(what the stage takes besides its waits + the waits
+  its config's timers make an event sit out, `latency_bounds.stage_wait_s`). A stage measured only at long
+  waits (a 1 s backoff, a 0.4 s flush timeout) then expects a shorter one to be faster by as much, beyond where
+  it measured; with a constant prior it expected the mean of what it had seen there, and near capacity, where
+  a 3 s sink makes every change promise 5 % of that, the search stopped with most of a second of waits left.
+  With that prior, a search no longer first measures the configs it is least sure of for a number of windows
+  (that spent the windows after the P95 came near its final on changes that gained nothing, some of them
+  rolled back): it stops once nothing safe promises more than the threshold.
 """
 
 from __future__ import annotations
@@ -76,7 +84,7 @@ from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
 
 from models.headroom import SPARE_MAX, spare_margins
-from models.latency_bounds import stage_ceiling_s, stage_floor_s
+from models.latency_bounds import stage_ceiling_s, stage_floor_s, stage_wait_s
 from models.learning import (HISTORY_BEST, HISTORY_RECENT, WHOLE_PIPELINE, Context, Suggestion, TunedCube, kept_history,
                              load_moved)
 from models.observation import Observation
@@ -97,7 +105,8 @@ NOISE_DOF = 3  # repeated windows (beyond the first of each config) before the m
 NOISE_FLOOR = 0.01  # of the P95: no window is measured more precisely than this, nor than half its step
 NOISE_ALIKE = math.log(1.5)  # configs within this log-P95 of the incumbent's share its noise
 DRIFT_WINDOWS = 2  # the incumbent's last windows whose mean is compared, for drift, with the windows before
-MIN_SEARCH = 10  # windows a search (the first, or one re-opened) measures before it may stop
+MIN_SEARCH = 10  # windows a search measures before, far from capacity, only expected gains count, nor grows the safe set
+SAFE_SHARE_SETTLED = 0.5  # of the space predicted safe: beyond it, no window is spent only to grow the safe set
 ROBUST_SD = 1.4826  # a normal distribution's standard deviation over its median absolute deviation
 MARGIN_NOISE_MIN = 0.003  # a window's output ratio is never known closer than this: in-flight events at its edges
 REFIT_EVERY = 10  # windows between fits of the GPs' hyperparameters (after the first REFIT_EVERY, every one)
@@ -107,6 +116,12 @@ FAR_SPARE = SPARE_MAX / 2  # an incumbent expected to leave this share of the ca
 def context_feature(context: Context) -> float:
     lo, hi = _RATE_LOG_RANGE
     return float(np.clip((math.log(max(context.offered_eps, 1.0)) - lo) / (hi - lo), 0.0, 1.0))
+
+
+def offered_eps_of(feature: np.ndarray) -> np.ndarray:
+    """The offered load (events/s) a context feature stands for: `context_feature`'s inverse."""
+    lo, hi = _RATE_LOG_RANGE
+    return np.exp(lo + np.asarray(feature, dtype=float) * (hi - lo))
 
 
 class Surrogate:
@@ -319,6 +334,7 @@ class SafeBayesLearner:
     def _new_models(self) -> None:
         self.stage_dims = self.cube.stage_dims(self.stage_params)
         self._stage_gps: dict[str, Surrogate] = {}
+        self._stage_base_s: dict[str, float] = {}  # what each stage takes besides its waits (`_stage_log_p95`)
         self._bound_scales: dict[str, _BoundScales] = {}
         self._margin_gp = Surrogate(self.cube.dims + 1, prior_std=self.margin_prior_std, seed=self.seed)
 
@@ -391,8 +407,8 @@ class SafeBayesLearner:
         """Search again from a fresh trust region: something changed that the converged model did not see.
 
         `modelled`: the change is one the models take as an input (the offered load), so what they learnt
-        carries over; the search may stop again at once, when they see nothing to gain at the new load,
-        instead of first measuring `MIN_SEARCH` windows as a search of unknown ground must.
+        carries over: only the gains they expect at the new load count, not the optimism of a search of unknown
+        ground.
         """
         if self._converged is None and not self._exhausted:
             return
@@ -430,8 +446,11 @@ class SafeBayesLearner:
             if not rows:
                 continue
             columns = np.append(dims, context_col)
+            log_p95 = np.array([h.stage_log_p95[i][stage] for i in rows])
+            waits_s = self._stage_wait_s(stage, x[rows])
+            self._stage_base_s[stage] = max(float(np.median(np.exp(log_p95) - waits_s)), self._resolution_s)
             gp = self._stage_gps.setdefault(stage, Surrogate(len(columns), seed=self.seed))
-            gp.fit(x[np.ix_(rows, columns)], np.array([h.stage_log_p95[i][stage] for i in rows]), optimize,
+            gp.fit(x[np.ix_(rows, columns)], log_p95 - np.log(self._stage_base_s[stage] + waits_s), optimize,
                    np.array([h.p95_log_var[i] for i in rows]))
         self._margin_gp.fit(x, spare_margins(h.cpu_share, h.margin, self.margin_floor), optimize)
         self._bound_scales = {stage: self._measured_bound_scales(stage) for stage in self._stage_gps}
@@ -456,13 +475,29 @@ class SafeBayesLearner:
         cube does not tune from `base`), one array per κ from one prediction of the stage's model, within what the
         config's own waits allow (`latency_bounds`), as far as the measured windows bear that out, and never below
         the resolution: a gain no window could show."""
-        columns = np.append(self.stage_dims[stage], features.shape[1] - 1)
-        mean, std = self._stage_gps[stage].predict(features[:, columns])
+        mean, std = self._stage_log_p95(stage, features, base)
         value_of = partial(self.cube.values, features[:, :-1], base=base)
         scales = self._bound_scales.get(stage, _BoundScales())
         floor_s = np.maximum(np.multiply(stage_floor_s(stage, value_of), scales.floor), self._resolution_s)
         ceiling_s = np.maximum(np.multiply(stage_ceiling_s(stage, value_of), scales.ceiling), floor_s)
         return [np.clip(np.exp(mean - kappa * std), floor_s, ceiling_s) for kappa in kappas]
+
+    def _stage_wait_s(self, stage: str, features: np.ndarray, base: Config | None = None) -> np.ndarray:
+        """What `stage`'s own timers make an event sit out at each row of `features` (`latency_bounds.stage_wait_s`);
+        none for the whole pipeline, whose P95 no one wait of its config moves one for one."""
+        if stage == WHOLE_PIPELINE:
+            return np.zeros(len(features))
+        names = [self.cube.names[i] for i in self.stage_dims[stage]]
+        value_of = partial(self.cube.values, features[:, :-1], base=base if base is not None else self.start)
+        return np.broadcast_to(stage_wait_s(names, value_of, offered_eps_of(features[:, -1])), len(features))
+
+    def _stage_log_p95(self, stage: str, features: np.ndarray, base: Config) -> tuple[np.ndarray, np.ndarray]:
+        """`stage`'s log P95 at each row of `features`, mean and std: the model's residual over the stage's prior,
+        log(what it takes besides its waits + its config's waits), so that away from what was measured a shorter
+        wait is still expected to be faster."""
+        columns = np.append(self.stage_dims[stage], features.shape[1] - 1)
+        mean, std = self._stage_gps[stage].predict(features[:, columns])
+        return mean + np.log(self._stage_base_s[stage] + self._stage_wait_s(stage, features, base)), std
 
     def _predict_p95(self, features: np.ndarray, kappas: Sequence[float], base: Config) -> list[np.ndarray]:
         """Σ over stages of `_stage_p95`: the predicted P95 (κ = 0) or its optimistic bound (κ > 0), per κ."""
@@ -528,7 +563,20 @@ class SafeBayesLearner:
             if dof < NOISE_DOF:  # before stopping, know the noise: measure the incumbent itself again
                 return self._hold(incumbent, inc_p95, f"{below}, the noise {noise_s * 1e3:.1f} ms the models' guess: "
                                                       "measure the incumbent again to know it", noise_s)
-            if self._exhausted or self._searched >= MIN_SEARCH:
+            safe_share = float(np.mean(pool.safe))
+            if not self._exhausted and self._searched < MIN_SEARCH and safe_share < SAFE_SHARE_SETTLED:
+                # A young search that knows little around the incumbent safe: measure where the models are least
+                # sure, among the configs that could be faster at all, so that the safe set grows (SafeOpt's
+                # expanders) and models of a few windows see where they have not looked. Where most of the trust
+                # region is known safe already, such a window only moves the config.
+                why = (f"{below}, {safe_share:.0%} of the trust region known safe after {self._searched} < "
+                       f"{MIN_SEARCH} windows: explore the most uncertain")
+                could_gain = pool.safe & (pool.optimistic < inc_p95)
+                if not np.any(could_gain):
+                    return self._hold(incumbent, inc_p95, f"{below}, and no safe config could be faster", noise_s)
+                order = np.argsort(-np.where(could_gain, pool.mean - pool.optimistic + pool.m_std, -np.inf)
+                                   )[: int(could_gain.sum())]
+            else:
                 # The trust region is a box around the incumbent; the safe set reaches beyond it. Stop only when
                 # nothing safe anywhere promises more than the threshold (even optimistically, but on known ground).
                 wide = self._pool(center, context, self.length_max, incumbent)
@@ -542,16 +590,6 @@ class SafeBayesLearner:
                 beyond = "a predicted" if self._known_ground else "an optimistic"
                 why = f"{below} in the trust region, but beyond it {beyond} gain {{gain_ms:.1f}} ms: widen the trust region"
                 order = np.argsort(-promise)[: int(np.sum(promise > threshold))]
-            else:
-                # A model of a few windows can look flat where it has not looked yet (near capacity it misjudges
-                # the sum of the stages too): while the search is young, measure where it is least sure instead,
-                # among the configs that could be faster at all (not one whose own waits make it slower).
-                why = f"{below}, but only {self._searched} < {MIN_SEARCH} windows searched: explore the most uncertain"
-                could_gain = pool.safe & (pool.optimistic < inc_p95)
-                if not np.any(could_gain):
-                    return self._hold(incumbent, inc_p95, f"{below}, and no safe config could be faster", noise_s)
-                order = np.argsort(-np.where(could_gain, pool.mean - pool.optimistic + pool.m_std, -np.inf)
-                                   )[: int(could_gain.sum())]
         else:
             order = np.argsort(-promise)[: int(np.sum(promise > threshold))]
         i = self._first_passing(order, pool.cand, incumbent, context)
@@ -633,7 +671,7 @@ class SafeBayesLearner:
         if dof < NOISE_DOF:
             modelled = 0.0  # variance
             for stage, gp in self._stage_gps.items():
-                mean, _ = gp.predict(features[:, np.append(self.stage_dims[stage], features.shape[1] - 1)])
+                mean, _ = self._stage_log_p95(stage, features, self._current)
                 modelled += float(np.exp(mean[0])) ** 2 * gp.noise_var
             return max(math.sqrt(modelled), floor_s), dof
         return max(p95_s * ROBUST_SD * float(np.median(deviations)), floor_s), dof

@@ -611,3 +611,32 @@ def test_a_stage_is_expected_no_slower_than_its_longest_wait_so_the_last_millise
     learner = SafeBayesLearner(cube, start, stage_params=MaxBackoffCliff.stages, seed=seed)
     _, incumbent = _run(learner, MaxBackoffCliff(cube, seed), 25)
     assert float(incumbent["filebeat.max_backoff"]) < 0.002, incumbent
+
+
+class SlowSink(_StagedPipeline):
+    """Reading waits 0.95 × the harvester's backoff, a Filebeat batch its flush timeout; the sink takes 3 s ± 4 % whatever
+    the config, as a sink near capacity does: the waits are a small share of a noisy P95, and a change must promise
+    twice the noise of all of it."""
+
+    names = ("filebeat.backoff", "filebeat.queue.mem.flush.timeout")
+    stages = {"nginx->filebeat": ("filebeat.backoff",), "filebeat": ("filebeat.queue.mem.flush.timeout",),
+              "kafka->sink": ()}
+
+    def stage_p95_s(self, config) -> dict[str, float]:
+        return {"nginx->filebeat": 0.95 * float(config["filebeat.backoff"]) + 0.002,
+                "filebeat": 0.01 + 0.95 * float(config["filebeat.queue.mem.flush.timeout"]),
+                "kafka->sink": 3.0 * (1 + self.rng.normal(0, 0.04))}
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_wait_measured_only_long_is_expected_to_go_on_paying_off_when_shortened_beyond_what_was_measured(seed):
+    # From a 1 s backoff and flush timeout, the search first measures them a few hundred ms shorter. A model that
+    # expects nothing beyond what it measured sees the next step's gain shrink to its prior guess, under twice the
+    # noise of a 3 s P95, and can stop with a fifth of a second of waits left (seed 2 did); one that expects a stage
+    # to wait out its own timers goes on shortening them until what is left is below the noise.
+    cube = TunedCube(SlowSink.names, Policy())
+    start = PIPELINE_SPACE.config({"filebeat.backoff": 1.0, "filebeat.queue.mem.flush.timeout": 1.0})
+    learner = SafeBayesLearner(cube, start, stage_params=SlowSink.stages, seed=seed)
+    _, incumbent = _run(learner, SlowSink(cube, seed), 25)
+    waits_s = float(incumbent["filebeat.backoff"]) + float(incumbent["filebeat.queue.mem.flush.timeout"])
+    assert waits_s < 0.15, incumbent

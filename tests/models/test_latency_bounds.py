@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from models.latency_bounds import stage_ceiling_s, stage_floor_s
+from models.latency_bounds import stage_ceiling_s, stage_floor_s, stage_wait_s
 from models.learning import TUNED_BY_TOPOLOGY, WHOLE_PIPELINE, TunedCube
 from models.policy import Policy
 from models.presets import preset
@@ -48,3 +48,15 @@ def test_a_stage_without_waits_of_its_own_is_unbounded_and_the_whole_pipeline_ha
     assert stage_floor_s("kafka->sink", values.__getitem__).tolist() == [1.0, 0.0]
     assert stage_ceiling_s("nginx->filebeat", values.__getitem__).tolist() == [0.2, 10.0]
     assert stage_floor_s(WHOLE_PIPELINE, values.__getitem__).tolist() == [1.0, 2.0]
+
+
+def test_a_stage_waits_out_its_own_timers_in_seconds_and_a_flush_timeout_only_until_its_batch_fills():
+    values = {"filebeat.backoff": np.array([0.2, 4.0]), "logstash.pipeline.batch.delay": np.array([50.0, 5.0]),
+              "filebeat.queue.mem.flush.timeout": np.array([1.0, 1.0]),
+              "filebeat.queue.mem.flush.min_events": np.array([2048.0, 100.0])}
+    assert stage_wait_s(("filebeat.backoff", "filebeat.max_backoff"), values.__getitem__, 300.0).tolist() == [0.2, 4.0]
+    assert stage_wait_s(("logstash.pipeline.batch.delay",), values.__getitem__, 300.0) == pytest.approx([0.05, 0.005])
+    # 2048 events take 6.8 s to come at 300 ev/s: the timer flushes first; 100 events fill the batch in 0.33 s
+    flush = ("filebeat.queue.mem.flush.timeout", "filebeat.queue.mem.flush.min_events")
+    assert stage_wait_s(flush, values.__getitem__, 300.0) == pytest.approx([1.0, 100 / 300])
+    assert stage_wait_s(("filebeat.output.bulk_max_size",), values.__getitem__, 300.0) == 0.0
