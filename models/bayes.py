@@ -48,26 +48,28 @@
   coarser on a live pipeline, nothing on the twin, whose latencies are exact; a gain no window can resolve
   is none), nor than `MIN_GAIN` of the incumbent's P95: a gain so small is not worth touching the pipeline.
   No stage latency counts below that step either: under it, the models see nothing.
-  When nothing in the trust region does, and the noise rests on `NOISE_DOF` repeated windows, the learner
-  looks once more over every safe config (a box as wide as the cube, optimistic gains): the trust region
-  is a box around the incumbent, the safe set reaches beyond it, and near capacity the big gains lie
-  there. If something there promises more than the threshold, the trust region widens again; if nothing
-  does, the learner holds the incumbent and says so ("converged: best predicted gain 0.8 ms < 6.0 ms
-  (2 × noise 3.0 ms)"), without scoring again, until something happens: the load moves beyond
-  `LOAD_SHIFT`, a window breaches the guardrails, the incumbent's P95 drifts beyond `DRIFT_Z` × the noise
-  and `DRIFT_MIN` of itself, or the policy changes. Then the search re-opens from a fresh trust region
-  and says why. The load is an input of every model, so after a load move the search may stop again at
-  once, and only the gain the models expect at the new load (κ = 0, in the trust region and beyond)
-  justifies a change: their optimism there is the novelty of the load, not of the configs. The other
-  causes are changes the models never saw: the search hopes optimistically again.
+  When nothing in the trust region does, the noise rests on `NOISE_DOF` repeated windows and no safe set is left
+  to grow (below), the learner looks once more over every safe config (a box as wide as the cube, optimistic
+  gains): the trust region is a box around the incumbent, the safe set reaches beyond it, and near capacity the
+  big gains lie there. If something there promises more than the threshold, the trust region widens again; if
+  nothing does, the learner holds the incumbent and says so ("converged: best predicted gain 0.8 ms < 6.0 ms
+  (2 × noise 3.0 ms)"), without scoring again, until something happens: the load moves beyond `LOAD_SHIFT`, a
+  window breaches the guardrails, the incumbent's P95 drifts beyond `DRIFT_Z` × the noise and `DRIFT_MIN` of
+  itself, or the policy changes. Then the search re-opens from a fresh trust region and says why. The load is an
+  input of every model, so after a load move the search may stop again at once, and only the gain the models
+  expect at the new load (κ = 0, in the trust region and beyond) justifies a change: their optimism there is the
+  novelty of the load, not of the configs. The other causes are changes the models never saw: the search hopes
+  optimistically again.
 - Each stage's model learns its log P95 over a prior: log(what the stage takes besides its waits + the waits
   its config's timers make an event sit out, `latency_bounds.stage_wait_s`). A stage measured only at long
   waits (a 1 s backoff, a 0.4 s flush timeout) then expects a shorter one to be faster by as much, beyond where
   it measured; with a constant prior it expected the mean of what it had seen there, and near capacity, where
   a 3 s sink makes every change promise 5 % of that, the search stopped with most of a second of waits left.
-  With that prior, a search no longer first measures the configs it is least sure of for a number of windows
-  (that spent the windows after the P95 came near its final on changes that gained nothing, some of them
-  rolled back): it stops once nothing safe promises more than the threshold.
+- While a search is young (`MIN_SEARCH` windows) and under `SAFE_SHARE_SETTLED` of its trust region is known
+  safe, a window in which nothing promises more than the threshold measures where the models are least sure
+  among configs that could be faster, so that the safe set grows (SafeOpt's expanders). Where the safe set is
+  large already (far from capacity, the spare CPU of every window makes it so), such windows only moved a config
+  that had come near its final, one in a few of them into a rollback.
 """
 
 from __future__ import annotations
@@ -105,7 +107,7 @@ NOISE_DOF = 3  # repeated windows (beyond the first of each config) before the m
 NOISE_FLOOR = 0.01  # of the P95: no window is measured more precisely than this, nor than half its step
 NOISE_ALIKE = math.log(1.5)  # configs within this log-P95 of the incumbent's share its noise
 DRIFT_WINDOWS = 2  # the incumbent's last windows whose mean is compared, for drift, with the windows before
-MIN_SEARCH = 10  # windows a search measures before, far from capacity, only expected gains count, nor grows the safe set
+MIN_SEARCH = 10  # windows of a search: after them only expected gains count far from capacity, nor grows the safe set
 SAFE_SHARE_SETTLED = 0.5  # of the space predicted safe: beyond it, no window is spent only to grow the safe set
 ROBUST_SD = 1.4826  # a normal distribution's standard deviation over its median absolute deviation
 MARGIN_NOISE_MIN = 0.003  # a window's output ratio is never known closer than this: in-flight events at its edges
@@ -588,7 +590,8 @@ class SafeBayesLearner:
                 self.length, self._exhausted = self.length_init, False  # search again from a fresh trust region
                 pool, promise = wide, wide_promise
                 beyond = "a predicted" if self._known_ground else "an optimistic"
-                why = f"{below} in the trust region, but beyond it {beyond} gain {{gain_ms:.1f}} ms: widen the trust region"
+                why = (f"{below} in the trust region, but beyond it {beyond} gain {{gain_ms:.1f}} ms: "
+                       "widen the trust region")
                 order = np.argsort(-promise)[: int(np.sum(promise > threshold))]
         else:
             order = np.argsort(-promise)[: int(np.sum(promise > threshold))]
