@@ -8,9 +8,10 @@
 - Ceiling. A harvester that keeps up waits at most max(backoff, max_backoff) between reads, so no line waits
   longer to be read.
 - Wait. What a stage's own timers make an event sit out at worst, while the stage keeps up: the harvester's
-  backoff, Filebeat's flush timeout (only as long as its batch takes to fill at the offered load), Logstash's
-  batch delay, a producer's linger, Spark's trigger, a consumer's fetch wait. A stage's latency moves with it one
-  for one where the stage waits out its timers; the learner expects that beyond where it has measured.
+  backoff, Spark's trigger; Filebeat's flush timeout, Logstash's batch delay, a producer's linger and a
+  consumer's fetch wait each only as long as its batch (flush.min_events, batch.size, batch bytes,
+  fetch.min.bytes) takes to fill at the offered load. A stage's latency moves with it one for one where the
+  stage waits out its timers; the learner expects that beyond where it has measured.
 
 On the twin, over random configs at light and near-capacity loads, every stage's P95 stayed above 1.1 × its
 floor and below 0.96 × its ceiling (tests/models/test_latency_bounds.py). The learner's models extrapolate
@@ -22,6 +23,7 @@ expected the 4 ms → 1 ms drop below twice the backoff.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
@@ -39,30 +41,43 @@ STAGE_INTERVALS: dict[str, str] = {
 STAGE_LONGEST_WAITS: dict[str, tuple[str, ...]] = {
     "nginx->filebeat": ("filebeat.backoff", "filebeat.max_backoff"),
 }
-# A tuned wait -> seconds per unit of its value (a parameter named for its own unit keeps it).
-WAIT_S_PER_UNIT: dict[str, float] = {
-    "filebeat.backoff": 1.0,
-    "filebeat.queue.mem.flush.timeout": 1.0,
-    "logstash.pipeline.batch.delay": 1e-3,
-    "logstash.output.kafka.linger_ms": 1e-3,
-    "kafka.producer.linger.ms": 1e-3,
-    "kafka.consumer.fetch.max.wait.ms": 1e-3,
-    "spark.trigger.interval": 1.0,
-}
-FLUSH_TIMEOUT, FLUSH_MIN_EVENTS = "filebeat.queue.mem.flush.timeout", "filebeat.queue.mem.flush.min_events"
+# An access-log event as shipped (a JSON line and Filebeat's metadata), to count a threshold in bytes in events.
+EVENT_BYTES = 800
+
+
+@dataclass(frozen=True)
+class Timer:
+    """A timer an event may sit out: parameter `name`, `s_per_unit` seconds per unit of its value, unless the
+    threshold `fills` (events; bytes with `fill_bytes`) comes first at the offered load."""
+
+    name: str
+    s_per_unit: float = 1.0
+    fills: str | None = None
+    fill_bytes: bool = False
+
+
+TIMERS: dict[str, Timer] = {t.name: t for t in (
+    Timer("filebeat.backoff"),
+    Timer("filebeat.queue.mem.flush.timeout", fills="filebeat.queue.mem.flush.min_events"),
+    Timer("logstash.pipeline.batch.delay", 1e-3, fills="logstash.pipeline.batch.size"),
+    Timer("logstash.output.kafka.linger_ms", 1e-3, fills="logstash.output.kafka.batch_size", fill_bytes=True),
+    Timer("kafka.producer.linger.ms", 1e-3, fills="kafka.producer.batch.size", fill_bytes=True),
+    Timer("kafka.consumer.fetch.max.wait.ms", 1e-3, fills="kafka.consumer.fetch.min.bytes", fill_bytes=True),
+    Timer("spark.trigger.interval"),
+)}
 
 
 def stage_wait_s(names: Sequence[str], value_of: ValueOf, offered_eps: np.ndarray | float) -> np.ndarray | float:
     """The longest an event sits out the timers among `names` (a stage's parameters) at `offered_eps`: the sum of
-    their waits, Filebeat's flush timeout only as long as its batch takes to fill (`flush.min_events` events)."""
+    their waits, each only as long as its threshold takes to fill (a byte threshold's events at least one)."""
     total: np.ndarray | float = 0.0
-    for name in names:
-        if name not in WAIT_S_PER_UNIT:
-            continue
-        wait_s = np.asarray(value_of(name), dtype=float) * WAIT_S_PER_UNIT[name]
-        if name == FLUSH_TIMEOUT:
-            fill_s = np.asarray(value_of(FLUSH_MIN_EVENTS), dtype=float) / np.maximum(offered_eps, 1e-9)
-            wait_s = np.minimum(wait_s, fill_s)
+    for timer in (TIMERS[name] for name in names if name in TIMERS):
+        wait_s = np.asarray(value_of(timer.name), dtype=float) * timer.s_per_unit
+        if timer.fills is not None:
+            events = np.asarray(value_of(timer.fills), dtype=float)
+            if timer.fill_bytes:
+                events = np.maximum(np.ceil(events / EVENT_BYTES), 1.0)
+            wait_s = np.minimum(wait_s, events / np.maximum(offered_eps, 1e-9))
         total = total + wait_s
     return total
 

@@ -1,5 +1,7 @@
 """The latency bounds a config's own waits set: around what the twin measures, whatever the config and load."""
 
+from functools import partial
+
 import numpy as np
 import pytest
 
@@ -50,13 +52,20 @@ def test_a_stage_without_waits_of_its_own_is_unbounded_and_the_whole_pipeline_ha
     assert stage_floor_s(WHOLE_PIPELINE, values.__getitem__).tolist() == [1.0, 2.0]
 
 
-def test_a_stage_waits_out_its_own_timers_in_seconds_and_a_flush_timeout_only_until_its_batch_fills():
-    values = {"filebeat.backoff": np.array([0.2, 4.0]), "logstash.pipeline.batch.delay": np.array([50.0, 5.0]),
+def test_a_stage_waits_out_its_own_timers_in_seconds_each_only_until_its_batch_fills():
+    values = {"filebeat.backoff": np.array([0.2, 4.0]), "spark.trigger.interval": np.array([0.5, 0.0]),
               "filebeat.queue.mem.flush.timeout": np.array([1.0, 1.0]),
-              "filebeat.queue.mem.flush.min_events": np.array([2048.0, 100.0])}
-    assert stage_wait_s(("filebeat.backoff", "filebeat.max_backoff"), values.__getitem__, 300.0).tolist() == [0.2, 4.0]
-    assert stage_wait_s(("logstash.pipeline.batch.delay",), values.__getitem__, 300.0) == pytest.approx([0.05, 0.005])
+              "filebeat.queue.mem.flush.min_events": np.array([2048.0, 100.0]),
+              "logstash.pipeline.batch.delay": np.array([50.0, 50.0]),
+              "logstash.pipeline.batch.size": np.array([125.0, 3.0]),
+              "kafka.consumer.fetch.max.wait.ms": np.array([500.0, 500.0]),
+              "kafka.consumer.fetch.min.bytes": np.array([1.0, 80_000.0])}
+    wait_s = partial(stage_wait_s, value_of=values.__getitem__, offered_eps=300.0)
+    assert wait_s(("filebeat.backoff", "filebeat.max_backoff")).tolist() == [0.2, 4.0]
+    assert wait_s(("spark.trigger.interval",)).tolist() == [0.5, 0.0]
     # 2048 events take 6.8 s to come at 300 ev/s: the timer flushes first; 100 events fill the batch in 0.33 s
-    flush = ("filebeat.queue.mem.flush.timeout", "filebeat.queue.mem.flush.min_events")
-    assert stage_wait_s(flush, values.__getitem__, 300.0) == pytest.approx([1.0, 100 / 300])
-    assert stage_wait_s(("filebeat.output.bulk_max_size",), values.__getitem__, 300.0) == 0.0
+    assert wait_s(("filebeat.queue.mem.flush.timeout",)) == pytest.approx([1.0, 100 / 300])
+    assert wait_s(("logstash.pipeline.batch.delay", "logstash.pipeline.batch.size")) == pytest.approx([0.05, 0.01])
+    # one byte is one event's worth; 80 kB is a hundred events of `EVENT_BYTES`
+    assert wait_s(("kafka.consumer.fetch.max.wait.ms",)) == pytest.approx([1 / 300, 100 / 300])
+    assert wait_s(("filebeat.output.bulk_max_size",)) == 0.0
