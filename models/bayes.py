@@ -449,7 +449,7 @@ class SafeBayesLearner:
                 continue
             columns = np.append(dims, context_col)
             log_p95 = np.array([h.stage_log_p95[i][stage] for i in rows])
-            waits_s = self._stage_wait_s(stage, x[rows])
+            waits_s = self._stage_wait_s(stage, x[rows], self.start)
             self._stage_base_s[stage] = max(float(np.median(np.exp(log_p95) - waits_s)), self._resolution_s)
             gp = self._stage_gps.setdefault(stage, Surrogate(len(columns), seed=self.seed))
             gp.fit(x[np.ix_(rows, columns)], log_p95 - np.log(self._stage_base_s[stage] + waits_s), optimize,
@@ -484,13 +484,13 @@ class SafeBayesLearner:
         ceiling_s = np.maximum(np.multiply(stage_ceiling_s(stage, value_of), scales.ceiling), floor_s)
         return [np.clip(np.exp(mean - kappa * std), floor_s, ceiling_s) for kappa in kappas]
 
-    def _stage_wait_s(self, stage: str, features: np.ndarray, base: Config | None = None) -> np.ndarray:
+    def _stage_wait_s(self, stage: str, features: np.ndarray, base: Config) -> np.ndarray:
         """What `stage`'s own timers make an event sit out at each row of `features` (`latency_bounds.stage_wait_s`);
         none for the whole pipeline, whose P95 no one wait of its config moves one for one."""
         if stage == WHOLE_PIPELINE:
             return np.zeros(len(features))
         names = [self.cube.names[i] for i in self.stage_dims[stage]]
-        value_of = partial(self.cube.values, features[:, :-1], base=base if base is not None else self.start)
+        value_of = partial(self.cube.values, features[:, :-1], base=base)
         return np.broadcast_to(stage_wait_s(names, value_of, offered_eps_of(features[:, -1])), len(features))
 
     def _stage_log_p95(self, stage: str, features: np.ndarray, base: Config) -> tuple[np.ndarray, np.ndarray]:

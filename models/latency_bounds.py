@@ -23,12 +23,12 @@ expected the 4 ms → 1 ms drop below twice the backoff.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
 
 from models.learning import WHOLE_PIPELINE
+from models.space import PIPELINE_SPACE
 
 ValueOf = Callable[[str], np.ndarray]  # a parameter's values, one per config in question
 
@@ -43,39 +43,30 @@ STAGE_LONGEST_WAITS: dict[str, tuple[str, ...]] = {
 }
 # An access-log event as shipped (a JSON line and Filebeat's metadata), to count a threshold in bytes in events.
 EVENT_BYTES = 800
-
-
-@dataclass(frozen=True)
-class Timer:
-    """A timer an event may sit out: parameter `name`, `s_per_unit` seconds per unit of its value, unless the
-    threshold `fills` (events; bytes with `fill_bytes`) comes first at the offered load."""
-
-    name: str
-    s_per_unit: float = 1.0
-    fills: str | None = None
-    fill_bytes: bool = False
-
-
-TIMERS: dict[str, Timer] = {t.name: t for t in (
-    Timer("filebeat.backoff"),
-    Timer("filebeat.queue.mem.flush.timeout", fills="filebeat.queue.mem.flush.min_events"),
-    Timer("logstash.pipeline.batch.delay", 1e-3, fills="logstash.pipeline.batch.size"),
-    Timer("logstash.output.kafka.linger_ms", 1e-3, fills="logstash.output.kafka.batch_size", fill_bytes=True),
-    Timer("kafka.producer.linger.ms", 1e-3, fills="kafka.producer.batch.size", fill_bytes=True),
-    Timer("kafka.consumer.fetch.max.wait.ms", 1e-3, fills="kafka.consumer.fetch.min.bytes", fill_bytes=True),
-    Timer("spark.trigger.interval"),
-)}
+_SECONDS_PER = {"s": 1.0, "ms": 1e-3}  # a timer's unit, as the parameter space declares it
+# A timer an event may sit out -> the threshold (events or bytes, as the space declares it) that ends it sooner
+# once filled, or None for a timer that always runs out.
+TIMERS: dict[str, str | None] = {
+    "filebeat.backoff": None,
+    "filebeat.queue.mem.flush.timeout": "filebeat.queue.mem.flush.min_events",
+    "logstash.pipeline.batch.delay": "logstash.pipeline.batch.size",
+    "logstash.output.kafka.linger_ms": "logstash.output.kafka.batch_size",
+    "kafka.producer.linger.ms": "kafka.producer.batch.size",
+    "kafka.consumer.fetch.max.wait.ms": "kafka.consumer.fetch.min.bytes",
+    "spark.trigger.interval": None,
+}
 
 
 def stage_wait_s(names: Sequence[str], value_of: ValueOf, offered_eps: np.ndarray | float) -> np.ndarray | float:
     """The longest an event sits out the timers among `names` (a stage's parameters) at `offered_eps`: the sum of
     their waits, each only as long as its threshold takes to fill (a byte threshold's events at least one)."""
     total: np.ndarray | float = 0.0
-    for timer in (TIMERS[name] for name in names if name in TIMERS):
-        wait_s = np.asarray(value_of(timer.name), dtype=float) * timer.s_per_unit
-        if timer.fills is not None:
-            events = np.asarray(value_of(timer.fills), dtype=float)
-            if timer.fill_bytes:
+    for name in (n for n in names if n in TIMERS):
+        wait_s = np.asarray(value_of(name), dtype=float) * _SECONDS_PER[PIPELINE_SPACE[name].unit]
+        fills = TIMERS[name]
+        if fills is not None:
+            events = np.asarray(value_of(fills), dtype=float)
+            if PIPELINE_SPACE[fills].unit == "bytes":
                 events = np.maximum(np.ceil(events / EVENT_BYTES), 1.0)
             wait_s = np.minimum(wait_s, events / np.maximum(offered_eps, 1e-9))
         total = total + wait_s
