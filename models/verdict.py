@@ -78,6 +78,11 @@ class Verdict(BaseModel):
         return sum(b.excess for b in self.breaches)
 
 
+# A window's P95 beyond this many times its median is a tail apart from its body (a config's own waits, uniform or
+# exponential, stay within 4.3×): the queue it started with delayed a few % of its events, its config the rest.
+QUEUE_TAIL_RATIO = 5.0
+
+
 def buffered_events(config: Config, rate_eps: float) -> float:
     """Events `config` holds back at `rate_eps` while keeping up: Filebeat's flush batch being gathered
     (min(flush.min_events, rate × flush.timeout)) and the output's batches in flight (pipelining batches per
@@ -105,9 +110,10 @@ def drain(observation: Observation, policy: Policy, config: Config, settled_even
 
     Long: it shipped more than its buffers explain while holding more than what the pipeline settles at (what it
     held after its last window of its own load, `settled_events`, or what `config` buffers), by more than the
-    policy's share of the window's input, for more than that share of the window: near capacity a config with a
-    few % to spare drains a rollback's queue for minutes, and the events queued behind it, not the config, set
-    the P95. Short: it shipped more than came in by more than a pipeline that keeps up can (the mirror of the
+    policy's share of the window's input (the median's worth of input where the window's tail stands apart from its
+    median), for more than that share of the window: near capacity a config with a few % to spare drains a
+    rollback's queue for minutes, or a restart's for most of a window, and the events queued behind it, not the
+    config, set the P95. Short: it shipped more than came in by more than a pipeline that keeps up can (the mirror of the
     BEHIND rule, with the same allowance).
     """
     surplus = -_shortfall_events(observation)
@@ -116,6 +122,9 @@ def drain(observation: Observation, policy: Policy, config: Config, settled_even
     buffered = buffered_events(config, observation.offered_eps)
     if surplus <= min(buffered, tolerated):
         return Drain.NONE
+    if observation.p95_s > QUEUE_TAIL_RATIO * observation.p50_s:
+        # the tail stands apart from the median: a queue's, which delays events by more than the median's worth
+        tolerated = min(tolerated, observation.offered_eps * observation.p50_s)
     if _share_beyond(observation, max(buffered, settled_events or 0.0) + tolerated) > share:
         return Drain.LONG
     if surplus > _allowed_shortfall_events(observation, policy, config):

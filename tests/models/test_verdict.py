@@ -57,7 +57,8 @@ def test_a_window_shipping_more_than_came_in_beyond_what_its_config_buffers_is_d
     assert drain(_window(out_eps=1000.0), Policy(), _config(min_events=1, pipelining=0)) is Drain.NONE
 
 
-def _near_capacity_window(start_backlog: float, spare_eps: float, offered_eps: float = 6000.0) -> Observation:
+def _near_capacity_window(start_backlog: float, spare_eps: float, offered_eps: float = 6000.0, p50_s: float = 1.0,
+                          p95_s: float = 2.0) -> Observation:
     """30 s at `offered_eps` whose output runs `spare_eps` ahead of the input until the `start_backlog` it began
     with is down to what a small-batch config holds, then matches it."""
     backlog, inflow, outflow = start_backlog, [], []
@@ -67,8 +68,8 @@ def _near_capacity_window(start_backlog: float, spare_eps: float, offered_eps: f
         inflow.append(offered_eps)
         outflow.append(offered_eps + ship)
     shipped = sum(outflow) / 30
-    return Observation(duration_s=30, offered_eps=offered_eps, throughput_eps=shipped, p50_s=1.0, p95_s=2.0,
-                       p99_s=3.0, mean_s=1.0, backlog_events={"source": round(backlog)},
+    return Observation(duration_s=30, offered_eps=offered_eps, throughput_eps=shipped, p50_s=p50_s, p95_s=p95_s,
+                       p99_s=p95_s, mean_s=p50_s, backlog_events={"source": round(backlog)},
                        series={"input_eps": inflow, "output_eps": outflow})
 
 
@@ -90,6 +91,18 @@ def test_a_backlog_within_what_the_pipeline_settles_at_is_not_a_queue_from_befor
     assert drain(_near_capacity_window(8_000, spare_eps=200.0), Policy(), small) is Drain.NONE
     # 30,000 where the pipeline held 25,000 after its last window of its own: 5,000 beyond, shipped at 200 ev/s
     assert drain(_near_capacity_window(30_000, spare_eps=200.0), Policy(), small, settled_events=25_000) is Drain.NONE
+
+
+def test_a_restarts_queue_that_sets_the_tail_but_not_the_median_is_draining_though_within_the_policys_share():
+    small = _config(min_events=4, pipelining=0)
+    # a Filebeat restart's pause left 3,000 events (0.5 s of input) queued, shipped at 100 ev/s to spare: within
+    # the 9,000 events of the policy's share, but the window's P95 (0.4 s) is the queue's, 80x its median (5 ms)
+    restart = _near_capacity_window(3_000, spare_eps=100.0, p50_s=0.005, p95_s=0.4)
+    verdict = judge(restart, Policy(), small)
+    assert verdict.ok and verdict.drain is Drain.LONG
+    # the same backlog figures under a tail shaped like the body: no queue reached the latency (a backlog's noise)
+    noise = _near_capacity_window(3_000, spare_eps=100.0, p50_s=0.005, p95_s=0.012)
+    assert drain(noise, Policy(), small) is Drain.NONE
 
 
 def test_a_backlog_shipped_within_the_policys_share_of_the_window_sets_no_long_drain():
