@@ -113,8 +113,8 @@ def drain(observation: Observation, policy: Policy, config: Config, settled_even
     policy's share of the window's input (the median's worth of input where the window's tail stands apart from its
     median), for more than that share of the window: near capacity a config with a few % to spare drains a
     rollback's queue for minutes, or a restart's for most of a window, and the events queued behind it, not the
-    config, set the P95. Short: it shipped more than came in by more than a pipeline that keeps up can (the mirror of the
-    BEHIND rule, with the same allowance).
+    config, set the P95. Short: it shipped more than came in by more than a pipeline that keeps up can (the mirror
+    of the BEHIND rule, with the same allowance).
     """
     surplus = -_shortfall_events(observation)
     share = 1.0 - policy.min_throughput_ratio
