@@ -29,6 +29,7 @@ import numpy as np
 
 from models.learning import WHOLE_PIPELINE
 from models.space import PIPELINE_SPACE
+from models.units import SECONDS_PER_UNIT
 
 ValueOf = Callable[[str], np.ndarray]  # a parameter's values, one per config in question
 
@@ -43,7 +44,6 @@ STAGE_LONGEST_WAITS: dict[str, tuple[str, ...]] = {
 }
 # An access-log event as shipped (a JSON line and Filebeat's metadata), to count a threshold in bytes in events.
 EVENT_BYTES = 800
-_SECONDS_PER = {"s": 1.0, "ms": 1e-3}  # a timer's unit, as the parameter space declares it
 # A timer an event may sit out -> the threshold (events or bytes, as the space declares it) that ends it sooner
 # once filled, or None for a timer that always runs out.
 TIMERS: dict[str, str | None] = {
@@ -62,7 +62,7 @@ def stage_wait_s(names: Sequence[str], value_of: ValueOf, offered_eps: np.ndarra
     their waits, each only as long as its threshold takes to fill (a byte threshold's events at least one)."""
     total: np.ndarray | float = 0.0
     for name in (n for n in names if n in TIMERS):
-        wait_s = np.asarray(value_of(name), dtype=float) * _SECONDS_PER[PIPELINE_SPACE[name].unit]
+        wait_s = np.asarray(value_of(name), dtype=float) * SECONDS_PER_UNIT[PIPELINE_SPACE[name].unit]
         fills = TIMERS[name]
         if fills is not None:
             events = np.asarray(value_of(fills), dtype=float)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+SECONDS_PER_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 # One or more NUMBER+UNIT parts, largest first by convention (k6 writes `1m30s`); `m(?!s)` keeps `ms` whole.
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _WHOLE = re.compile(r"(?:\d+(?:\.\d+)?(?:ms|s|m|h|d))+")
@@ -17,7 +17,7 @@ def parse_duration_s(text: str | float | int) -> float:
         return float(text)
     cleaned = str(text).strip().replace(" ", "")
     if _WHOLE.fullmatch(cleaned):
-        return sum(float(number) * _SECONDS[unit] for number, unit in _PART.findall(cleaned))
+        return sum(float(number) * SECONDS_PER_UNIT[unit] for number, unit in _PART.findall(cleaned))
     try:
         seconds = float(cleaned)
     except ValueError:

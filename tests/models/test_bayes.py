@@ -41,18 +41,15 @@ class Synthetic:
                            p99_s=p95 * 1.2, mean_s=p95 / 2)
 
 
-def _run(learner, problem, steps, policy=Policy(), cpu_share=None, reasons=None, suggestions=None):
+def _run(learner, problem, steps, policy=Policy(), cpu_share=None, suggestions=None):
     """Suggest, measure, judge and tell `steps` times, keeping the incumbent as the daemon does (the best
     feasible window); returns what was suggested and the incumbent. Every window reports the busiest node's
-    CPU share `cpu_share`; each suggestion's reason is appended to `reasons`, and the suggestion to `suggestions`,
-    when given."""
+    CPU share `cpu_share`; each suggestion is appended to `suggestions` when given."""
     suggested, incumbent, best_p95_s = [], None, math.inf
     for _ in range(steps):
         suggestion = learner.suggest(Context(CTX.offered_eps, incumbent))
         config = suggestion.config
         suggested.append(problem.cube.encode(config))
-        if reasons is not None:
-            reasons.append(suggestion.reason)
         if suggestions is not None:
             suggestions.append(suggestion)
         observation = replace(problem(config), busiest_cpu_share=cpu_share)
@@ -109,9 +106,9 @@ def test_far_from_capacity_only_an_expected_gain_moves_the_config_once_the_searc
     # may still hope once, where the incumbent sits by the throughput cliff and the model sees little spare.)
     def hoping_windows(share, seed):
         problem, learner = _far_start(seed)
-        reasons = []
-        _run(learner, problem, 30, cpu_share=share, reasons=reasons)
-        return sum("optimistic" in reason for reason in reasons[MIN_SEARCH:])
+        suggestions = []
+        _run(learner, problem, 30, cpu_share=share, suggestions=suggestions)
+        return sum("optimistic" in s.reason for s in suggestions[MIN_SEARCH:])
 
     hopes = {share: [hoping_windows(share, seed) for seed in SEEDS] for share in (0.3, 1.0)}
     assert all(hopes[1.0])
