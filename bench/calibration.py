@@ -12,12 +12,12 @@ correlation of predicted vs measured P95 (goal >= 0.8).
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 from pathlib import Path
 
 from scipy.stats import spearmanr
 
+from bench.result import BenchResult
 from models.presets import preset
 from models.space import Config, Value
 from models.twin import load
@@ -50,8 +50,9 @@ def main() -> None:
     parser.add_argument("--rates", default="1000,5000")
     parser.add_argument("--duration", type=float, default=30.0)
     parser.add_argument("--warmup", type=float, default=5.0)
-    parser.add_argument("--json", type=Path, help="write every row as JSON here")
+    parser.add_argument("--json", type=Path, help="write the result (bench/result.py), every row, here")
     args = parser.parse_args()
+    result = BenchResult.start("bench.calibration")
     calibration = load(args.calibration)
     spec = load_pipeline(args.pipeline)
     rates = [float(r) for r in args.rates.split(",")]
@@ -77,8 +78,8 @@ def main() -> None:
     print(f"median P95 error {median_p95:.0%} (goal <= 25 %), Spearman rho {rho:.2f} (goal >= 0.8), "
           f"median throughput error {statistics.median(r['throughput_error'] for r in rows):.1%}")
     if args.json:
-        args.json.write_text(json.dumps({"calibration": args.calibration, "rows": rows, "median_p95_error": median_p95,
-                                         "spearman_p95": rho}, indent=1))
+        result.finish(rows, {"calibration": args.calibration, "median_p95_error": median_p95,
+                             "spearman_p95": rho}).write(args.json)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Does pipetune converge and then leave the pipeline alone? The figures of converge-and-stay, on the twin.
 
 Run: `python -m bench.convergence [--calibrations paper-2vcpu,local-filebeat-kafka] [--profiles steady,diurnal]
-[--windows 100] [--diurnal-windows 60] [--seed 0] [--json PATH] [--trace]`.
+[--windows 100] [--diurnal-windows 60] [--seed 0] [--json PATH] [--trace]`; `--json` writes a `BenchResult`.
 
 For each calibration, the daemon drives pipetune (pre-screening on a misjudged twin, as `bench.tuners`
 does) for `--windows` windows of steady load, then for `--diurnal-windows` windows of a diurnal load whose
@@ -15,7 +15,6 @@ a drift of the incumbent's P95, a policy change). `--trace` also prints every wi
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Callable
 
@@ -23,6 +22,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from bench.result import BenchResult
 from bench.tuners import misjudged
 from controller.daemon import Daemon
 from controller.fresh_windows import measure_fresh
@@ -103,9 +103,10 @@ def main() -> None:
     parser.add_argument("--window", type=float, default=30.0)
     parser.add_argument("--rate", type=float, default=300.0)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", type=Path)
+    parser.add_argument("--json", type=Path, help="write the result (bench/result.py) here")
     parser.add_argument("--trace", action="store_true", help="print every window's load, P95, action and why")
     args = parser.parse_args()
+    result = BenchResult.start("bench.convergence")
     profiles = args.profiles.split(",")
     unknown = set(profiles) - {"steady", "diurnal"}
     if unknown:
@@ -123,8 +124,8 @@ def main() -> None:
             run = drive(cal, WorkloadSpec(Profile(name), args.rate, seed=args.seed, **period), windows, args.window,
                         args.seed, trace if args.trace else None)
             figures = convergence(run["decisions"], run["final_p95_s"])
-            out[f"{cal} / {name}"] = figures | ({"changes_by_cause": change_causes(run["decisions"])}
-                                                if name == "diurnal" else {})
+            out[f"{cal} / {name}"] = {"windows": windows} | figures | (
+                {"changes_by_cause": change_causes(run["decisions"])} if name == "diurnal" else {})
             table.add_row(f"{cal} / {name}", str(windows), str(figures["near_window"]),
                           str(figures["changes_after_near"]), str(figures["first_converged_window"]),
                           f"{figures['final_p95_s']:.4f}", str(figures["changes"]))
@@ -137,8 +138,10 @@ def main() -> None:
             for row in out[f"{cal} / diurnal"]["changes_by_cause"]:
                 console.print(f"  window {row['window']:3d} at {row['offered_eps']:5.0f} ev/s: {row['action']}, "
                               f"{row['cause']}")
-        if args.json:
-            args.json.write_text(json.dumps(out, indent=1))
+        if args.json:  # after every calibration, so a long run is never lost
+            rows = [{"case": case, "seed": args.seed} | {k: v for k, v in f.items() if k != "changes_by_cause"}
+                    for case, f in out.items()]
+            result.finish(rows, out).write(args.json)
 
 
 if __name__ == "__main__":

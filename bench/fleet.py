@@ -14,26 +14,25 @@ Meanwhile each node's log gets its own traffic:
 
 Then the defaults and the final promoted config are measured on fresh side-by-side windows: every node
 on the same config at once, each node's traffic the same in every round (ABBA). Printed and saved
-under `--out` (fleet.json, fleet.txt, fleet-node-N.png): each node's P95 before and after, the
+under `--out` (result.json, fleet.txt, fleet-node-N.png): each node's P95 before and after, the
 promotions, canary rejections (worse, unclear), rollbacks, events lost (the replay's ledger, per node)
 and canaries lost (the probe's counters, per node), and each node's P95 over the run with promotions
 and rejections marked.
 
     python -m bench.fleet [--tune-minutes 20] [--window 30] [--measure 60] [--rounds 2]
-                          [--out docs/evidence/bench/fleet]
-    python -m bench.fleet --report docs/evidence/bench/fleet/fleet.json  # the table and plots again
+                          [--out docs/evidence/fleet]
+    python -m bench.fleet --report docs/evidence/fleet/result.json  # the table and plots again
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import yaml
@@ -41,6 +40,7 @@ from rich.console import Console
 
 from bench.live import canaries, write_trace
 from bench.peers import free_port
+from bench.result import RESULT_FILE, BenchResult
 from controller.daemon import Daemon
 from controller.deployment import Deployment, PoolSpec, load_deployment, pool_pipeline, write_deployment
 from controller.rollout import CanaryPool, Phase
@@ -225,7 +225,7 @@ def _median(values: list[float]) -> float:
 
 
 def summarise(result: dict) -> dict:
-    """The run's figures from its record (fleet.json): per node P95 before/after, lost events and canaries;
+    """The run's figures from its record (result.json's details): per node P95 before/after, lost events and canaries;
     the pool's promotions, rejections and rollbacks."""
     nodes = sorted(result["traffic"])
     per_node = {}
@@ -345,11 +345,21 @@ def run(args: argparse.Namespace) -> dict:
     return result
 
 
-def report(result: dict, out: Path) -> str:
-    """Write fleet.json, fleet.txt and a PNG per node under `out`; the table's text."""
+def figures(summary: dict) -> dict[str, list[dict]]:
+    """The tables docs/results.md shows: each node's P95 on the defaults and the final config, and the pool's tally."""
+    nodes = [{"node": node} | {k: v for k, v in n.items() if k != "canaries_received"}
+             for node, n in summary["nodes"].items()]
+    pool = {k: summary[k] for k in ("tune_minutes", "decisions", *OUTCOMES, "rollbacks", "remeasures", "lost_events",
+                                    "duplicates", "canaries_lost")}
+    return {"each node, fresh side-by-side windows (median of the rounds)": nodes, "the tuning run": [pool]}
+
+
+def report(run: BenchResult, out: Path) -> str:
+    """Write result.json, fleet.txt and a PNG per node under `out`; the table's text."""
+    result = run.details
     summary = summarise(result)
     result["summary"] = summary
-    (out / "fleet.json").write_text(json.dumps(result, indent=1, default=str))
+    replace(run, figures=figures(summary)).write(out / RESULT_FILE)
     changed = result["final_vs_defaults"].items()
     text = "\n".join([table(summary), "final vs defaults:" + ("" if changed else " unchanged"),
                       *(f"  {k} {a:.4g} -> {b:.4g}" if isinstance(b, float) else f"  {k} {a} -> {b}"
@@ -374,12 +384,12 @@ def main() -> None:
     parser.add_argument("--flash-rate", type=float, default=150.0, help="node-3's rate outside the flash, ev/s")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--work", type=Path, default=Path("/tmp/pipetune-fleet"), help="the testbed's files")
-    parser.add_argument("--out", type=Path, default=Path("docs/evidence/bench/fleet"))
-    parser.add_argument("--report", type=Path, help="no run: the table and plots of a recorded fleet.json, into --out")
+    parser.add_argument("--out", type=Path, default=Path("docs/evidence/fleet"))
+    parser.add_argument("--report", type=Path, help="no run: the table and plots of a recorded result.json, into --out")
     args = parser.parse_args()
     if args.report is not None:
         args.out.mkdir(parents=True, exist_ok=True)
-        console.print(report(json.loads(args.report.read_text()), args.out), markup=False, highlight=False)
+        console.print(report(BenchResult.read(args.report), args.out), markup=False, highlight=False)
         return
     for ok, flag, allowed in ((args.tune_minutes > 0, "--tune-minutes", "> 0"), (args.window >= 5, "--window", ">= 5 s"),
                               (args.rounds >= 1, "--rounds", ">= 1"),
@@ -389,9 +399,9 @@ def main() -> None:
                               (args.trace_amplify > 0, "--trace-amplify", "> 0")):
         if not ok:
             parser.error(f"{flag} must be {allowed}")
-    result = run(args)
-    console.print(report(result, args.out), markup=False, highlight=False)
-    console.print(f"{args.out}/fleet.json, fleet.txt, fleet-node-*.png", markup=False)
+    started = BenchResult.start("bench.fleet")
+    console.print(report(started.finish([], run(args)), args.out), markup=False, highlight=False)
+    console.print(f"{args.out}/{RESULT_FILE}, fleet.txt, fleet-node-*.png", markup=False)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Does a concurrent control keep bad changes out? Canary-vs-controls against before/after, on a twin fleet.
 
-Run: `python -m bench.fleet_canary [--seeds 4] [--rounds 24] [--nodes 4] [--out DIR] [--quick]`.
+Run: `python -m bench.fleet_canary [--seeds 4] [--rounds 24] [--nodes 4] [--out DIR] [--quick]`;
+writes result.json (bench/result.py) and fleet-canary.png to --out.
 
 A pool of `--nodes` twin nodes (paper-2vcpu calibration) shares a diurnal load (one cycle over the run,
 ±40 % around `--rate`); each node's load is further off by its own uniform ±30 % noise, drawn afresh for
@@ -34,7 +35,6 @@ P95 ratio of every promotion.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import time
 from dataclasses import dataclass
@@ -47,6 +47,7 @@ from rich.console import Console
 from rich.table import Table
 
 from agents.probe.metrics import LATENCY_BUCKETS_S
+from bench.result import RESULT_FILE, BenchResult
 from controller.deployment import PoolSpec
 from controller.tuning_run import LearnerSetup, tuning_learner
 from models.canary import CanaryOutcome, LatencyHistogram, judge_canary
@@ -314,16 +315,18 @@ def main() -> None:
     parser.add_argument("--window", type=float, default=30.0)
     parser.add_argument("--settle", type=float, default=10.0)
     parser.add_argument("--calibration", default="paper-2vcpu")
-    parser.add_argument("--out", type=Path, default=Path("docs/evidence/bench/fleet-canary"))
+    parser.add_argument("--out", type=Path, default=Path("docs/evidence/fleet-canary"))
     parser.add_argument("--quick", action="store_true", help="1 seed, 10 rounds: a smoke run")
     args = parser.parse_args()
+    started = BenchResult.start("bench.fleet_canary")
     if args.nodes < 2:
         parser.error("--nodes: a canary needs at least one control, so ≥ 2")
     seeds, rounds = (1, 10) if args.quick else (args.seeds, args.rounds)
     results = measure(seeds, rounds, args.nodes, args.rate, args.window, args.settle, args.calibration)
     print_table(results)
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "fleet-canary.json").write_text(json.dumps(results | {"summary": summary(results)}, indent=1))
+    rows = [{"rule": rule} | row for rule, row in summary(results).items()]
+    started.finish(rows, results | {"summary": summary(results)}).write(args.out / RESULT_FILE)
     plot(results, args.out / "fleet-canary.png")
 
 

@@ -11,16 +11,15 @@ are not in the controller), and the learner actors' RSS summed. Each size runs i
 round at 200 nodes, ≤ 1 GB controller memory, time growing no faster than the node count.
 
     python -m bench.fleet_scale [--sizes 20,100,200] [--pool-nodes 10] [--rounds 6] [--window 30]
-                                [--rate 50] [--out docs/evidence/bench/fleet-scale]
+                                [--rate 50] [--out docs/evidence/fleet-scale]
 
 The learners run without their twin pre-screen (it runs as Ray tasks, the learners' cost, not the
-controller's). Writes fleet_scale.txt, .json and .png to --out.
+controller's). Writes fleet_scale.txt, result.json (bench/result.py) and fleet_scale.png to --out.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import multiprocessing
 import statistics
@@ -31,6 +30,7 @@ from pathlib import Path
 
 from threadpoolctl import threadpool_limits
 
+from bench.result import RESULT_FILE, BenchResult
 from bench.soak import rss_mib
 from controller.daemon import Daemon
 from controller.deployment import PoolSpec
@@ -208,6 +208,15 @@ def report(results: list[SizeResult]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def figure_rows(results: list[SizeResult]) -> list[dict]:
+    """Per fleet size, the medians of its rounds that the printed table shows."""
+    return [{"nodes": r.nodes, "pools": r.pools, "controller_s": statistics.median(r.controller_s),
+             "controller_s_max": max(r.controller_s), "controller_cpu_s": statistics.median(r.controller_cpu_s),
+             "learners_s": statistics.median(r.learner_s), "twins_s": statistics.median(r.fleet_s),
+             "controller_mib": r.controller_rss_mib, "learners_mib": r.learners_rss_mib, "twins_mib": r.twins_mib}
+            for r in results]
+
+
 def _plot(results: list[SizeResult], path: Path) -> None:
     import matplotlib
 
@@ -236,8 +245,9 @@ def main() -> None:
     parser.add_argument("--window", type=float, default=30.0, help="window length, simulated seconds")
     parser.add_argument("--rate", type=float, default=50.0, help="each node's offered load, events/s")
     parser.add_argument("--calibration", default="paper-2vcpu")
-    parser.add_argument("--out", type=Path, default=ROOT / "docs/evidence/bench/fleet-scale")
+    parser.add_argument("--out", type=Path, default=ROOT / "docs/evidence/fleet-scale")
     args = parser.parse_args()
+    started = BenchResult.start("bench.fleet_scale")
     sizes = [int(s) for s in args.sizes.split(",")]
     if args.pool_nodes < 2:
         parser.error(f"--pool-nodes must be >= 2 (a canary and a control), got {args.pool_nodes}")
@@ -253,9 +263,9 @@ def main() -> None:
     print(text)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "fleet_scale.txt").write_text(text)
-    (args.out / "fleet_scale.json").write_text(json.dumps([asdict(r) for r in results], indent=1))
+    started.finish(figure_rows(results), {"sizes": [asdict(r) for r in results]}).write(args.out / RESULT_FILE)
     _plot(results, args.out / "fleet_scale.png")
-    print(f"wrote {args.out / 'fleet_scale.txt'}, .json, .png")
+    print(f"wrote {args.out / 'fleet_scale.txt'}, {args.out / RESULT_FILE}, fleet_scale.png")
 
 
 if __name__ == "__main__":

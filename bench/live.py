@@ -19,7 +19,8 @@ ledger (its manifest, the probe's report) is the truth the events lost are count
                          [--measure 45] [--rounds 2] [--load replay|none] [--trace FILE]
                          [--out docs/evidence/live]
 
-Starts the testbed when it is not up (and stops it again); writes live.json and live.png to --out.
+Starts the testbed when it is not up (and stops it again); writes result.json (bench/result.py), live.png,
+the tuning run's tune.json, tune.png and state directory to --out.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from bench.result import RESULT_FILE, BenchResult
 from controller.agent_changes import changes_for_agent, changes_not_in_audit, owned_params
 from controller.state import StateStore
 from controller.telemetry import PrometheusTelemetry, TelemetryMissing
@@ -198,6 +200,24 @@ def table(summary: dict[str, dict]) -> Table:
     return shown
 
 
+def figures(result: dict) -> dict[str, list[dict]]:
+    """The tables docs/results.md shows: the contenders side by side, and the tuning run's checks."""
+    summary = result["summary"]
+    side_by_side = [{"config": name, "p95_s": m["p95_s"], "p50_s": m["p50_s"], "offered_eps": m["offered_eps"],
+                     "throughput_eps": m["throughput_eps"], "lost": m["lost"],
+                     "defaults_over_config": summary["defaults"]["p95_s"] / m["p95_s"]} for name, m in summary.items()]
+    counted = result["canaries"] or {}
+    run = {"tune_minutes": result["tune_s"] / 60, "windows": result["windows"],
+           "behind_windows": result["behind_windows"],
+           "longest_behind_streak_windows": result["longest_behind_streak_windows"],
+           "events_tuning": result["ledger_tuning"]["expected"], "lost_events_tuning": result["lost_events_tuning"],
+           "lost_events_side_by_side": result["lost_events_side_by_side"],
+           "changes_logged": result["changes_logged"], "changes_in_agent_audit": result["changes_in_agent_audit"],
+           "daemon_rollbacks": result["daemon_rollbacks"], "agent_rollbacks": result["agent_rollbacks"],
+           "canaries_lost": sum(n["lost"] for n in counted.values()) if counted else None}
+    return {"fresh steady windows side by side (median of the rounds)": side_by_side, "the tuning run": [run]}
+
+
 def plot(decisions: list[dict], began: float, rate_eps: float, timeline: list[dict], summary: dict[str, dict],
          path: Path) -> None:
     import matplotlib
@@ -265,6 +285,7 @@ def main() -> None:
                                                    "(default: one generated at --rate)")
     parser.add_argument("--out", type=Path, default=Path("docs/evidence/live"))
     args = parser.parse_args()
+    started = BenchResult.start("bench.live")
     for ok, flag, allowed in ((args.rate > 0, "--rate", "> 0"), (args.tune_minutes > 0, "--tune-minutes", "> 0"),
                               (args.window >= 5, "--window", ">= 5 s"), (args.rounds >= 1, "--rounds", ">= 1"),
                               (0 <= args.warmup < args.measure, "--warmup", "in [0, --measure)")):
@@ -330,7 +351,7 @@ def main() -> None:
         "final_vs_defaults": {k: [a, b] for k, (a, b) in preset("defaults").diff(final).items()},
         "timeline": timeline, "measurements": [vars(r) for r in rows], "agent_audit": audit, "canaries": counted,
     }
-    (args.out / "live.json").write_text(json.dumps(result, indent=1, default=str))
+    started.finish(figures(result), result).write(args.out / RESULT_FILE)
     plot(decisions, began, args.rate, timeline, summary, args.out / "live.png")
     console.print(table(summary))
     equal = abs(summary["pipetune"]["throughput_eps"] / summary["defaults"]["throughput_eps"] - 1) <= 0.05
@@ -358,7 +379,7 @@ def main() -> None:
         console.print(("[green]met[/]    " if ok else "[red]missed[/] ") + text)
     console.print(f"tuned for {result['tune_s'] / 60:.1f} min; final config vs defaults: "
                   + ", ".join(f"{k} {a} → {b}" for k, (a, b) in result["final_vs_defaults"].items()))
-    console.print(f"{args.out / 'live.json'}, {args.out / 'live.png'}")
+    console.print(f"{args.out / RESULT_FILE}, {args.out / 'live.png'}")
 
 
 if __name__ == "__main__":

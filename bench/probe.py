@@ -6,7 +6,7 @@ then times one `Probe` draining it: Kafka fetch, the envelope's JSON decode, the
 (`--format json`: pipetune's events, `ts_nginx`, plus a ledger entry; `nginx-json`: `msec`;
 `combined`: the `time_local` regex), four histogram observations per event.
 
-    python -m bench.probe [--pipeline FILE] [--events 200000] [--format json|nginx-json|combined]
+    python -m bench.probe [--pipeline FILE] [--events 200000] [--format json|nginx-json|combined] [--json PATH]
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import json
 import secrets
 import time
 from datetime import datetime, timezone
+from pathlib import Path
 
 from confluent_kafka import Producer
 from kafka import KafkaAdminClient
@@ -24,6 +25,7 @@ from kafka.admin import NewTopic
 from agents.probe.consumer import Probe, ProbeOptions, consumer_settings
 from agents.probe.ledger import Ledger
 from agents.probe.metrics import ProbeMetrics
+from bench.result import BenchResult
 from replay.events import FORMATS, Request, prepare
 from testbed.pipeline import DEFAULT_PIPELINE, load_pipeline
 from testbed.probe import event_time_spec
@@ -98,7 +100,9 @@ def main() -> None:
     parser.add_argument("--pipeline", default=str(DEFAULT_PIPELINE))
     parser.add_argument("--events", type=int, default=200_000)
     parser.add_argument("--format", choices=FORMATS, default="json")
+    parser.add_argument("--json", type=Path, help="also write the result (bench/result.py) here")
     args = parser.parse_args()
+    result = BenchResult.start("bench.probe")
     spec = load_pipeline(args.pipeline)
     run_id = "bench" + secrets.token_hex(3)
     topic = f"pipetune-bench-{run_id}"
@@ -109,6 +113,9 @@ def main() -> None:
         delete_topic(spec.bootstrap, topic)
     print(f"probe ({args.format} lines): {parsed} events consumed and parsed in {seconds:.2f} s = {parsed / seconds:,.0f} ev/s "
           f"(goal >= 50,000)")
+    if args.json:
+        result.finish([{"format": args.format, "events": parsed, "seconds": seconds,
+                        "events_per_s": parsed / seconds}]).write(args.json)
 
 
 if __name__ == "__main__":

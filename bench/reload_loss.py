@@ -7,12 +7,12 @@ the bench changes `filebeat.max_backoff` back and forth through the node agent, 
 Kafka, and for each lost event the sample gives its write time, which the bench sets against the
 change that followed it. The agent's answer to each change says how it was put in force: "filebeat
 restarted" since the fix (before it, "filebeat inputs reloaded", Filebeat's live input reload, which
-lost 14 of 420,000 events: docs/evidence/bench/reload-loss/).
+lost 14 of 420,000 events: before-fix.json in docs/evidence/bench/reload-loss/ at 1773e7a).
 
     python -m bench.reload_loss [--changes 40] [--every 3] [--rate 2000] [--queue-events 64]
-                                [--bulk-max-size 32] [--out docs/evidence/bench/reload-loss]
+                                [--bulk-max-size 32] [--out docs/evidence/reload-loss]
 
-Starts its testbed (and stops it again); writes reload_loss.json to --out and prints its figures.
+Starts its testbed (and stops it again); writes result.json (bench/result.py) to --out and prints its figures.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from pathlib import Path
 
 from agents.probe.ledger import split_request_id
 from agents.probe.runs import read_report
+from bench.result import RESULT_FILE, BenchResult
 from models.presets import preset
 from models.space import PIPELINE_SPACE, Config
 from replay.profiles import Profile, WorkloadSpec
@@ -78,6 +79,14 @@ def lost_times(spec: PipelineSpec, run_ids: list[str]) -> list[float]:
     return sorted(times)
 
 
+def figure_row(result: dict) -> dict:
+    """The run in one row: what was changed how often, how it was put in force, and what the ledger counted."""
+    return {"changes": result["changes"], "every_s": result["every_s"], "rate_eps": result["rate_eps"],
+            "put_in_force_by": ", ".join(result["actions"]), "events": result["ledger"]["expected"],
+            "lost": result["ledger"]["lost"], "duplicates": result["ledger"]["duplicates"],
+            "changes_followed_by_loss": result["changes_followed_by_loss"]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--changes", type=int, default=40)
@@ -85,8 +94,9 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=2000.0, help="events/s the replay writes")
     parser.add_argument("--queue-events", type=int, default=64)
     parser.add_argument("--bulk-max-size", type=int, default=32)
-    parser.add_argument("--out", type=Path, default=ROOT / "docs/evidence/bench/reload-loss")
+    parser.add_argument("--out", type=Path, default=ROOT / "docs/evidence/reload-loss")
     args = parser.parse_args()
+    started = BenchResult.start("bench.reload_loss")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a stop still brings its testbed down
     spec, config = reload_spec(), busy_config(args.queue_events, args.bulk_max_size)
     lifecycle.down(spec)
@@ -113,8 +123,7 @@ def main() -> None:
               "ledger": ledger, "lost_written_s_before_next_change": before_change,
               "changes_followed_by_loss": len({i for i in following if i is not None}),
               "load_s": round(time.time() - began, 1)}
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "reload_loss.json").write_text(json.dumps(result | {"change_log": changes}, indent=1))
+    started.finish([figure_row(result)], result | {"change_log": changes}).write(args.out / RESULT_FILE)
     print(f"{len(changes)} input changes, {args.every:g} s apart, at {args.rate:g} events/s "
           f"(queue.mem.events {args.queue_events}, bulk_max_size {args.bulk_max_size})")
     print(f"put in force by: {', '.join(actions)} (slowest change {result['change_took_s_max']:.1f} s)")

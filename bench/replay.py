@@ -8,13 +8,13 @@ events / seconds until the last write. Send lag: how late events went out at 1k 
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
+from bench.result import BenchResult
 from replay import arrivals
 from replay.engine import run
 from replay.sinks import SinkSpec
@@ -36,8 +36,9 @@ def send_lag_ms(rate_eps: float, seconds: float = 5.0) -> tuple[float, float, fl
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--json", type=Path, help="also write the result (bench/result.py) here")
     args = parser.parse_args()
+    result = BenchResult.start("bench.replay")
     figures = {
         "sustained_eps_1_process": sustained_eps(1),
         "sustained_eps_2_processes": sustained_eps(2),
@@ -54,7 +55,7 @@ def main() -> None:
         table.add_row(name, f"{value:,.3f}" if "ms" in name else f"{value:,.0f}")
     Console().print(table)
     if args.json:
-        args.json.write_text(json.dumps(figures, indent=1))
+        result.finish([{"figure": name, "value": value} for name, value in figures.items()]).write(args.json)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ The learner runs in this process (as `pipetune autotune` runs it inside its Ray 
 covers the daemon, the learner and its history, the store and the twin. The twin's own arrays are sized
 for the whole run when it is built, so they weigh the same at the first checkpoint as at the last.
 
-    python -m bench.soak [--windows 2000] [--window 10] [--rate 300] [--state-dir DIR] [--no-screen]
+    python -m bench.soak [--windows 2000] [--window 10] [--rate 300] [--state-dir DIR] [--no-screen] [--json PATH]
 
 `--no-screen` leaves out the learner's twin pre-screen of candidates. It holds nothing from one window
 to the next (each screen builds and drops its own twin), so memory is not what it changes; it is most of
@@ -22,6 +22,7 @@ from pathlib import Path
 from rich.console import Console
 from threadpoolctl import threadpool_limits
 
+from bench.result import BenchResult
 from controller.daemon import Daemon
 from controller.state import StateStore
 from controller.tuning_run import LearnerSetup, tuning_learner, twin_pipeline
@@ -54,7 +55,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--state-dir", type=Path, default=None, help="default: a temporary directory")
     parser.add_argument("--no-screen", action="store_true", help="no twin pre-screen of candidates (faster)")
+    parser.add_argument("--json", type=Path, help="also write the result (bench/result.py) here")
     args = parser.parse_args()
+    result = BenchResult.start("bench.soak")
     for ok, flag, message in ((args.windows >= 20, "--windows", f"must be >= 20, got {args.windows}"),
                               (args.window > 0, "--window", f"must be > 0 s, got {args.window:g}"),
                               (args.rate > 0, "--rate", f"must be > 0 events/s, got {args.rate:g}")):
@@ -96,6 +99,10 @@ def main() -> None:
     print(f"state directory: {dir_bytes(directory) / 2**20:.2f} MiB ({directory})")
     first, end = min(rss), max(rss)
     print(f"RSS({end})/RSS({first}) = {rss[end] / rss[first]:.3f} (goal <= 1.10)")
+    if args.json:
+        rows = [{"windows": done, "rss_mib": rss[done]} for done in sorted(rss)]
+        result.finish(rows, {"rss_ratio": rss[end] / rss[first], "state_dir_mib": dir_bytes(directory) / 2**20,
+                             "wall_s": time.monotonic() - started}).write(args.json)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Every tuning strategy on the twin, same budget, same windows: how close each gets, how safely.
 
 Run (after `scripts/pipetune --help` has set up the venv; Ray starts locally):
-    python -m bench.tuners [--seeds 5] [--windows 30] [--json out.json] [--plot best.png] [--quick]
+    python -m bench.tuners [--seeds 5] [--windows 30] [--json result.json] [--plot best.png]
 
 For each calibration × workload × strategy × seed, the daemon runs `--windows` windows on a twin fed
 that workload (the twin's own jitter is the measurement noise of a real window). Reported per
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import time
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
+from bench.result import BenchResult
 from controller.daemon import Daemon
 from controller.fresh_windows import measure_fresh
 from controller.pipelines import TwinPipeline
@@ -246,12 +246,20 @@ def learner_latency(calibration: Calibration, observations: int = 200, repeats: 
             "tell_s_median": float(np.median(tell))}
 
 
-def _write_outputs(results: dict, plot: Path, json_path: Path | None) -> None:
+def figure_rows(results: dict) -> list[dict]:
+    """One row per case and strategy: the medians its printed table shows."""
+    return [{"case": case, "oracle_p95_s": r["oracle_p95_s"], "strategy": s} | figures
+            for case, r in results.items() if case != "learner_latency" for s, figures in r["strategies"].items()]
+
+
+def _write_outputs(results: dict, plot: Path, json_path: Path | None, result: BenchResult) -> None:
     best_so_far_plot({k: v for k, v in results.items() if k != "learner_latency"}, plot)
     if json_path:
         slim = {case: {k: v for k, v in r.items() if k != "runs_by_strategy"} if case != "learner_latency" else r
                 for case, r in results.items()}
-        json_path.write_text(json.dumps(slim, indent=1))
+        figures = {"learner with 200 observations": [results["learner_latency"]],
+                   "per case and strategy, medians of the seeds": figure_rows(results)}
+        result.finish(figures, slim).write(json_path)
 
 
 def main() -> None:
@@ -268,9 +276,10 @@ def main() -> None:
                         help="twin pipetune pre-screens on: a calibration off by ~30 %% per cost (default), "
                              "the tuned twin itself, or none")
     parser.add_argument("--latency-only", action="store_true", help="only time suggest()/tell() at 200 observations")
-    parser.add_argument("--json", type=Path)
+    parser.add_argument("--json", type=Path, help="write the result (bench/result.py) here")
     parser.add_argument("--plot", type=Path, default=Path("bench-tuners.png"))
     args = parser.parse_args()
+    result = BenchResult.start("bench.tuners")
     latency = learner_latency(load(args.calibrations.split(",")[0]))
     console.print(f"pipetune learner with {latency['observations']} observations: median suggest() "
                   f"{latency['suggest_s_median']:.3f} s (goal <= 0.5 s), median tell() {latency['tell_s_median']:.3f} s")
@@ -313,7 +322,7 @@ def main() -> None:
                               f"{f['misbelieved']}/{f['runs']}", f"{f['regret']:.3f}", reach, f"{f['violation_pct']:.1f}",
                               f"{f['restarts']:.0f}", f"{f['suggest_ms_median']:.0f}")
             console.print(table)
-            _write_outputs(results, args.plot, args.json)  # after every case, so a long run is never lost
+            _write_outputs(results, args.plot, args.json, result)  # after every case, so a long run is never lost
     console.print(f"plot: {args.plot}")
 
 

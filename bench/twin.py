@@ -10,13 +10,14 @@ flat out with backpressure to the log file; that is the realistic case.
 from __future__ import annotations
 
 import argparse
-import json
 import time
+from pathlib import Path
 
 import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from bench.result import BenchResult
 from models.presets import preset
 from models.space import PIPELINE_SPACE, Config
 from models.twin import Twin, load
@@ -52,8 +53,9 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=180.0, help="seconds of load per run")
     parser.add_argument("--calibration", default="paper-2vcpu")
     parser.add_argument("--rates", default=",".join(str(r) for r in RATES_EPS), help="offered loads, ev/s")
-    parser.add_argument("--json", help="also write the figures here")
+    parser.add_argument("--json", type=Path, help="also write the result (bench/result.py) here")
     args = parser.parse_args()
+    result = BenchResult.start("bench.twin")
     names = [n.strip() for n in args.presets.split(",") if n.strip()]
     rates = [float(r) for r in args.rates.split(",")]
     figures = {name: {f"{rate:g}": speed(name, rate, args.duration, calibration=args.calibration) for rate in rates}
@@ -67,8 +69,9 @@ def main() -> None:
         table.add_row(name, *(f"{row[f'{rate:g}']:,.0f}x" for rate in rates))
     Console().print(table)
     if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(figures, fh, indent=2)
+        rows = [{"preset": name} | {f"{rate} ev/s, simulated s per wall s": speed for rate, speed in row.items()}
+                for name, row in figures.items()]
+        result.finish(rows, {"calibration": args.calibration, "by_preset": figures}).write(args.json)
 
 
 if __name__ == "__main__":
