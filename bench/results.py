@@ -42,6 +42,11 @@ def render(found: dict[str, list[tuple[Path, BenchResult]]], out_dir: Path) -> s
         dated = sorted((r.finished_utc or r.started_utc or "", r.commit[:7]) for r in runs)
         parts.append(f"{len(runs)} runs of {len(found)} benchmarks, on commits from {dated[0][1]} "
                      f"({dated[0][0][:10] or 'undated'}) to {dated[-1][1]} ({dated[-1][0][:10] or 'undated'}).\n")
+        converted = sum(r.started_utc is None for r in runs)
+        if converted:
+            parts.append(f"{converted} of them ran before this format existed: converted from their own output, dated "
+                         "by the commit that recorded them, load not recorded; each says which commit it ran on and "
+                         "whether the code it measures has changed since.\n")
     for name, results in found.items():
         parts.append(f"## {name}\n")
         for folder, result in results:
@@ -96,8 +101,10 @@ def cell(value: object) -> str:
         return "-"
     if isinstance(value, bool):
         return "yes" if value else "no"
+    if isinstance(value, int | float) and abs(value) >= 10_000:
+        return f"{value:,.0f}"
     if isinstance(value, float):
-        return f"{value:,.0f}" if abs(value) >= 10_000 else f"{value:.4g}"
+        return f"{value:.4g}"
     return str(value).replace("|", "\\|")
 
 

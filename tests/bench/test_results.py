@@ -41,6 +41,7 @@ def test_a_converted_run_without_a_recorded_date_or_load_says_so(tmp_path):
             started_utc=None, finished_utc=None).write(tmp_path / "soak" / "result.json")
     text = render(collect(tmp_path), tmp_path)
     assert "date not recorded" in text and "load not recorded" in text
+    assert "1 of them ran before this format existed" in text
 
 
 def test_the_command_writes_results_md_where_it_is_told(tmp_path, monkeypatch):
