@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 import ray
+from ray._private import ray_constants
 from ray.exceptions import RayActorError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -33,18 +34,26 @@ RAY_TOKEN = Path.home() / ".ray" / "auth_token"  # where Ray keeps its token aut
 def start_ray(address: str | None = None) -> None:
     """Connect to `address`, or start a local Ray without dashboard or log noise (once per process).
 
-    Ray's servers listen on every interface of the machine whatever address they are given, so a local
-    Ray keeps Ray's own token authentication (its token in ~/.ray/auth_token): without it anyone who can
-    reach the machine could run code in the learners' processes. Ray writes that token readable by every
-    user of the machine; it is made its owner's alone."""
+    A local Ray listens on loopback only. Ray binds its servers (GCS, raylet and object manager, workers, runtime
+    env and dashboard agents, autoscaler metrics) to loopback exactly when its node IP is a loopback address, and
+    on Linux it takes the machine's outward IP for the node IP, even when given `_node_ip_address="127.0.0.1"`.
+    It keeps 127.0.0.1 where multi-node clusters are off (`RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`, read once, when
+    `ray` is imported), so that constant is off while the local Ray starts. A joined cluster listens where its
+    operator started it. Ray's own token authentication stays on (its token in ~/.ray/auth_token) against the
+    machine's other users, who reach loopback too; Ray writes that token readable by every user, so it is made
+    its owner's alone."""
     if ray.is_initialized():
         return
     os.environ.setdefault("RAY_TMPDIR", "/tmp/pipetune-ray")
     if address:
         ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
     else:
-        ray.init(num_cpus=os.cpu_count(), include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False,
-                 configure_logging=True)
+        clusters, ray_constants.ENABLE_RAY_CLUSTER = ray_constants.ENABLE_RAY_CLUSTER, False
+        try:
+            ray.init(num_cpus=os.cpu_count(), include_dashboard=False, logging_level=logging.ERROR,
+                     log_to_driver=False, configure_logging=True)
+        finally:
+            ray_constants.ENABLE_RAY_CLUSTER = clusters
     if RAY_TOKEN.exists():
         RAY_TOKEN.chmod(0o600)
 

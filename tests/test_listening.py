@@ -1,10 +1,19 @@
-"""The one off-loopback rule (`models.listening`) the agent and the REST API share."""
+"""The one off-loopback rule (`models.listening`) the agent and the REST API share, and a whole `autotune` run
+(its REST API and its local Ray) listening nowhere but on loopback."""
 
+import ipaddress
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from models.listening import ListenFlags, decide_listening
+from controller.state import StateStore
+from models.listening import ListenFlags, decide_listening, is_loopback
+from tests.conftest import free_ports
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "::1", "localhost"])
@@ -23,5 +32,89 @@ def test_off_loopback_needs_tls_or_the_insecure_flag(host):
 
 def test_half_a_tls_pair_or_tls_with_insecure_is_refused_naming_the_flags():
     flags = ListenFlags("--api-tls-cert", "--api-tls-key", "--api-insecure-http")
-    assert "--api-tls-cert and --api-tls-key go together" in decide_listening("x", Path("c"), None, False, flags).message
+    half = decide_listening("x", Path("c"), None, False, flags)
+    assert "--api-tls-cert and --api-tls-key go together" in half.message
     assert decide_listening("x", Path("c"), Path("k"), True, flags).action == "refuse"
+
+
+# /proc/net files and the state of a socket open to whoever reaches its address: TCP listening, UDP unconnected
+OPEN_STATES = {"tcp": "0A", "tcp6": "0A", "udp": "07", "udp6": "07"}
+
+
+def _host(hex_address: str) -> str:
+    """An address as /proc/net writes it (32-bit words in host order: little-endian here); IPv4 in IPv6 unmapped."""
+    raw = bytes.fromhex(hex_address)
+    address = ipaddress.ip_address(b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4)))
+    mapped = getattr(address, "ipv4_mapped", None)
+    return str(mapped or address)
+
+
+def _open_sockets() -> dict[str, tuple[str, int]]:
+    """Every socket of the machine open to others (`OPEN_STATES`): its inode -> (host, port)."""
+    found = {}
+    for name, state in OPEN_STATES.items():
+        for line in Path("/proc/net", name).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == state:
+                host, port = fields[1].split(":")
+                found[fields[9]] = (_host(host), int(port, 16))
+    return found
+
+
+def _process_tree(root: int) -> list[int]:
+    """`root` and every process it started, and they started."""
+    parents = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (ValueError, OSError):
+            continue
+    tree = [root]
+    for pid in tree:
+        tree += [child for child, parent in parents.items() if parent == pid]
+    return tree
+
+
+def _listeners(root: int) -> dict[tuple[str, int], str]:
+    """Where the process tree of `root` is open to others: (host, port) -> the name of the process."""
+    open_sockets = _open_sockets()
+    found = {}
+    for pid in _process_tree(root):
+        try:
+            name = Path(f"/proc/{pid}/comm").read_text().strip()
+            links = [os.readlink(fd) for fd in Path(f"/proc/{pid}/fd").iterdir()]
+        except OSError:  # it ended meanwhile
+            continue
+        found |= {open_sockets[link[8:-1]]: name for link in links
+                  if link.startswith("socket:[") and link[8:-1] in open_sockets}
+    return found
+
+
+@pytest.mark.slow
+def test_autotune_with_its_api_and_local_ray_listens_on_loopback_only(tmp_path):
+    port = free_ports(1)[0]
+    state = StateStore(tmp_path / "state")
+    proc = subprocess.Popen([sys.executable, "-c", "from cli.main import app; app()", "autotune",
+                             "--windows", "1000", "--window", "10", "--speed", "2", "--state-dir", str(state.dir),
+                             "--api-port", str(port)], env={**os.environ, "PIPETUNE_API_TOKEN": "listening-token"},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    seen: dict[tuple[str, int], str] = {}
+    try:
+        deadline = time.monotonic() + 240
+        while len(state.decisions()) < 2:  # Ray up, the learner's actor and tasks run, the API served
+            assert proc.poll() is None, proc.communicate()[0][-3000:]
+            assert time.monotonic() < deadline, "no two decisions within 240 s"
+            time.sleep(0.5)
+        for _ in range(5):
+            seen |= _listeners(proc.pid)
+            time.sleep(0.5)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.communicate(timeout=120)
+        finally:
+            proc.kill()
+    assert ("127.0.0.1", port) in seen  # the listing reaches the API ...
+    assert {"gcs_server", "raylet"} <= set(seen.values())  # ... and Ray's processes
+    off_loopback = sorted(f"{name} on {host}:{at}" for (host, at), name in seen.items() if not is_loopback(host))
+    assert not off_loopback, "listening off loopback: " + ", ".join(off_loopback)
