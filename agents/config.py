@@ -133,11 +133,11 @@ Component = Annotated[Union[FilebeatComponent, LogstashComponent, KafkaBrokerCom
                             KafkaProducerComponent], Field(discriminator="kind")]
 
 
-class CanarySpec(_Spec):
-    """Heartbeat lines the agent writes for the probe (agents/canary.py)."""
+class HeartbeatSpec(_Spec):
+    """Heartbeat lines the agent writes for the probe (agents/heartbeat.py); agent.yaml's `canary` section."""
 
     path: Path = Field(description="a file the operator's selected Filebeat input reads (or, opted in, the real log)")
-    canary_eps: float = Field(default=10.0, gt=0, le=1000, description="canaries per second")
+    canary_eps: float = Field(default=10.0, gt=0, le=1000, description="heartbeat lines per second")
     node: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._-]{1,253}$",
                              description="the node's name in the probe's figures; default: the host name, "
                                          "as Filebeat's host.name")
@@ -151,7 +151,7 @@ class AgentConfig(_Spec):
     settle_s: float = Field(default=1.0, ge=0, description="how long it must stay healthy before a change counts")
     supervise_interval_s: float = Field(default=5.0, gt=0, description="how often a stopped component is restarted")
     components: list[Component] = Field(min_length=1)
-    canary: CanarySpec | None = Field(default=None, description="write canaries; none when omitted")
+    canary: HeartbeatSpec | None = Field(default=None, description="write heartbeat lines; none when omitted")
 
     @model_validator(mode="after")
     def _unique_names(self) -> "AgentConfig":

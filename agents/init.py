@@ -19,13 +19,13 @@ import yaml
 from ruamel.yaml.nodes import MappingNode, ScalarNode
 
 from agents.adapter import atomic_write
-from agents.filebeat_adapter import FilebeatAdapter
-from agents.filebeat_patch import (DURATIONS, INPUT_KEYS, OUTPUT_KEYS, QUEUE_KEYS, FilebeatConfigError, FilebeatFiles,
+from agents.filebeat.adapter import FilebeatAdapter
+from agents.filebeat.patch import (DURATIONS, INPUT_KEYS, OUTPUT_KEYS, QUEUE_KEYS, FilebeatConfigError, FilebeatFiles,
                                    InputSelector)
-from agents.kafka_broker import KafkaBrokerAdapter, cluster_brokers
-from agents.logstash import LogstashAdapter
-from agents.logstash_conf import LogstashConfigError, read_plugins
-from agents.logstash_patch import OUTPUT_PREFIX, PIPELINE_KEYS
+from agents.kafka.broker import KafkaBrokerAdapter, cluster_brokers
+from agents.logstash.adapter import LogstashAdapter
+from agents.logstash.conf import LogstashConfigError, read_plugins
+from agents.logstash.patch import OUTPUT_PREFIX, PIPELINE_KEYS
 from agents.yaml_patch import YamlPatchError, compose, lookup
 from models.space import PIPELINE_SPACE, ChangeCost, Param, ParamError, Value
 

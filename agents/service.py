@@ -25,19 +25,19 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from pydantic import BaseModel, Field
 
 from agents.adapter import Adapter, ConfigStore, Runtime
-from agents.canary import CanaryWriter
 from agents.component import ChangeRefused, ManagedComponent
 from agents.config import (AgentConfig, Component, DockerRuntimeSpec, FilebeatComponent, KafkaBrokerComponent,
                            KafkaConsumerComponent, KafkaProducerComponent, LogstashComponent)
-from agents.filebeat_adapter import FilebeatAdapter
-from agents.filebeat_exporter import FilebeatCollector, registry_offsets
-from agents.filebeat_patch import InputSelector, discover
-from agents.kafka_broker import KafkaBrokerAdapter
-from agents.kafka_client import KafkaConsumerAdapter, KafkaProducerAdapter
-from agents.logstash import LogstashAdapter
+from agents.filebeat.adapter import FilebeatAdapter
+from agents.filebeat.exporter import FilebeatCollector, registry_offsets
+from agents.filebeat.patch import InputSelector, discover
+from agents.filebeat.source_watch import SourceWatch, filebeat_data_dir, watched_sources
+from agents.heartbeat import HeartbeatWriter
+from agents.kafka.broker import KafkaBrokerAdapter
+from agents.kafka.client import KafkaConsumerAdapter, KafkaProducerAdapter
+from agents.logstash.adapter import LogstashAdapter
 from agents.process_stats import NodeCpuCollector
 from agents.runtimes import DockerRuntime, ProcessRuntime
-from agents.source_watch import SourceWatch, filebeat_data_dir, watched_sources
 from models.space import Value
 
 # The HTTP status of each change outcome: a rejected config wrote nothing (422); a rolled-back one
@@ -99,13 +99,13 @@ def build_components(config: AgentConfig) -> dict[str, ManagedComponent]:
     return components
 
 
-def canary_writer(agent_config: AgentConfig) -> CanaryWriter | None:
-    """The canary writer agent.yaml asks for (its sequence kept in the state directory), or None."""
+def heartbeat_writer(agent_config: AgentConfig) -> HeartbeatWriter | None:
+    """The heartbeat writer agent.yaml asks for (its sequence kept in the state directory), or None."""
     spec = agent_config.canary
     if spec is None:
         return None
-    return CanaryWriter(spec.path, spec.node or socket.gethostname(), spec.canary_eps,
-                        agent_config.state_dir / "canary")
+    return HeartbeatWriter(spec.path, spec.node or socket.gethostname(), spec.canary_eps,
+                           agent_config.state_dir / "canary")
 
 
 def node_metrics(config: AgentConfig) -> CollectorRegistry:
@@ -153,12 +153,12 @@ def create_app(agent_config: AgentConfig, token: str, components: dict[str, Mana
 
         thread = threading.Thread(target=supervise, name="pipetune-agent-supervisor", daemon=True)
         thread.start()
-        canary = canary_writer(agent_config)
-        if canary is not None:
-            canary.start()
+        heartbeat = heartbeat_writer(agent_config)
+        if heartbeat is not None:
+            heartbeat.start()
         yield
-        if canary is not None:
-            canary.stop()
+        if heartbeat is not None:
+            heartbeat.stop()
         stop.set()
         thread.join()
 

@@ -1,7 +1,7 @@
 """How far the probe's latency and load figures are from the truth, on the testbed.
 
 The replay writes traffic that carries no pipetune field — plain combined lines (`time_local`, 1 s)
-and nginx JSON with `$msec` — while canaries (agents/canary.py) go both into the same log (the
+and nginx JSON with `$msec` — while canaries (agents/heartbeat.py) go both into the same log (the
 operator's opt-in mode, node `in-log`) and into a file of their own that Filebeat harvests beside it
 (`agent.canary_file`, node `own-file`: its own harvester, which backs off at end-of-file). The replay
 knows when it wrote each line, and each line's URI ends in a unique `req=` parameter, so a truth
@@ -39,10 +39,10 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
-from agents import properties_file
-from agents.canary import CanaryWriter
-from agents.kafka_client import FILE as CONSUMER_PROPERTIES
-from agents.probe.events import CANARY_MARK, canary_of, decode_record
+from agents.kafka import properties_file
+from agents.heartbeat import HeartbeatWriter
+from agents.kafka.client import FILE as CONSUMER_PROPERTIES
+from agents.probe.events import HEARTBEAT_MARK, decode_record, heartbeat_of
 from controller.telemetry import PrometheusTelemetry
 from models.presets import preset
 from models.space import PIPELINE_SPACE, Config
@@ -119,8 +119,8 @@ def _read_arrivals(arrivals: list[tuple[float, bytes]], fmt: str) -> tuple[list,
     spec = event_time_spec(fmt)
     events, canaries = [], []
     for now, value in arrivals:
-        if CANARY_MARK in value:
-            canaries.append((now, canary_of(decode_record(value, None, True).line).ts_s))
+        if HEARTBEAT_MARK in value:
+            canaries.append((now, heartbeat_of(decode_record(value, None, True).line).ts_s))
             continue
         match = _REQ.search(value)
         if match is None:
@@ -341,7 +341,7 @@ def main() -> None:
         lifecycle.down(spec)
         lifecycle.up(spec, preset("defaults"))
         node = spec.node_layouts()[0]
-        canaries = [CanaryWriter(path, name, CANARY_EPS, spec.resolved_run_dir() / f"canary-{name}")
+        canaries = [HeartbeatWriter(path, name, CANARY_EPS, spec.resolved_run_dir() / f"canary-{name}")
                     for path, name in zip((node.log_path, node.canary_path), CANARY_NODES)]
         for canary in canaries:
             canary.start()

@@ -12,7 +12,7 @@ import uvicorn
 from typer.core import TyperGroup
 
 from agents.config import AgentConfigError, load_agent_config
-from agents.filebeat_patch import InputSelector
+from agents.filebeat.patch import InputSelector
 from agents.init import METRICS_TOKEN, InitError, init
 from agents.service import create_app
 from cli.listening import INSECURE_HTTP, TLS_CERT, TLS_KEY, tls_options

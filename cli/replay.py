@@ -18,9 +18,9 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from agents import properties_file
+from agents.kafka import properties_file
 from agents.adapter import ValidationFailed
-from agents.kafka_client import check_properties, create_producer
+from agents.kafka.client import check_properties, create_producer
 from replay.arrivals import Schedule
 from replay.engine import ReplayResult, phase_results, run
 from replay.manifest import build_manifest, write_manifest

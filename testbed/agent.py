@@ -15,11 +15,11 @@ from pathlib import Path
 import yaml
 
 from agents.client import AgentClient
-from agents import filebeat_adapter
-from agents.filebeat_render import input_selector, write_first_config
+from agents.filebeat import adapter as filebeat_adapter
+from agents.filebeat.render import input_selector, write_first_config
 from agents.init import METRICS_TOKEN, write_token
-from agents.kafka_broker import KafkaBrokerAdapter
-from agents.kafka_client import FILE as CONSUMER_PROPERTIES, KafkaConsumerAdapter
+from agents.kafka.broker import KafkaBrokerAdapter
+from agents.kafka.client import FILE as CONSUMER_PROPERTIES, KafkaConsumerAdapter
 from models.listening import is_loopback
 from models.space import Config, Param, Value
 from testbed.filebeat_layout import filebeat_layout

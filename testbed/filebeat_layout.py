@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agents.filebeat_render import FilebeatLayout
+from agents.filebeat.render import FilebeatLayout
 from testbed.pipeline import NodeLayout, PipelineSpec
 
 

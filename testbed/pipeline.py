@@ -76,7 +76,7 @@ class AgentSpec(_Spec):
     settle_s: float = Field(default=1.0, ge=0, description="how long it must stay healthy before a change counts")
     canary_eps: float | None = Field(default=None, gt=0, le=1000,
                                      description="each agent writes this many canaries a second into its node's "
-                                                 "log, the probe's loss signal (agents/canary.py); none when omitted")
+                                                 "log, the probe's loss signal (agents/heartbeat.py); none when omitted")
     canary_file: bool = Field(default=False, description="canaries go into a file of their own beside each node's "
                                                          "log (`canary.log`), which its Filebeat input reads too; "
                                                          "else into the busy log")

@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from agents.kafka_client import FILE as CONSUMER_PROPERTIES
+from agents.kafka.client import FILE as CONSUMER_PROPERTIES
 from agents.probe.consumer import REPLAY_EVENT_TIME
 from models.event_time import COMBINED_TIME_REGEX, EventTimeSpec
 from replay.events import STAMPED_FORMATS

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from prometheus_client import ProcessCollector, start_http_server
 
-from agents import properties_file
+from agents.kafka import properties_file
 from agents.process_stats import ProcessCpuCollector
 from agents.probe.consumer import Probe, ProbeOptions, consumer_settings
 from agents.probe.ledger import Ledger
@@ -48,7 +48,7 @@ def _arguments() -> argparse.Namespace:
     when.add_argument("--sample-above-eps", type=float, default=ProbeOptions.sample_above_eps,
                       help="above this rate observe one event in N (0: every event; the ledger needs every one)")
     when.add_argument("--canary-grace-s", type=float, default=ProbeOptions.canary_grace_s,
-                      help="a canary sequence gap is lost once it stays open this long")
+                      help="a heartbeat sequence gap is lost once it stays open this long")
     when.add_argument("--clock-offsets", type=Path, metavar="FILE",
                       help="per-node clock offsets (JSON the controller writes), re-read when it changes")
     return parser.parse_args()

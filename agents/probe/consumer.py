@@ -1,4 +1,4 @@
-"""The probe's consume loop: Kafka records in; latencies by source and node, canary and ledger counts out."""
+"""The probe's consume loop: Kafka records in; latencies by source and node, heartbeat and ledger counts out."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from typing import Callable, NamedTuple
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from agents.probe.canaries import CanaryTracker
-from agents.probe.events import CANARY_MARK, Record, canary_of, decode_record, latencies
+from agents.probe.events import HEARTBEAT_MARK, Record, decode_record, heartbeat_of, latencies
+from agents.probe.heartbeats import HeartbeatTracker
 from agents.probe.ledger import Ledger
-from agents.probe.metrics import CANARY, EVENT_TIME, ProbeMetrics
+from agents.probe.metrics import EVENT_TIME, HEARTBEAT, ProbeMetrics
 from models.clock_offset import ClockOffset, offsets_from_document
 from models.event_time import EventTimeSpec
 
@@ -38,7 +38,7 @@ class ProbeOptions:
     backfill_after_s: float = 3600.0  # older than this: written before an outage, counted apart
     future_tolerance_s: float = 2.0  # further ahead than this: a clock the offsets do not explain
     sample_above_eps: float = 50_000.0  # observe every event up to this rate (0: always every event)
-    canary_grace_s: float = 30.0
+    canary_grace_s: float = 30.0  # heartbeats: as the flag (--canary-grace-s) names it
     clock_offsets: Path | None = None  # JSON written by the controller (models.clock_offset), re-read
 
     def __post_init__(self) -> None:
@@ -73,7 +73,7 @@ class Fetched(NamedTuple):
 
 
 class Probe:
-    """Consumes one topic; every record updates the metrics, the canary tracker and the ledger.
+    """Consumes one topic; every record updates the metrics, the heartbeat tracker and the ledger.
 
     `run` receives on a thread of its own, which stamps each fetch's arrival the moment it has it, and
     reads (parses, measures) on the caller's: stamping as records are read would add to each record the
@@ -184,7 +184,7 @@ class RecordReader:
         self.ledger = ledger
         self.options = options
         self.clock = clock
-        self.canaries = CanaryTracker(options.canary_grace_s)
+        self.heartbeats = HeartbeatTracker(options.canary_grace_s)
         self.stride = 1
         self._count = 0
         self._last_node = ""  # of the last event observed
@@ -207,20 +207,20 @@ class RecordReader:
             self._pass.records += len(batch)
             for value, kafka_ms in batch:
                 self._count += 1
-                is_canary = CANARY_MARK in value
-                if self.stride > 1 and not is_canary and self._count % self.stride:
+                is_heartbeat = HEARTBEAT_MARK in value
+                if self.stride > 1 and not is_heartbeat and self._count % self.stride:
                     skipped += 1
                     continue  # sampled out: at this rate every event would cost more than the probe has
                 try:
-                    record = decode_record(value, kafka_ms, self._json_lines or is_canary)
-                    canary = canary_of(record.line) if is_canary else None
+                    record = decode_record(value, kafka_ms, self._json_lines or is_heartbeat)
+                    heartbeat = heartbeat_of(record.line) if is_heartbeat else None
                 except ValueError:
                     self.metrics.unparsed.inc()
                     by_node[""] = by_node.get("", 0) + 1
                     continue
-                if canary is not None:
-                    by_node[canary.node] = by_node.get(canary.node, 0) + 1
-                    self._canary(canary.node, canary.seq, canary.ts_s, record, received_at)
+                if heartbeat is not None:
+                    by_node[heartbeat.node] = by_node.get(heartbeat.node, 0) + 1
+                    self._heartbeat(heartbeat.node, heartbeat.seq, heartbeat.ts_s, record, received_at)
                 else:
                     self._last_node = record.node
                     by_node[record.node] = by_node.get(record.node, 0) + 1 + skipped
@@ -235,13 +235,13 @@ class RecordReader:
         offset = self._offsets.get(node)
         return offset.offset_s if offset else 0.0
 
-    def _canary(self, node: str, seq: int, ts_s: float, record: Record, received_at: float) -> None:
-        self.metrics.canary_received.labels(node=node).inc()
-        if self.canaries.record(node, seq, received_at):
-            self.metrics.canary_duplicate.labels(node=node).inc()
+    def _heartbeat(self, node: str, seq: int, ts_s: float, record: Record, received_at: float) -> None:
+        self.metrics.heartbeat_received.labels(node=node).inc()
+        if self.heartbeats.record(node, seq, received_at):
+            self.metrics.heartbeat_duplicate.labels(node=node).inc()
             return
         offset = self._offset(node)
-        self.metrics.observe(latencies(ts_s - offset, record, received_at, offset), CANARY, node)
+        self.metrics.observe(latencies(ts_s - offset, record, received_at, offset), HEARTBEAT, node)
 
     def _event(self, record: Record, received_at: float) -> None:
         line = record.line
@@ -271,7 +271,7 @@ class RecordReader:
         self.metrics.events.inc(self.stride)
 
     def end_pass(self) -> None:
-        """Once a second: sampling stride, resolution, canary losses, the offsets file, untimed examples."""
+        """Once a second: sampling stride, resolution, heartbeat losses, the offsets file, untimed examples."""
         with self.lock:
             now = self.clock()
             done = self._pass
@@ -281,8 +281,8 @@ class RecordReader:
             self.metrics.stride.set(self.stride)
             if done.resolution_s:
                 self.metrics.resolution.set(done.resolution_s)
-            for node, lost in self.canaries.expire(now).items():
-                self.metrics.canary_lost.labels(node=node).inc(lost)
+            for node, lost in self.heartbeats.expire(now).items():
+                self.metrics.heartbeat_lost.labels(node=node).inc(lost)
             self._pass = _Pass(now)
             if self._untimed and now - self._untimed_logged_at >= _UNTIMED_LOG_EVERY_S:
                 log.warning("%d events without a readable event time, e.g. %s", self._untimed, self._untimed_example)

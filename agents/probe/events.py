@@ -2,7 +2,7 @@
 
 The pipeline gives two stamps for free: Filebeat's `@timestamp` (when it read the line) and the Kafka
 record timestamp (when the broker appended it, with `LogAppendTime`). The line's own write time is
-read by an `EventTimeSpec` (models/event_time.py); a canary line carries its own (`canary_of`).
+read by an `EventTimeSpec` (models/event_time.py); a heartbeat line carries its own (`heartbeat_of`).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import orjson
 # Stage names, in pipeline order; each is the time between two consecutive stamps.
 STAGES = ("filebeat_read", "filebeat_publish", "kafka_consume")
 E2E = "e2e"
-CANARY_KEY = "pipetune_canary"
-CANARY_MARK = CANARY_KEY.encode()  # found in a record's bytes before decoding anything
+HEARTBEAT_KEY = "pipetune_canary"  # agents/heartbeat.py writes it; the key deployments already ship
+HEARTBEAT_MARK = HEARTBEAT_KEY.encode()  # found in a record's bytes before decoding anything
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ class Record:
 
 
 @dataclass(frozen=True)
-class Canary:
+class Heartbeat:
     """A heartbeat line an agent wrote: its node, sequence number and write time."""
 
     node: str
@@ -56,7 +56,7 @@ def decode_record(value: bytes, kafka_timestamp_ms: int | None, json_lines: bool
     line: dict | str = event
     if isinstance(message, str):
         line = message
-        if json_lines or message.startswith("{\"" + CANARY_KEY):
+        if json_lines or message.startswith("{\"" + HEARTBEAT_KEY):
             try:
                 decoded = orjson.loads(message)
             except orjson.JSONDecodeError:
@@ -80,15 +80,15 @@ def _node(event: dict) -> str:
     return ""
 
 
-def canary_of(line: dict | str) -> Canary | None:
-    """The canary a line carries, or None for any other line; raises `ValueError` for a broken one."""
-    if not isinstance(line, dict) or CANARY_KEY not in line:
+def heartbeat_of(line: dict | str) -> Heartbeat | None:
+    """The heartbeat a line carries, or None for any other line; raises `ValueError` for a broken one."""
+    if not isinstance(line, dict) or HEARTBEAT_KEY not in line:
         return None
-    body = line[CANARY_KEY]
+    body = line[HEARTBEAT_KEY]
     try:
-        return Canary(str(body["node"]), int(body["seq"]), float(body["ts_ms"]) / 1000.0)
+        return Heartbeat(str(body["node"]), int(body["seq"]), float(body["ts_ms"]) / 1000.0)
     except (KeyError, TypeError, ValueError) as err:
-        raise ValueError(f"canary line without a valid {err}") from None
+        raise ValueError(f"heartbeat line without a valid {err}") from None
 
 
 def latencies(ts_event: float, record: Record, received_at: float, clock_offset_s: float = 0.0

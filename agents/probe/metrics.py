@@ -4,30 +4,30 @@ The contract telemetry reads (names as exported; counters carry Prometheus' `_to
 
 - `pipetune_e2e_latency_seconds{stage, source, node}` histogram (`LATENCY_BUCKETS_S`: 123 bounds, 1 ms-120 s).
   `source` is `event_time` (the line's own write time, read by the probe's `EventTimeSpec`: on the
-  testbed the replay's `ts_nginx`, epoch seconds) or `canary` (an agent's heartbeat line). `stage` is
-  `e2e` (write → consumed) or a hop: `filebeat_read` (write → Filebeat's `@timestamp`),
+  testbed the replay's `ts_nginx`, epoch seconds) or `canary` (an agent's heartbeat line,
+  agents/heartbeat.py). `stage` is `e2e` (write → consumed) or a hop: `filebeat_read` (write → Filebeat's `@timestamp`),
   `filebeat_publish` (→ Kafka's record timestamp), `kafka_consume` (→ consumed). `node` is Filebeat's
-  `host.name`, else `agent.name`, else "" (a canary: the node its agent names). A query that sums by
+  `host.name`, else `agent.name`, else "" (a heartbeat: the node its agent names). A query that sums by
   `le` must filter on `source`. Write times are corrected by the node's clock offset; with sampling
   on, one event in `pipetune_sampling_stride` is observed. A probe that falls behind (CPU-starved)
   adds its own delay: it shows in the `kafka_consume` stage and `pipetune_kafka_consumer_lag_events`.
-- `pipetune_records_total`: every record consumed, parsed or not, canaries included.
+- `pipetune_records_total`: every record consumed, parsed or not, heartbeats included.
 - `pipetune_node_records_total{node}`: the same records by the node their latencies carry ("" for a
   record that is not a JSON event): a pool's throughput. With sampling on, the records sampled out count
   for the node of the next event observed (the batch's last, at its end): the sum over nodes is exact,
   each node's share an estimate. A node's series starts at its first record, and `increase()` misses
   what its first scrape holds: the probe-wide total, there from the start at 0, stays its own counter.
 - `pipetune_events_total`: events with a usable event time inside the window's range (neither untimed
-  nor backfill; canaries not included). With sampling, each observed event adds the stride.
+  nor backfill; heartbeats not included). With sampling, each observed event adds the stride.
 - `pipetune_untimed_events_total`: events whose time is missing or unreadable (examples in the log).
 - `pipetune_backfill_events_total{kind="past"|"future"}`: events written more than `--backfill-after-s`
   ago, or more than `--future-tolerance-s` ahead; never in the histograms.
 - `pipetune_event_time_resolution_seconds`: the coarsest clock step among the last pass's events
   (1 for `time_local`, 0.001 for `$msec`); P95s below twice it cannot be judged
   (`models.event_time.below_resolution`).
-- `pipetune_canary_received_total{node}`, `pipetune_canary_lost_total{node}` (a gap still open after
-  `--canary-grace-s`), `pipetune_canary_duplicate_total{node}`. Loss needs all of a node's canaries in
-  one probe: with several probe members, key the topic's partitioning by host.
+- heartbeat lines: `pipetune_canary_received_total{node}`, `pipetune_canary_lost_total{node}` (a gap still
+  open after `--canary-grace-s`), `pipetune_canary_duplicate_total{node}`. Loss needs all of a node's heartbeats
+  in one probe: with several probe members, key the topic's partitioning by host.
 - `pipetune_clock_offset_seconds{node}`: the offset (node clock − probe clock) the probe applies.
 - Also: `pipetune_unparsed_events_total` (records that are not JSON events), the replay ledger's
   `pipetune_duplicate_events_total`, `pipetune_late_events_total`, `pipetune_lost_events_total`, and
@@ -54,7 +54,7 @@ from prometheus_client.registry import Collector
 _E24 = (1.0, 1.1, 1.2, 1.3, 1.5, 1.6, 1.8, 2.0, 2.2, 2.4, 2.7, 3.0, 3.3, 3.6, 3.9, 4.3, 4.7, 5.1, 5.6, 6.2, 6.8, 7.5,
         8.2, 9.1)
 LATENCY_BUCKETS_S = (*(round(m * 10.0 ** d, 4) for d in range(-3, 2) for m in _E24), 100.0, 110.0, 120.0)
-EVENT_TIME, CANARY = "event_time", "canary"
+EVENT_TIME, HEARTBEAT = "event_time", "canary"  # the `source` label
 
 
 class LatencyHistograms(Collector):
@@ -94,7 +94,7 @@ class LatencyHistograms(Collector):
 
 
 class ProbeMetrics:
-    """Latency histograms by stage, source and node; event, canary and ledger counters; the lag."""
+    """Latency histograms by stage, source and node; event, heartbeat and ledger counters; the lag."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
@@ -115,11 +115,11 @@ class ProbeMetrics:
                                 "The coarsest clock step of the event times read in the last pass", registry=r)
         self.stride = Gauge("pipetune_sampling_stride", "One event in this many is observed", registry=r)
         self.stride.set(1)
-        self.canary_received = Counter("pipetune_canary_received", "Canaries consumed", ["node"], registry=r)
-        self.canary_lost = Counter("pipetune_canary_lost", "Canary sequence gaps still open after the grace",
-                                   ["node"], registry=r)
-        self.canary_duplicate = Counter("pipetune_canary_duplicate", "Canaries whose sequence number was seen",
-                                        ["node"], registry=r)
+        self.heartbeat_received = Counter("pipetune_canary_received", "Canaries consumed", ["node"], registry=r)
+        self.heartbeat_lost = Counter("pipetune_canary_lost", "Canary sequence gaps still open after the grace",
+                                      ["node"], registry=r)
+        self.heartbeat_duplicate = Counter("pipetune_canary_duplicate", "Canaries whose sequence number was seen",
+                                           ["node"], registry=r)
         self.clock_offset = Gauge("pipetune_clock_offset_seconds", "Node clock minus the probe's, as applied",
                                   ["node"], registry=r)
         self.duplicates = Counter("pipetune_duplicate_events", "Arrivals of an already seen request_id", registry=r)

@@ -23,7 +23,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from agents.client import AgentClient
 from agents.component import ManagedComponent
 from agents.config import AgentConfig
-from agents.filebeat_render import FilebeatLayout, input_selector, write_first_config
+from agents.filebeat.render import FilebeatLayout, input_selector, write_first_config
 from agents.runtimes import ProcessRuntime
 from agents.service import build_components, create_app
 from tests.agents.docker_engine import DockerEngine, import_image, start_engine

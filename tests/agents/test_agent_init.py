@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from agents.config import load_agent_config
-from agents.filebeat_patch import InputSelector
+from agents.filebeat.patch import InputSelector
 from agents.init import METRICS_TOKEN, InitError, go_seconds, init
 from models.space import ChangeCost
 

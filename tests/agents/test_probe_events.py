@@ -1,12 +1,12 @@
 """What the probe makes of each record: event time by the configured format, hop stamps, the node,
-untimed and backfill events kept apart, resolution, canaries, sampling and clock offsets."""
+untimed and backfill events kept apart, resolution, heartbeats, sampling and clock offsets."""
 
 import json
 
 import pytest
 
 from agents.probe.consumer import ProbeOptions, RecordReader
-from agents.probe.events import Record, canary_of, decode_record, latencies
+from agents.probe.events import Record, decode_record, heartbeat_of, latencies
 from agents.probe.ledger import Ledger
 from agents.probe.metrics import ProbeMetrics
 from models.clock_offset import ClockOffset, offsets_document
@@ -51,10 +51,10 @@ def test_node_falls_back_to_the_agent_name_and_missing_stamps_are_skipped():
     assert decoded.node == "" and latencies(5.0, decoded, 6.0) == {"e2e": 1.0}
 
 
-def test_plain_lines_stay_text_unless_they_are_canaries():
+def test_plain_lines_stay_text_unless_they_are_heartbeats():
     assert decode_record(filebeat("1.2.3.4 - - [x]"), None, json_lines=False).line == "1.2.3.4 - - [x]"
     canary = '{"pipetune_canary": {"node": "n1", "seq": 7, "ts_ms": 1500}}'
-    assert canary_of(decode_record(filebeat(canary), None, json_lines=False).line).seq == 7
+    assert heartbeat_of(decode_record(filebeat(canary), None, json_lines=False).line).seq == 7
 
 
 @pytest.mark.parametrize("raw", [b"not json", b"[1, 2]"])
@@ -116,7 +116,7 @@ def test_backfill_and_future_events_are_counted_apart_from_the_histograms():
     assert value(metrics, "pipetune_events_total") == 2
 
 
-def test_canaries_are_measured_per_node_and_losses_wait_for_the_grace():
+def test_heartbeats_are_measured_per_node_and_losses_wait_for_the_grace():
     clock = VirtualClock(NOW)
     probe, metrics = reader(clock, canary_grace_s=30)
 

@@ -10,7 +10,7 @@ import urllib.request
 
 import pytest
 
-from agents.canary import CanaryWriter
+from agents.heartbeat import HeartbeatWriter
 from testbed import agent
 
 pytestmark = pytest.mark.slow
@@ -37,7 +37,7 @@ def _wait_until(condition, what: str, timeout_s: float = 120.0) -> None:
 
 
 def test_killed_probe_resumes_and_loses_no_canary(testbed, tmp_path):
-    writer = CanaryWriter(testbed.log_path(), NODE, 20, tmp_path / "canary")
+    writer = HeartbeatWriter(testbed.log_path(), NODE, 20, tmp_path / "canary")
     writer.start()
     try:
         _wait_until(lambda: (_sample(testbed, "pipetune_canary_received_total") or 0) >= 20, "canaries measured")

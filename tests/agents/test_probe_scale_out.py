@@ -19,7 +19,7 @@ import pytest
 from confluent_kafka import Producer
 from prometheus_client.parser import text_string_to_metric_families
 
-from agents.canary import canary_line
+from agents.heartbeat import heartbeat_line
 from tests.agents.conftest import own_topic
 from tests.conftest import free_ports
 
@@ -97,7 +97,7 @@ def test_two_probes_share_the_partitions_and_their_figures_add_up(testbed, two_p
             line = orjson.dumps({"ts_nginx": round(time.time(), 3), "uri": f"/item?req={node}-{i}"})
             producer.produce(two_partitions, _filebeat_record(node, line), partition=partition)
             if i % CANARY_EVERY == 0:
-                canary = canary_line(node, i // CANARY_EVERY, time.time()).rstrip()
+                canary = heartbeat_line(node, i // CANARY_EVERY, time.time()).rstrip()
                 producer.produce(two_partitions, _filebeat_record(node, canary), partition=partition)
     assert producer.flush(30) == 0
     produced = EVENTS_PER_NODE * len(NODES)

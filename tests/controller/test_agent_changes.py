@@ -1,9 +1,9 @@
 """Splitting a change by the agent's components, and matching the daemon's decision log against the agent's
 audit (`controller.agent_changes`)."""
 
-from agents import filebeat_adapter
-from agents.kafka_broker import KafkaBrokerAdapter
-from agents.kafka_client import KafkaConsumerAdapter
+from agents.filebeat import adapter as filebeat_adapter
+from agents.kafka.broker import KafkaBrokerAdapter
+from agents.kafka.client import KafkaConsumerAdapter
 from controller.agent_changes import by_component, changes_for_agent, changes_not_in_audit, owned_params
 
 # What the testbed's agent reports of its components (`GET /components`, trimmed to what the rule reads).

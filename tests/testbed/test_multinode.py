@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from agents.client import AgentClient, AgentError
 from agents.config import AgentConfig
-from agents.filebeat_render import render_filebeat_config, render_filebeat_inputs
+from agents.filebeat.render import render_filebeat_config, render_filebeat_inputs
 from cli.main import app
 from controller.deployment import agent_client, live_pipeline, load_deployment, pool_pipeline
 from controller.rollout import CanaryPool

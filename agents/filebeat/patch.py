@@ -16,7 +16,7 @@ from typing import Mapping
 
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from agents.filebeat_render import go_duration
+from agents.filebeat.render import go_duration
 from agents.yaml_patch import Edit, YamlPatchError, apply, compose, edits_for, line_of, lookup
 from models.space import Value
 

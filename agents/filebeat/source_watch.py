@@ -27,7 +27,7 @@ import yaml
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from agents.filebeat_patch import TunedInput
+from agents.filebeat.patch import TunedInput
 
 Identity = tuple[int, int]  # (device, inode): how Filebeat's registry names a file too
 READ_BLOCK_BYTES = 1 << 20

@@ -15,7 +15,7 @@ from typing import Mapping
 
 from ruamel.yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
-from agents.logstash_conf import LogstashConfigError, patch_plugin, read_plugins
+from agents.logstash.conf import LogstashConfigError, patch_plugin, read_plugins
 from agents.yaml_patch import YamlPatchError, apply, compose, edits_for, line_of, lookup
 from models.space import Value
 

@@ -1,4 +1,4 @@
-"""Tuning an operator's Logstash pipeline in place (`agents.logstash_patch`).
+"""Tuning an operator's Logstash pipeline in place (`agents.logstash.patch`).
 
 No Logstash process can run on this machine: golden files written the way operators write them.
 """
@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agents.logstash_conf import LogstashConfigError, read_plugins
-from agents.logstash_patch import discover, patch
+from agents.logstash.conf import LogstashConfigError, read_plugins
+from agents.logstash.patch import discover, patch
 
-GOLDEN = Path(__file__).parent / "golden" / "operator" / "logstash"
+GOLDEN = Path(__file__).parents[1] / "golden" / "operator" / "logstash"
 TUNED = {"logstash.pipeline.workers": 2, "logstash.pipeline.batch.size": 125, "logstash.pipeline.batch.delay": 4.6,
          "logstash.output.kafka.linger_ms": 0, "logstash.output.kafka.batch_size": 16384}
 

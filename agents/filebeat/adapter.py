@@ -20,9 +20,9 @@ from typing import Mapping
 
 import yaml
 
-from agents import filebeat_patch
 from agents.adapter import Applied, Health, Runtime, ValidationFailed, read_text, restart_if_needed, run_check
-from agents.filebeat_patch import FilebeatFiles, InputSelector
+from agents.filebeat import patch as filebeat_patch
+from agents.filebeat.patch import FilebeatFiles, InputSelector
 from agents.yaml_patch import YamlPatchError, key_splits
 from models.space import PIPELINE_PARAMS, ChangeCost, Config, Param
 

@@ -1,4 +1,4 @@
-"""Reading and patching operators' Logstash pipeline configs (`agents.logstash_conf`).
+"""Reading and patching operators' Logstash pipeline configs (`agents.logstash.conf`).
 
 No Logstash process can run on this machine: the configs are golden files written the way people write
 them, and the expected results were checked by hand against Logstash's grammar.
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from agents.logstash_conf import LogstashConfigError, patch_plugin, read_plugins
+from agents.logstash.conf import LogstashConfigError, patch_plugin, read_plugins
 
-GOLDEN = Path(__file__).parent / "golden" / "operator"
+GOLDEN = Path(__file__).parents[1] / "golden" / "operator"
 TWO_OUTPUTS = (GOLDEN / "two-kafka-outputs.conf").read_text()
 TUNED = {"linger_ms": 0, "batch_size": 16384, "acks": "1", "compression_type": "zstd"}
 

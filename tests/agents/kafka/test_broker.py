@@ -7,7 +7,7 @@ import pytest
 
 from agents.adapter import ConfigStore
 from agents.component import ManagedComponent
-from agents.kafka_broker import KafkaBrokerAdapter
+from agents.kafka.broker import KafkaBrokerAdapter
 from models.space import PIPELINE_SPACE
 
 pytestmark = pytest.mark.slow

@@ -1,7 +1,7 @@
-"""Lost and duplicated canaries per node, by sequence number (the method of LinkedIn's Kafka Monitor).
+"""Lost and duplicated heartbeats per node, by sequence number (the method of LinkedIn's Kafka Monitor).
 
 A sequence number above the highest seen opens a gap for the numbers skipped; a gap still open
-`grace_s` after it was seen counts as lost, so a canary that is merely slower than the next one (two
+`grace_s` after it was seen counts as lost, so a heartbeat that is merely slower than the next one (two
 harvesters, a partition) is not called lost. A number seen before is a duplicate. A number far below
 the highest (the agent lost its state and started again) restarts the node's count.
 """
@@ -21,18 +21,18 @@ class _Node:
     pending: dict[int, float] = field(default_factory=dict)  # skipped number -> when the gap was seen
 
 
-class CanaryTracker:
-    """Per-node sequence bookkeeping; `record` each canary, `expire` once in a while."""
+class HeartbeatTracker:
+    """Per-node sequence bookkeeping; `record` each heartbeat, `expire` once in a while."""
 
     def __init__(self, grace_s: float) -> None:
         if grace_s <= 0:
-            raise ValueError(f"canary grace must be > 0 s, got {grace_s}")
+            raise ValueError(f"heartbeat grace must be > 0 s, got {grace_s}")
         self.grace_s = grace_s
         self._nodes: dict[str, _Node] = {}
         self.resets: dict[str, int] = defaultdict(int)
 
     def record(self, node: str, seq: int, now: float) -> bool:
-        """Count one canary; says whether it duplicates one already seen."""
+        """Count one heartbeat; says whether it duplicates one already seen."""
         state = self._nodes.get(node)
         if state is None or seq < state.highest - RESET_BELOW:
             if state is not None:
@@ -53,7 +53,7 @@ class CanaryTracker:
         return False
 
     def expire(self, now: float) -> dict[str, int]:
-        """Canaries lost per node: gaps older than the grace (each counted once, then forgotten)."""
+        """Heartbeats lost per node: gaps older than the grace (each counted once, then forgotten)."""
         lost: dict[str, int] = {}
         for node, state in self._nodes.items():
             due = [seq for seq, seen_at in state.pending.items() if now - seen_at >= self.grace_s]

@@ -9,8 +9,8 @@ import pytest
 
 from agents.adapter import ConfigStore, ValidationFailed
 from agents.component import ManagedComponent
-from agents import properties_file
-from agents.kafka_client import KafkaConsumerAdapter, KafkaProducerAdapter, check_properties, create_producer
+from agents.kafka import properties_file
+from agents.kafka.client import KafkaConsumerAdapter, KafkaProducerAdapter, check_properties, create_producer
 from models.learning import TUNED_BY_TOPOLOGY
 from models.presets import PRESETS, preset
 from models.space import PIPELINE_SPACE, ChangeCost

@@ -20,7 +20,7 @@ from agents.adapter import ConfigStore
 from agents.client import AgentError
 from agents.component import ManagedComponent
 from agents.config import AgentConfig
-from agents.kafka_client import KafkaConsumerAdapter
+from agents.kafka.client import KafkaConsumerAdapter
 from tests.agents.conftest import ServedAgent, write_wrapper
 from tests.conftest import free_ports
 

@@ -14,8 +14,8 @@ from typing import Callable, ClassVar, Mapping
 
 from confluent_kafka import Consumer, KafkaException, Producer
 
-from agents import properties_file
 from agents.adapter import Applied, Health, Runtime, ValidationFailed, read_text, restart_if_needed
+from agents.kafka import properties_file
 from models.space import PIPELINE_SPACE, ChangeCost, Config, Param, Value
 
 FILE = "consumer.properties"  # the name the testbed gives the probe's file

@@ -4,7 +4,7 @@ this one included (`write_first_config`, then agent.yaml points the adapter at i
 
 Inputs are rendered into their own file, loaded through `filebeat.config.inputs` with reload
 enabled, as many operators' configs have it; the queue and the output live in filebeat.yml. The
-agent restarts Filebeat for every change all the same (agents/filebeat_adapter.py says why).
+agent restarts Filebeat for every change all the same (agents/filebeat/adapter.py says why).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agents.filebeat_render import FilebeatLayout, go_duration, render_filebeat_config, render_filebeat_inputs
+from agents.filebeat.render import FilebeatLayout, go_duration, render_filebeat_config, render_filebeat_inputs
 from models.presets import preset
 from models.space import PIPELINE_SPACE
 

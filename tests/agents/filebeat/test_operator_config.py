@@ -25,7 +25,7 @@ from tests.conftest import free_ports
 
 pytestmark = pytest.mark.slow
 
-GOLDEN = Path(__file__).parent / "golden" / "operator" / "filebeat.yml"
+GOLDEN = Path(__file__).parents[1] / "golden" / "operator" / "filebeat.yml"
 # The TLS and SASL lines of the golden output: this testbed's broker speaks plaintext.
 _SECURITY = re.compile(r"^  (ssl\.certificate_authorities|sasl\.mechanism|username|password):.*\n", re.M)
 TUNED_KEYS = ("prospector.scanner.check_interval", "init", "max", "close.on_state_change.inactive", "buffer_size",

@@ -15,10 +15,10 @@ import urllib.request
 from pathlib import Path
 from typing import Mapping
 
-from agents import logstash_patch
 from agents.adapter import Applied, Health, Runtime, ValidationFailed, read_text, restart_if_needed, run_check
-from agents.logstash_conf import LogstashConfigError, read_plugins
-from agents.logstash_patch import LogstashFiles
+from agents.logstash import patch as logstash_patch
+from agents.logstash.conf import LogstashConfigError, read_plugins
+from agents.logstash.patch import LogstashFiles
 from agents.yaml_patch import YamlPatchError, compose
 from models.space import PIPELINE_PARAMS, ChangeCost, Config, Param
 

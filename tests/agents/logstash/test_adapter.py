@@ -15,11 +15,11 @@ from typing import Iterator
 import pytest
 
 from agents.adapter import ValidationFailed
-from agents.logstash import LogstashAdapter
-from agents.logstash_conf import LogstashConfigError
+from agents.logstash.adapter import LogstashAdapter
+from agents.logstash.conf import LogstashConfigError
 from models.space import SearchSpace
 
-GOLDEN = Path(__file__).parent / "golden" / "operator" / "logstash"
+GOLDEN = Path(__file__).parents[1] / "golden" / "operator" / "logstash"
 
 
 @pytest.fixture

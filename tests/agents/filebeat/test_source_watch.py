@@ -12,10 +12,10 @@ from fastapi.testclient import TestClient
 from prometheus_client import CollectorRegistry
 
 from agents.config import AgentConfig
-from agents.filebeat_patch import InputSelector, discover
-from agents.filebeat_render import FilebeatLayout, input_selector, write_first_config
+from agents.filebeat.patch import InputSelector, discover
+from agents.filebeat.render import FilebeatLayout, input_selector, write_first_config
+from agents.filebeat.source_watch import SourceWatch, WatchedSource, filebeat_data_dir, watched_sources
 from agents.service import create_app
-from agents.source_watch import SourceWatch, WatchedSource, filebeat_data_dir, watched_sources
 from models.space import PIPELINE_SPACE
 from tests.agents.conftest import TOKEN
 

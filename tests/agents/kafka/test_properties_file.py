@@ -1,6 +1,6 @@
-"""Reading and patching Kafka clients' `.properties` files in place (`agents.properties_file`)."""
+"""Reading and patching Kafka clients' `.properties` files in place (`agents.kafka.properties_file`)."""
 
-from agents.properties_file import entries, patch, read
+from agents.kafka.properties_file import entries, patch, read
 
 OPERATOR = """\
 # Consumer of the web tier (managed by Puppet)

@@ -1,4 +1,4 @@
-"""Tuning an operator's own Filebeat config in place (`agents.filebeat_patch`)."""
+"""Tuning an operator's own Filebeat config in place (`agents.filebeat.patch`)."""
 
 import difflib
 import shutil
@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agents.filebeat_patch import FilebeatConfigError, InputSelector, discover, patch
+from agents.filebeat.patch import FilebeatConfigError, InputSelector, discover, patch
 
-GOLDEN = Path(__file__).parent / "golden" / "operator"
+GOLDEN = Path(__file__).parents[1] / "golden" / "operator"
 TUNED = {"filebeat.scan_frequency": 0.08, "filebeat.backoff": 0.001, "filebeat.max_backoff": 0.008,
          "filebeat.queue.mem.flush.min_events": 2, "filebeat.queue.mem.flush.timeout": 0.001,
          "filebeat.output.bulk_max_size": 1742, "filebeat.multiline.timeout": 0.5,

@@ -1,12 +1,12 @@
-"""Canary sequence bookkeeping: gaps lost only after the grace, duplicates, a restarted writer."""
+"""Heartbeat sequence bookkeeping: gaps lost only after the grace, duplicates, a restarted writer."""
 
 import pytest
 
-from agents.probe.canaries import RESET_BELOW, CanaryTracker
+from agents.probe.heartbeats import RESET_BELOW, HeartbeatTracker
 
 
 def test_gap_filled_within_the_grace_is_not_lost():
-    tracker = CanaryTracker(grace_s=30)
+    tracker = HeartbeatTracker(grace_s=30)
     for seq, now in [(10, 0.0), (13, 1.0), (12, 20.0)]:
         assert not tracker.record("n", seq, now)
     assert tracker.pending("n") == 1 and tracker.expire(30.9) == {}
@@ -14,14 +14,14 @@ def test_gap_filled_within_the_grace_is_not_lost():
 
 
 def test_duplicates_and_nodes_are_apart():
-    tracker = CanaryTracker(grace_s=5)
+    tracker = HeartbeatTracker(grace_s=5)
     assert not tracker.record("a", 1, 0.0) and not tracker.record("b", 1, 0.0)
     assert tracker.record("a", 1, 0.1)
     assert not tracker.record("a", 2, 0.2) and tracker.expire(10.0) == {}
 
 
 def test_a_writer_that_lost_its_state_starts_a_new_count_not_a_flood_of_duplicates():
-    tracker = CanaryTracker(grace_s=5)
+    tracker = HeartbeatTracker(grace_s=5)
     tracker.record("n", RESET_BELOW + 500, 0.0)
     assert not tracker.record("n", 0, 1.0) and not tracker.record("n", 1, 1.1)
     assert tracker.resets["n"] == 1 and tracker.expire(100.0) == {}
@@ -29,4 +29,4 @@ def test_a_writer_that_lost_its_state_starts_a_new_count_not_a_flood_of_duplicat
 
 def test_grace_must_be_positive():
     with pytest.raises(ValueError, match="grace"):
-        CanaryTracker(grace_s=0)
+        HeartbeatTracker(grace_s=0)

@@ -1,0 +1,1 @@
+"""Kafka on a node: the broker's dynamic configs, and the producer and consumer clients' .properties files."""
