@@ -26,29 +26,28 @@ from __future__ import annotations
 import bisect
 import math
 from collections import deque
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from models.space import Config
-from models.twin.core import packets_for
-
-if TYPE_CHECKING:
-    from models.twin.twin import Twin
-
-FB = 1  # index of filebeat in core.COMPONENTS
+from models.twin.core import Env, packets_for
+from models.twin.ports import Consumer, EventQueue, Reader, Receiver, Source
 
 
 class Harvester:
     """One `log` input following the current log file (and its rotations)."""
 
-    def __init__(self, twin: "Twin", rotations_s: np.ndarray, multiline: bool, scan_phase: float) -> None:
-        self.tw = twin
+    def __init__(self, env: Env, config: Config, queue: EventQueue, rotations_s: np.ndarray, multiline: bool,
+                 scan_phase: float) -> None:
+        self.env = env
+        self.queue = queue
+        self.write_s = env.stamps.write
+        self.n = self.write_s.size
         self.ptr = 0  # next event (line) to read
         self.multiline = multiline
         self.pending = -1  # multiline: the event whose end is not yet seen
         self.pending_deadline = math.inf
-        self.rotation_idx = np.searchsorted(twin.write_s, rotations_s).tolist() + [twin.n]
+        self.rotation_idx = np.searchsorted(self.write_s, rotations_s).tolist() + [self.n]
         self.file = 0
         self.scan_phase = scan_phase
         self.last_read = 0.0
@@ -57,7 +56,7 @@ class Harvester:
         self.paused_until = 0.0
         self.scan_charged_to = 0.0
         self.token = 0
-        self.configure(twin.config)
+        self.configure(config)
         self.next_wait = self.backoff
 
     def configure(self, config: Config) -> None:
@@ -73,7 +72,7 @@ class Harvester:
 
     def _schedule(self, t_s: float) -> None:
         self.token += 1
-        self.tw.clock.at(max(t_s, self.paused_until), self.poll, self.token)
+        self.env.clock.at(max(t_s, self.paused_until), self.poll, self.token)
 
     def next_scan(self, t_s: float) -> float:
         k = math.ceil((t_s - self.scan_phase) / self.scan_s)
@@ -94,32 +93,32 @@ class Harvester:
         """The queue has room again: a blocked harvester carries on reading without an EOF wait."""
         if self.blocked:
             self.blocked = False
-            self._schedule(max(self.tw.clock.now, self.busy_until))
+            self._schedule(max(self.env.clock.now, self.busy_until))
 
     def poll(self, token: int) -> None:
         if token != self.token:
             return
-        tw = self.tw
-        t = tw.clock.now
+        env = self.env
+        t = env.clock.now
         self._charge_scans(t)
         file_end = self.rotation_idx[self.file]
-        if self.ptr >= file_end and file_end < tw.n:
+        if self.ptr >= file_end and file_end < self.n:
             # the writer moved to a new file: a harvester for it starts at the prospector's next scan
             self.file += 1
             self.next_wait = self.backoff
-            self._schedule(self.next_scan(max(t, float(tw.write_s[file_end]))))
+            self._schedule(self.next_scan(max(t, float(self.write_s[file_end]))))
             return
-        hi = min(int(np.searchsorted(tw.write_s, t, "right")), file_end)
+        hi = min(int(np.searchsorted(self.write_s, t, "right")), file_end)
         if hi <= self.ptr:
             self._at_eof(t)
             return
-        m = min(hi - self.ptr, tw.queue.space())
+        m = min(hi - self.ptr, self.queue.space())
         if m <= 0:
             self.blocked = True
             return
-        cost = tw.cal.filebeat.cpu_per_event_s * tw.cpu.slowdown(t) * tw.jitter()
+        cost = env.calibration.filebeat.cpu_per_event_s * env.cpu.slowdown(t) * env.jitter()
         times = t + cost * np.arange(1, m + 1)
-        tw.cpu.charge(FB, t, cost * m)
+        env.cpu.charge("filebeat", t, cost * m)
         lo = self.ptr
         self.ptr += m
         self.last_read = self.busy_until = float(times[-1])
@@ -127,72 +126,82 @@ class Harvester:
         self.next_wait = min(self.backoff * self.factor, self.max_backoff)
         if self.ptr < hi:
             self.blocked = True  # the queue is full: wait for ACKs
-        elif self.ptr < file_end and tw.write_s[self.ptr] <= self.busy_until:
+        elif self.ptr < file_end and self.write_s[self.ptr] <= self.busy_until:
             self._schedule(self.busy_until)  # lines arrived while reading: no EOF, no wait
         else:
             self._schedule(self.busy_until + self.backoff)
 
     def _at_eof(self, t: float) -> None:
-        tw = self.tw
-        tw.cpu.charge(FB, t, tw.cal.filebeat.cpu_per_poll_s)
+        self.env.cpu.charge("filebeat", t, self.env.calibration.filebeat.cpu_per_poll_s)
         if t - self.last_read >= self.close_inactive:
             self.next_wait = self.backoff
-            if self.ptr < tw.n:
-                self._schedule(self.next_scan(float(tw.write_s[self.ptr])))
+            if self.ptr < self.n:
+                self._schedule(self.next_scan(float(self.write_s[self.ptr])))
             return
         self._schedule(t + self.next_wait)
         self.next_wait = min(self.next_wait * self.factor, self.max_backoff)
 
     def _charge_scans(self, t: float) -> None:
         scans = (t - self.scan_charged_to) / self.scan_s
-        self.tw.cpu.charge(FB, t, scans * self.tw.cal.filebeat.cpu_per_scan_s)
+        self.env.cpu.charge("filebeat", t, scans * self.env.calibration.filebeat.cpu_per_scan_s)
         self.scan_charged_to = t
 
     def _emit(self, lo: int, hi: int, times: np.ndarray) -> None:
         """Publish lines [lo, hi) read at `times` as events (multiline: each ends at the next one's start)."""
-        tw = self.tw
+        read = self.env.stamps.read
         if not self.multiline:
-            tw.stamps.read[lo:hi] = times
-            tw.queue.insert(lo, hi, times)
+            read[lo:hi] = times
+            self.queue.insert(lo, hi, times)
             return
         first = lo
         if self.pending >= 0:
             if times[0] <= self.pending_deadline:
                 first = self.pending
             else:  # its timeout fell while this read was under way
-                tw.stamps.read[self.pending] = self.pending_deadline
-                tw.queue.insert(self.pending, lo, np.array([self.pending_deadline]))
+                read[self.pending] = self.pending_deadline
+                self.queue.insert(self.pending, lo, np.array([self.pending_deadline]))
             self.pending = -1
         created = (times if first < lo else times[1:])[: hi - 1 - first]
         if hi - 1 > first:
-            tw.stamps.read[first:hi - 1] = created
-            tw.queue.insert(first, hi - 1, created)
+            read[first:hi - 1] = created
+            self.queue.insert(first, hi - 1, created)
         self.pending = hi - 1
         self.pending_deadline = float(times[-1]) + self.ml_timeout
-        tw.clock.at(self.pending_deadline, self._multiline_timeout, hi - 1)
+        self.env.clock.at(self.pending_deadline, self._multiline_timeout, hi - 1)
 
     def _multiline_timeout(self, index: int) -> None:
         if self.pending != index:
             return
         self.pending = -1
-        t = np.array([self.tw.clock.now])
-        self.tw.stamps.read[index] = t[0]
-        self.tw.queue.insert(index, index + 1, t)
+        t = np.array([self.env.clock.now])
+        self.env.stamps.read[index] = t[0]
+        self.queue.insert(index, index + 1, t)
 
 
 class MemQueue:
-    """`queue.mem`: events [ack, taken) are in flight, [taken, inserted) wait for the output."""
+    """`queue.mem`: events [ack, taken) are in flight, [taken, inserted) wait for the output.
 
-    def __init__(self, twin: "Twin") -> None:
-        self.tw = twin
+    Its reader (the harvester) and consumer (the output) are given by `connect`: each also holds the
+    queue, so one of the pair must exist before the other."""
+
+    reader: Reader
+    consumer: Consumer
+
+    def __init__(self, env: Env, config: Config) -> None:
+        self.env = env
         self.inserted = self.taken = self.acked = 0
-        self.available_at = np.full(twin.n, math.inf)  # when each event became visible to the output
+        self.available_at = np.full(env.stamps.write.size, math.inf)  # when each event became visible
         self.buf_lo = 0
         self.buf_flushed = False
         self.deadline = math.inf  # when the open buffer flushes on its timeout
         self.timer_token = 0
         self.in_flight: deque[list[int]] = deque()  # [lo, hi, acked]
-        self.configure(twin.config)
+        self.configure(config)
+
+    def connect(self, reader: Reader, consumer: Consumer) -> None:
+        """`reader` is woken when ACKs free room; `consumer` is kicked when events may be visible."""
+        self.reader = reader
+        self.consumer = consumer
 
     def configure(self, config: Config) -> None:
         self.capacity = int(config["filebeat.queue.mem.events"])
@@ -218,7 +227,7 @@ class MemQueue:
         else:
             self._insert_buffered(lo, hi, times)
         self.inserted = hi
-        self.tw.output.kick()
+        self.consumer.kick()
 
     def _insert_buffered(self, lo: int, hi: int, times_array: np.ndarray) -> None:
         """Batch lines [lo, hi), read at `times_array`, into flush buffers: a buffer becomes visible when it
@@ -267,7 +276,7 @@ class MemQueue:
         self.available_at[lo:hi] = available
         self.buf_lo, self.buf_flushed, self.deadline, self.timer_token = buf_lo, flushed, deadline, token
         if timer_due:
-            self.tw.clock.at(deadline, self._timer, token)
+            self.env.clock.at(deadline, self._timer, token)
 
     def _new_buffer(self, at: int) -> None:
         self.buf_lo = at
@@ -277,9 +286,9 @@ class MemQueue:
     def _timer(self, token: int) -> None:
         if token != self.timer_token or self.buf_flushed:
             return
-        self.available_at[self.buf_lo:self.inserted] = self.tw.clock.now
+        self.available_at[self.buf_lo:self.inserted] = self.env.clock.now
         self.buf_flushed = True
-        self.tw.output.kick()
+        self.consumer.kick()
 
     def next_available(self) -> float:
         return float(self.available_at[self.taken]) if self.taken < self.inserted else math.inf
@@ -306,18 +315,20 @@ class MemQueue:
             self.acked = self.in_flight.popleft()[1]
             freed = True
         if freed:
-            self.tw.harvester.wake()
+            self.reader.wake()
 
 
 class LumberjackOutput:
     """`output.logstash`: `worker` connections, each with `pipelining` batches in flight."""
 
-    def __init__(self, twin: "Twin") -> None:
-        self.tw = twin
+    def __init__(self, env: Env, config: Config, queue: Source, downstream: Receiver) -> None:
+        self.env = env
+        self.queue = queue
+        self.downstream = downstream
         self.in_flight = 0
         self.kick_at = math.inf
         self.paused_until = 0.0
-        self.configure(twin.config)
+        self.configure(config)
 
     def configure(self, config: Config) -> None:
         self.bulk = int(config["filebeat.output.bulk_max_size"])
@@ -328,44 +339,44 @@ class LumberjackOutput:
 
     def kick(self) -> None:
         """Try to send once the earliest waiting event is visible and a slot is free."""
-        tw = self.tw
         if self.in_flight >= self.slots:
             return
-        t = max(tw.queue.next_available(), tw.clock.now, self.paused_until)
+        clock = self.env.clock
+        t = max(self.queue.next_available(), clock.now, self.paused_until)
         if t < self.kick_at:
             self.kick_at = t
-            tw.clock.at(t, self._send)
+            clock.at(t, self._send)
 
     def _send(self, _: object) -> None:
-        tw = self.tw
-        t = tw.clock.now
+        env = self.env
+        t = env.clock.now
         if t < self.kick_at:
             return
         self.kick_at = math.inf
         if t < self.paused_until:
             self.kick()
             return
-        cal = tw.cal
+        cal = env.calibration
         while self.in_flight < self.slots:
-            lo, hi = tw.queue.take(self.bulk, t)
+            lo, hi = self.queue.take(self.bulk, t)
             if hi == lo:
                 break
             self.in_flight += 1
             w = self.next_worker
             self.next_worker = (w + 1) % self.workers
             cost = (cal.filebeat.cpu_per_batch_s + cal.filebeat.cpu_per_event_out_s * (hi - lo))
-            cost *= tw.cpu.slowdown(t) * tw.jitter()
-            tw.cpu.charge(FB, t, cost)
+            cost *= env.cpu.slowdown(t) * env.jitter()
+            env.cpu.charge("filebeat", t, cost)
             sent = max(t, self.encoder_free[w]) + cost
             self.encoder_free[w] = sent
-            tw.stamps.sent[lo:hi] = sent
+            env.stamps.sent[lo:hi] = sent
             size = (hi - lo) * cal.event_bytes
-            tw.cpu.send(sent, packets_for(size, cal.network.mss_bytes))
+            env.cpu.send(sent, packets_for(size, cal.network.mss_bytes))
             arrive = sent + cal.network.rtt_s / 2 + size / cal.network.bandwidth_bytes_per_s
-            tw.downstream.receive(lo, hi, arrive, w)
+            self.downstream.receive(lo, hi, arrive, w)
         self.kick()
 
     def acked(self, lo: int) -> None:
         self.in_flight -= 1
-        self.tw.queue.ack(lo)
+        self.queue.ack(lo)
         self.kick()

@@ -19,22 +19,21 @@ Semantics and sources:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from models.space import Config
-from models.twin.core import packets_for
-
-if TYPE_CHECKING:
-    from models.twin.twin import Twin
-
-LS, KAFKA = 2, 3  # indices in core.COMPONENTS
+from models.twin.core import Env, packets_for
+from models.twin.ports import Sender, Sink
 
 
 class Logstash:
-    """Beats input, memory queue and workers with their Kafka producer."""
+    """Beats input, memory queue and workers with their Kafka producer.
 
-    def __init__(self, twin: "Twin") -> None:
-        self.tw = twin
+    The sender it ACKs (Filebeat's output, which is built on this receiver) is given by `connect`."""
+
+    sender: Sender
+
+    def __init__(self, env: Env, config: Config, sink: Sink) -> None:
+        self.env = env
+        self.sink = sink
         self.conn_free: dict[int, float] = {}
         self.ready: dict[int, tuple[int, int]] = {}  # next index to push -> (window's first index, end)
         self.pushed = 0  # events [taken, pushed) are in the memory queue
@@ -42,8 +41,11 @@ class Logstash:
         self.collecting: list[int] | None = None  # [first index, count] of the batch a worker is filling
         self.gap_token = 0
         self.paused_until = 0.0
-        self.configure(twin.config)
+        self.configure(config)
         self.idle = self.workers
+
+    def connect(self, sender: Sender) -> None:
+        self.sender = sender
 
     def configure(self, config: Config) -> None:
         old = getattr(self, "workers", None)
@@ -59,29 +61,29 @@ class Logstash:
     def reload(self, t_s: float, pause_s: float) -> None:
         """Pipeline reload: inputs stop and no batch starts until the new pipeline runs."""
         self.paused_until = t_s + pause_s
-        self.tw.clock.at(self.paused_until, lambda _: self._step())
+        self.env.clock.at(self.paused_until, lambda _: self._step())
 
     def capacity(self) -> int:
         return self.workers * self.batch_size
 
     # -- beats input ---------------------------------------------------------------------------
     def receive(self, lo: int, hi: int, arrive_s: float, conn: int) -> None:
-        tw = self.tw
-        cal = tw.cal.logstash
+        env = self.env
+        cal = env.calibration.logstash
         start = max(arrive_s, self.conn_free.get(conn, 0.0))
-        cost = (cal.cpu_per_request_s + cal.cpu_decode_per_event_s * (hi - lo)) * tw.cpu.slowdown(start) * tw.jitter()
-        tw.cpu.charge(LS, start, cost)
+        cost = (cal.cpu_per_request_s + cal.cpu_decode_per_event_s * (hi - lo)) * env.cpu.slowdown(start) * env.jitter()
+        env.cpu.charge("logstash", start, cost)
         done = start + cost + cal.request_latency_s
         self.conn_free[conn] = done
-        tw.clock.at(done, self._decoded, (lo, hi))
+        env.clock.at(done, self._decoded, (lo, hi))
 
     def _decoded(self, window: tuple[int, int]) -> None:
         self.ready[window[0]] = window
         self._step()
 
     def _push(self) -> bool:
-        tw = self.tw
-        t = tw.clock.now
+        env = self.env
+        t = env.clock.now
         moved = False
         while self.pushed in self.ready and t >= self.paused_until:
             space = self.capacity() - (self.pushed - self.taken)
@@ -89,13 +91,13 @@ class Logstash:
                 break
             first, hi = self.ready.pop(self.pushed)
             k = min(space, hi - self.pushed)
-            tw.stamps.ls_in[self.pushed:self.pushed + k] = t
+            env.stamps.ls_in[self.pushed:self.pushed + k] = t
             self.pushed += k
             moved = True
             if self.pushed < hi:
                 self.ready[self.pushed] = (first, hi)
             else:
-                tw.clock.at(t + tw.cal.network.rtt_s / 2, tw.output.acked, first)
+                env.clock.at(t + env.calibration.network.rtt_s / 2, self.sender.acked, first)
         return moved
 
     # -- workers -------------------------------------------------------------------------------
@@ -104,7 +106,7 @@ class Logstash:
             pass
 
     def _feed(self) -> bool:
-        t = self.tw.clock.now
+        t = self.env.clock.now
         moved = False
         while t >= self.paused_until:
             queued = self.pushed - self.taken
@@ -120,7 +122,7 @@ class Logstash:
                     continue
                 if k:
                     self.gap_token += 1
-                    self.tw.clock.at(t + self.delay_s, self._gap, self.gap_token)
+                    self.env.clock.at(t + self.delay_s, self._gap, self.gap_token)
                 break
             if self.idle > 0 and queued > 0:
                 self.idle -= 1
@@ -141,23 +143,23 @@ class Logstash:
         self._step()
 
     def _start(self, lo: int, n: int) -> None:
-        tw = self.tw
-        cal = tw.cal
-        t = tw.clock.now
-        cost = (cal.logstash.cpu_per_batch_s + cal.logstash.cpu_per_event_s * n) * tw.cpu.slowdown(t) * tw.jitter()
-        tw.cpu.charge(LS, t, cost)
+        env = self.env
+        cal = env.calibration.logstash
+        t = env.clock.now
+        cost = (cal.cpu_per_batch_s + cal.cpu_per_event_s * n) * env.cpu.slowdown(t) * env.jitter()
+        env.cpu.charge("logstash", t, cost)
         filtered = t + cost
-        tw.stamps.ls_out[lo:lo + n] = filtered
+        env.stamps.ls_out[lo:lo + n] = filtered
         done = self._produce(lo, n, filtered)
-        tw.clock.at(done, self._free)
+        env.clock.at(done, self._free)
 
     def _produce(self, lo: int, n: int, t_s: float) -> float:
         """Send records [lo, lo+n) from `t_s`; stamp their broker append; return when all are acked."""
-        tw = self.tw
-        cal = tw.cal
+        env = self.env
+        cal = env.calibration
         kafka = cal.kafka
         per_batch = max(1, self.producer_batch_bytes // cal.event_bytes)
-        slowdown = tw.cpu.slowdown(t_s)
+        slowdown = env.cpu.slowdown(t_s)
         half_rtt = cal.network.rtt_s / 2
         extra = kafka.replication_s if self.acks == "all" else 0.0
         acked: list[float] = []
@@ -167,31 +169,39 @@ class Logstash:
             send = t_s + (self.linger_s if records < per_batch else 0.0)
             if len(acked) >= kafka.max_in_flight:
                 send = max(send, acked[-kafka.max_in_flight])
-            broker = (kafka.cpu_per_request_s + kafka.cpu_per_record_s * records) * slowdown * tw.jitter()
-            tw.cpu.charge(LS, send, kafka.producer_cpu_per_request_s)
-            tw.cpu.charge(KAFKA, send, broker)
-            tw.cpu.send(send, packets_for(records * cal.event_bytes, cal.network.mss_bytes))
+            broker = (kafka.cpu_per_request_s + kafka.cpu_per_record_s * records) * slowdown * env.jitter()
+            env.cpu.charge("logstash", send, kafka.producer_cpu_per_request_s)
+            env.cpu.charge("kafka", send, broker)
+            env.cpu.send(send, packets_for(records * cal.event_bytes, cal.network.mss_bytes))
             append = send + half_rtt + broker
-            tw.stamps.kafka[start:start + records] = append
+            env.stamps.kafka[start:start + records] = append
             segments.append((append, start, start + records))
             acked.append(send if self.acks == "0" else append + half_rtt + extra)
-        tw.appended(segments)
+        self.sink.add(segments)
         return max(acked)
 
 
 class DirectKafka:
-    """Filebeat's `output.kafka` straight to the broker (no Logstash): the broker ACKs each request."""
+    """Filebeat's `output.kafka` straight to the broker (no Logstash): the broker ACKs each request.
 
-    def __init__(self, twin: "Twin") -> None:
-        self.tw = twin
+    The sender it ACKs is given by `connect`, as for `Logstash`."""
+
+    sender: Sender
+
+    def __init__(self, env: Env, sink: Sink) -> None:
+        self.env = env
+        self.sink = sink
+
+    def connect(self, sender: Sender) -> None:
+        self.sender = sender
 
     def receive(self, lo: int, hi: int, arrive_s: float, conn: int) -> None:
-        tw = self.tw
-        cal = tw.cal
-        broker = (cal.kafka.cpu_per_request_s + cal.kafka.cpu_per_record_s * (hi - lo)) * tw.cpu.slowdown(arrive_s)
-        tw.cpu.charge(KAFKA, arrive_s, broker)
-        append = arrive_s + broker * tw.jitter()
-        tw.stamps.kafka[lo:hi] = append
-        tw.appended([(append, lo, hi)])
-        tw.clock.at(append + cal.network.rtt_s / 2, tw.output.acked, lo)
+        env = self.env
+        cal = env.calibration
+        broker = (cal.kafka.cpu_per_request_s + cal.kafka.cpu_per_record_s * (hi - lo)) * env.cpu.slowdown(arrive_s)
+        env.cpu.charge("kafka", arrive_s, broker)
+        append = arrive_s + broker * env.jitter()
+        env.stamps.kafka[lo:hi] = append
+        self.sink.add([(append, lo, hi)])
+        env.clock.at(append + cal.network.rtt_s / 2, self.sender.acked, lo)
 

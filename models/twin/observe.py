@@ -3,20 +3,17 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from models.observation import Observation
-from models.twin.core import COMPONENTS, Cpu
-
-if TYPE_CHECKING:
-    from models.twin.twin import Stamps
+from models.twin.core import COMPONENTS, Cpu, Stamps
 
 Stage = tuple[str, str, str]
 
 
-def window_observation(stamps: "Stamps", stages: Sequence[Stage], cpu: Cpu, start_s: float,
+def window_observation(stamps: Stamps, stages: Sequence[Stage], cpu: Cpu, start_s: float,
                        end_s: float) -> Observation:
     """Latency of events delivered in [start_s, end_s), rates, backlog at end_s, CPU and packets.
 
@@ -60,13 +57,13 @@ def window_observation(stamps: "Stamps", stages: Sequence[Stage], cpu: Cpu, star
     )
 
 
-def delivered(stamps: "Stamps", start_s: float, end_s: float) -> np.ndarray:
+def delivered(stamps: Stamps, start_s: float, end_s: float) -> np.ndarray:
     """Indices of the events that arrived at the end of the pipeline in [start_s, end_s)."""
     head = stamps.sink[:int(np.searchsorted(stamps.write, end_s, "left"))]
     return np.flatnonzero((head >= start_s) & (head < end_s))
 
 
-def backlog(stamps: "Stamps", stages: Sequence[Stage], t_s: float) -> dict[str, int]:
+def backlog(stamps: Stamps, stages: Sequence[Stage], t_s: float) -> dict[str, int]:
     """Events that entered each stage by `t_s` and have not left it."""
     written = int(np.searchsorted(stamps.write, t_s, "right"))
     passed = {"write": written}
@@ -75,7 +72,7 @@ def backlog(stamps: "Stamps", stages: Sequence[Stage], t_s: float) -> dict[str, 
     return {name: passed[begin] - passed[end] for name, begin, end in stages}
 
 
-def per_second(stamps: "Stamps", stages: Sequence[Stage], cpu: Cpu, start_s: float,
+def per_second(stamps: Stamps, stages: Sequence[Stage], cpu: Cpu, start_s: float,
                end_s: float) -> dict[str, list[float]]:
     """Per-second series: rates through each stamp, E2E p95/mean of arrivals, backlog, CPU, packets."""
     edges = start_s + np.arange(0, math.ceil(end_s - start_s - 1e-9) + 1, dtype=np.float64)

@@ -14,28 +14,24 @@ from __future__ import annotations
 
 import bisect
 import math
-from typing import TYPE_CHECKING
 
 from models.space import Config
-
-if TYPE_CHECKING:
-    from models.twin.twin import Twin
-
-SINK = 4  # index in core.COMPONENTS
+from models.twin.core import Env
+from models.twin.ports import Segment
 
 
 class _Sink:
-    def __init__(self, twin: "Twin") -> None:
-        self.tw = twin
+    def __init__(self, env: Env) -> None:
+        self.env = env
         # appended, undelivered records as (append time, lo, hi), sorted by append time: a plain list,
         # because every append and fetch touches only its ends and numpy calls per fetch cost more
-        self.waiting: list[tuple[float, int, int]] = []
+        self.waiting: list[Segment] = []
         self.waiting_records = 0
         self.token = 0
         self.busy = False
         self.paused_until = 0.0
 
-    def add(self, segments: list[tuple[float, int, int]]) -> None:
+    def add(self, segments: list[Segment]) -> None:
         """Records [lo, hi) of each segment are appended at its time (which may lie in the future)."""
         for segment in segments:
             self.waiting_records += segment[2] - segment[1]
@@ -57,7 +53,7 @@ class _Sink:
 
     def _deliver(self, segments: int, at_s: float) -> None:
         """Deliver the first `segments` waiting segments, stamping `at_s`."""
-        sink = self.tw.stamps.sink
+        sink = self.env.stamps.sink
         for _, lo, hi in self.waiting[:segments]:
             sink[lo:hi] = at_s
             self.waiting_records -= hi - lo
@@ -66,7 +62,7 @@ class _Sink:
     def _schedule(self, t_s: float) -> None:
         self.token += 1
         self.busy = True
-        self.tw.clock.at(max(t_s, self.paused_until), self._run, self.token)
+        self.env.clock.at(max(t_s, self.paused_until), self._run, self.token)
 
     def restart(self, t_s: float, pause_s: float) -> None:
         self.paused_until = t_s + pause_s
@@ -82,17 +78,17 @@ class _Sink:
 class SparkSink(_Sink):
     """Structured-Streaming-like micro-batches reading Kafka, writing to a warehouse."""
 
-    def __init__(self, twin: "Twin", phase: float) -> None:
-        super().__init__(twin)
+    def __init__(self, env: Env, config: Config, phase: float) -> None:
+        super().__init__(env)
         self.phase = phase  # where in each period the triggers fall, in [0, 1)
-        self.configure(twin.config)
+        self.configure(config)
 
     def configure(self, config: Config) -> None:
         self.interval_s = float(config["spark.trigger.interval"])
 
     def _boundary(self, t_s: float) -> float:
         """The first trigger time at or after `t_s` (idle re-polls when the interval is 0)."""
-        period = self.interval_s if self.interval_s > 0 else self.tw.cal.spark.poll_delay_s
+        period = self.interval_s if self.interval_s > 0 else self.env.calibration.spark.poll_delay_s
         offset = self.phase * period
         return offset + max(0, math.ceil((t_s - offset) / period)) * period
 
@@ -103,17 +99,17 @@ class SparkSink(_Sink):
     def _run(self, token: int) -> None:
         if token != self.token:
             return
-        tw = self.tw
-        t = tw.clock.now
+        env = self.env
+        t = env.clock.now
         segments, n = self._ready(t)
         if n == 0:
             self.busy = False
             if self.waiting:  # every waiting record is appended after t: start at the first's boundary
                 self._schedule(self._boundary(self.waiting[0][0]))
             return
-        cal = tw.cal.spark
-        cpu = (cal.cpu_per_batch_s + cal.cpu_per_record_s * n) * tw.cpu.slowdown(t) * tw.jitter()
-        tw.cpu.charge(SINK, t, cpu)
+        cal = env.calibration.spark
+        cpu = (cal.cpu_per_batch_s + cal.cpu_per_record_s * n) * env.cpu.slowdown(t) * env.jitter()
+        env.cpu.charge("sink", t, cpu)
         end = t + cal.batch_latency_s + cpu
         self._deliver(segments, end)
         self._schedule(max(end, self._boundary(t + 1e-9)) if self.interval_s > 0 else end)
@@ -122,10 +118,10 @@ class SparkSink(_Sink):
 class ConsumerSink(_Sink):
     """A Kafka consumer loop: fetch, wait for fetch.min.bytes or fetch.max.wait.ms, process, repeat."""
 
-    def __init__(self, twin: "Twin") -> None:
-        super().__init__(twin)
+    def __init__(self, env: Env, config: Config) -> None:
+        super().__init__(env)
         self.fetch_at = 0.0
-        self.configure(twin.config)
+        self.configure(config)
 
     def configure(self, config: Config) -> None:
         self.min_bytes = int(config["kafka.consumer.fetch.min.bytes"])
@@ -141,7 +137,7 @@ class ConsumerSink(_Sink):
 
     def _answer_at(self) -> None:
         """When the broker answers the outstanding fetch, given the appends known so far."""
-        need = max(1, math.ceil(self.min_bytes / self.tw.cal.event_bytes))
+        need = max(1, math.ceil(self.min_bytes / self.env.calibration.event_bytes))
         enough = math.inf  # the need-th earliest append
         for append_s, lo, hi in self.waiting if self.waiting_records >= need else ():
             need -= hi - lo
@@ -153,15 +149,15 @@ class ConsumerSink(_Sink):
     def _run(self, token: int) -> None:
         if token != self.token:
             return
-        tw = self.tw
-        t = tw.clock.now
+        env = self.env
+        t = env.clock.now
         self.busy = False
-        half_rtt = tw.cal.network.rtt_s / 2
+        half_rtt = env.calibration.network.rtt_s / 2
         segments, n = self._ready(t)
-        cal = tw.cal.consumer
-        cpu = (cal.cpu_per_fetch_s + cal.cpu_per_record_s * n) * tw.cpu.slowdown(t) * tw.jitter()
-        tw.cpu.charge(SINK, t, cpu)
-        tw.cpu.send(t, 2)
+        cal = env.calibration.consumer
+        cpu = (cal.cpu_per_fetch_s + cal.cpu_per_record_s * n) * env.cpu.slowdown(t) * env.jitter()
+        env.cpu.charge("sink", t, cpu)
+        env.cpu.send(t, 2)
         done = t + half_rtt + cpu
         self._deliver(segments, done)
         self.fetch_at = done + half_rtt
