@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
 from tests.models.twin.helpers import QUIET, config, poisson, run
 from models.twin import Twin
+from models.twin.core import Env
+from models.twin.filebeat import MemQueue
 
 FAST_READ = {"filebeat__backoff": 0.001, "filebeat__max_backoff": 0.001}
 
@@ -98,3 +102,43 @@ def test_a_full_queue_pushes_back_on_the_harvester_instead_of_dropping() -> None
     assert obs.lost_events == 0
     assert twin.queue.inserted - twin.queue.acked <= capacity
     assert obs.backlog_events["nginx->filebeat"] > 5 * capacity  # the backlog waits in the file
+
+
+class _RecordingOutput:
+    """A stub consumer: once events are visible it takes them all and records (time, lo, hi)."""
+
+    def __init__(self, env: Env, queue: MemQueue) -> None:
+        self.env, self.queue = env, queue
+        self.batches: list[tuple[float, int, int]] = []
+
+    def kick(self) -> None:
+        visible_s = self.queue.next_available()
+        if visible_s < math.inf:
+            self.env.clock.at(visible_s, self._take)
+
+    def _take(self, _: object) -> None:
+        lo, hi = self.queue.take(1000, self.env.clock.now)
+        if hi > lo:
+            self.batches.append((self.env.clock.now, lo, hi))
+
+
+class _CountingReader:
+    def __init__(self) -> None:
+        self.wakes = 0
+
+    def wake(self) -> None:
+        self.wakes += 1
+
+
+def test_the_memory_queue_alone_flushes_on_min_events_or_timeout_and_wakes_its_reader_on_acks() -> None:
+    env = Env.create(QUIET, np.arange(6) * 0.1, np.random.default_rng(0))
+    queue = MemQueue(env, config(filebeat__queue__mem__flush__min_events=4, filebeat__queue__mem__flush__timeout=1.0))
+    reader, output = _CountingReader(), _RecordingOutput(env, queue)
+    queue.connect(reader, output)
+    queue.insert(0, 4, np.array([0.1, 0.2, 0.3, 0.4]))  # fills a buffer: visible at its 4th event
+    queue.insert(4, 6, np.array([0.5, 0.6]))  # a partial buffer: visible flush.timeout after its first
+    env.clock.run_until(5.0)
+    assert output.batches == [(0.4, 0, 4), (1.5, 4, 6)]
+    assert reader.wakes == 0
+    queue.ack(0)
+    assert reader.wakes == 1 and queue.space() == 4096 - 2
