@@ -17,10 +17,11 @@ event time and from the canaries. Per config and rate it prints:
   `--offered-query` against the lines truly written in the window.
 
     python -m bench.measurement [--formats combined,nginx-json] [--rates 1000,5000] [--window 30]
-                                [--configs defaults,hybrid,...] [--out docs/evidence/bench]
+                                [--configs defaults,hybrid,...] [--out docs/evidence/measurement]
 
 Starts its own testbed per format (ports 300 above the default pipeline's, run dir
-`measurement-<format>`) and stops it again; writes measurement.txt, .json and .png to --out.
+`measurement-<format>`) and stops it again; writes measurement.txt, result.json (bench/result.py) and
+measurement.png to --out.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from agents.kafka import properties_file
 from agents.heartbeat import HeartbeatWriter
 from agents.kafka.client import FILE as CONSUMER_PROPERTIES
 from agents.probe.events import HEARTBEAT_MARK, decode_record, heartbeat_of
+from bench.result import RESULT_FILE, BenchResult
 from controller.telemetry import PrometheusTelemetry
 from models.presets import preset
 from models.space import PIPELINE_SPACE, Config
@@ -65,13 +67,13 @@ DRAIN_S = 15.0  # after the last write: the slowest configs' window arrivals (de
 _REQ = re.compile(rb"[?&]" + TRUTH_PARAM.encode() + rb"=[0-9a-f]+-(\d+)")
 
 
+LEARNED = ROOT / "docs/evidence/measurement/learned-configs.json"
+
+
 def learned_configs() -> dict[str, Config]:
-    """Two configs the learner found on the live testbed (docs/evidence/live): its final one, and the
-    one it ran at window 9 (P95 ~0.1 s then), from the run's decision log."""
-    final = json.loads((ROOT / "docs/evidence/live/tune.json").read_text())["final"]["config"]
-    decisions = (ROOT / "docs/evidence/live/state/decisions.jsonl").read_text().splitlines()
-    mid = next(json.loads(line)["config"] for line in decisions if json.loads(line)["window"] == 9)
-    return {"learned-w9": PIPELINE_SPACE.config(mid), "learned-final": PIPELINE_SPACE.config(final)}
+    """Two configs the learner found on the live testbed (the live run of 11838bf): its final one, and the one it ran
+    at window 9 (P95 ~0.1 s then), kept in `LEARNED` so that every run of this bench measures the same two."""
+    return {name: PIPELINE_SPACE.config(values) for name, values in json.loads(LEARNED.read_text()).items()}
 
 
 def contenders() -> dict[str, Config]:
@@ -329,8 +331,9 @@ def main() -> None:
     parser.add_argument("--offered-query", default="sum(increase(pipetune_source_lines_total[{w}]))",
                         help="Prometheus query of the lines offered in a window ({w}: its length); the default "
                              "is the agent's count of lines appended to the harvested files")
-    parser.add_argument("--out", type=Path, default=ROOT / "docs/evidence/bench")
+    parser.add_argument("--out", type=Path, default=ROOT / "docs/evidence/measurement")
     args = parser.parse_args()
+    started = BenchResult.start("bench.measurement")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a stop still brings its testbed down
     configs = {name: contenders()[name] for name in args.configs.split(",")}
     rates = [float(r) for r in args.rates.split(",")]
@@ -365,9 +368,9 @@ def main() -> None:
     print(report)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "measurement.txt").write_text(report)
-    (args.out / "measurement.json").write_text(json.dumps([asdict(r) for r in rows], indent=1))
+    started.finish([asdict(r) for r in rows]).write(args.out / RESULT_FILE)
     _plot(rows, args.out / "measurement.png")
-    print(f"wrote {args.out / 'measurement.txt'}, .json, .png")
+    print(f"wrote {args.out / 'measurement.txt'}, {args.out / RESULT_FILE}, measurement.png")
 
 
 if __name__ == "__main__":
