@@ -179,7 +179,7 @@ def judge(observation: Observation, policy: Policy, config: Config | None, previ
             f"beyond the {buffered:.0f} events its buffers hold")))
     if previous is not None and duration_s > 0:
         growth_eps = (observation.backlog_total - previous.backlog_total) / duration_s
-        tolerated_eps = max(allowed / duration_s, 1.0 - min_ratio)
+        tolerated_eps = allowed / duration_s  # the shortfall the BEHIND rule allows, per second
         if growth_eps > tolerated_eps:
             found.append(Breach(kind=BreachKind.BACKLOG, figure=growth_eps, limit=tolerated_eps, unit="ev/s",
                                 message=f"backlog grew {growth_eps:.0f} ev/s > {tolerated_eps:.0f} ev/s tolerated"))

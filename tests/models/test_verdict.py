@@ -1,5 +1,6 @@
 """The one verdict on a window: what counts as keeping up, and every strategy judging by it alone."""
 
+import math
 
 import numpy as np
 import pytest
@@ -156,6 +157,25 @@ def test_backlog_swinging_by_what_is_buffered_is_tolerated_but_growth_beyond_it_
     [breach] = judge(growing, Policy(), _config(), before).breaches
     assert breach.kind is BreachKind.BACKLOG and "backlog grew 150 ev/s" in breach.message
     assert judge(growing, Policy(), _config()).ok  # no previous window, no trend to judge
+
+
+def _quiet(offered_eps: float, backlog: int) -> Observation:
+    """A minute in which the output matched a small input."""
+    return Observation(duration_s=60, offered_eps=offered_eps, throughput_eps=offered_eps, p50_s=0.1, p95_s=0.2,
+                       p99_s=0.3, mean_s=0.1, backlog_events={"kafka": backlog})
+
+
+def test_the_backlog_may_grow_by_the_policys_share_of_the_input_and_no_more_however_small_the_input():
+    # The policy's 1 - min_ratio is a share of the input, not a rate: a window with no input may grow no backlog
+    # (read as ev/s, a 50 % share tolerated an idle minute's backlog growing by 29 events).
+    [breach] = judge(_quiet(0.0, 29), Policy(min_throughput_ratio=0.5), None, _quiet(0.0, 0)).breaches
+    assert breach.kind is BreachKind.BACKLOG and breach.limit == 0.0
+    # at any input the backlog may grow as fast as the output may fall short (the BEHIND rule's allowance)
+    for offered_eps in (0.4, 2.0, 1000.0):
+        allowed = _quiet(offered_eps, 0).shortfall_allowed(0.95, 0.0)
+        within, beyond = _quiet(offered_eps, math.floor(allowed)), _quiet(offered_eps, math.floor(allowed) + 1)
+        assert judge(within, Policy(), None, _quiet(offered_eps, 0)).ok
+        assert not judge(beyond, Policy(), None, _quiet(offered_eps, 0)).ok
 
 
 def test_each_breach_is_named_with_its_figure_and_limit():
