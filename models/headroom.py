@@ -7,7 +7,7 @@ So a window that kept up is told the share of the busiest node's cores it left u
 
 The cores are the capacity, not a share learnt from the windows: a twin, whose CPU time counts its slowdown,
 keeps up at shares above 1, and a capacity learnt there vouched for spare where there was none and did worse
-near capacity (docs/evidence/bench/spare-cpu-run18/). A pipeline held back by one thread has less capacity
+near capacity (docs/evidence/bench/spare-cpu-run18/ at 23e95b8). A pipeline held back by one thread has less capacity
 than its cores: its spare is over-stated, and the windows where it falls behind, told as they are, are what
 keeps the model from vouching for configs like them.
 """

@@ -50,7 +50,7 @@ from prometheus_client.registry import Collector
 # The E24 series (ratio ~1.1) from 1 ms to 120 s: histogram_quantile interpolates linearly inside a
 # bucket, and coarser buckets put the testbed's P95 off the exact figure: up to 20-30 % with the 30
 # buckets of 1-1.5-2-3 s (docs/evidence/bench/measurement-run1-30-buckets.txt), 5-8 % at ~2 s with the
-# E12 series (ratio ~1.2, docs/evidence/bench/measurement-merged/).
+# E12 series (ratio ~1.2, docs/evidence/bench/measurement-merged/); both in git at 23e95b8.
 _E24 = (1.0, 1.1, 1.2, 1.3, 1.5, 1.6, 1.8, 2.0, 2.2, 2.4, 2.7, 3.0, 3.3, 3.6, 3.9, 4.3, 4.7, 5.1, 5.6, 6.2, 6.8, 7.5,
         8.2, 9.1)
 LATENCY_BUCKETS_S = (*(round(m * 10.0 ** d, 4) for d in range(-3, 2) for m in _E24), 100.0, 110.0, 120.0)
