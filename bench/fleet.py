@@ -88,7 +88,7 @@ def canary_outcome(before: Rollout, after: Rollout) -> str | None:
 
     A step judges the candidate its first window measured when the pool was in the canary phase; a
     promotion raises the promoted version, a rejection leaves `worse: ...` or `unclear: ...` as the
-    judgement (`controller.rollout.CanaryPool.observe`)."""
+    judgement (`controller.rollout.CanaryPool.conclude`)."""
     if before.phase != Phase.CANARY:
         return None
     if after.version > before.version:
@@ -138,14 +138,15 @@ def tune(spec: PipelineSpec, args: argparse.Namespace, directory: Path) -> dict:
     from controller.ray_learner import start_ray  # Ray takes seconds to import: only when tuning
 
     deployment = pool_deployment(spec, directory / "deployment.yaml")
-    pool = pool_pipeline(deployment, deployment.pool(POOL), directory)
+    pool = pool_pipeline(deployment, deployment.pool(POOL), directory).pipeline
     assert isinstance(pool, CanaryPool)
     start_ray()
     policy = Policy(tuned=list(FILEBEAT_TUNED))
     cal = load_calibration(CALIBRATION)
     learner = tuning_learner(LearnerSetup("pipetune", policy, pool.current(), cal.topology, args.seed, screen=cal),
                              remote=True)
-    daemon = Daemon(pool, learner, policy, window_s=args.window, store=StateStore(directory / "state"), name=POOL)
+    daemon = Daemon(pool, learner, policy, window_s=args.window, store=StateStore(directory / "state"), name=POOL,
+                    realizer=pool)
     steps: list[dict] = []
     began = time.time()
     last = [Rollout.of(pool)]

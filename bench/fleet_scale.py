@@ -137,7 +137,7 @@ def _pool(index: int, nodes: dict[str, TwinPipeline], args: argparse.Namespace, 
                       directory / "rollout.json", max_windows=MAX_WINDOWS)
     learner = tuning_learner(LearnerSetup("pipetune", policy, start, cal.topology, seed=index), remote=True)
     return Daemon(pool, TimedLearner(learner, learners), policy, window_s=args.window, store=StateStore(directory),
-                  name=f"pool{index}")
+                  name=f"pool{index}", realizer=pool)
 
 
 def _learners_rss_mib() -> float:

@@ -26,8 +26,9 @@ from controller.deployment import (Deployment, DeploymentError, is_deployment_fi
 from controller.deployment import live_pipeline as deployment_pipeline
 from controller.fresh_windows import measure_fresh
 from controller.live import LivePipeline
-from controller.pipelines import Pipeline, PipelineUnavailable
+from controller.pipelines import PipelineUnavailable
 from controller.pools import PoolRunner, pool_runs, relearn
+from controller.realizer import Driven
 from controller.state import Decision, StateStore, load_pool_dirs, plan_pool_dirs, save_pool_dirs
 from controller.tuning_run import LearnerSetup, tuning_learner, twin_pipeline
 from models.learning import Learner
@@ -172,19 +173,21 @@ def autotune_command(
                                                      window, windows, directory, ray_address, on_exit),
                         api=(token, api_host, api_port, scheme, api_ssl) if api_port is not None else None)
         return
+    driven = Driven.direct(live, live.node_versions) if live else None
     if described is not None:  # the API names the pool and lists its nodes
         save_pool_dirs(directory, plan_pool_dirs(directory, {p.name: p.nodes for p in described.pool_specs()}))
         (only,) = described.pool_specs()
         if len(only.nodes) > 1:  # several nodes: each change canary first, its rollout kept with the state
             live.close()
-            live = pool_pipeline(described, only, directory)
+            driven = pool_pipeline(described, only, directory)
     store = StateStore(directory)
     stored = store.load_policy()
     if stored is not None:
         policy = stored
         err.print(f"[dim]resuming with the policy stored in {directory}[/]")
     resumed_incumbent = store.load_incumbent()
-    start = resumed_incumbent.config if resumed_incumbent else live.current() if live else preset("defaults")
+    start = resumed_incumbent.config if resumed_incumbent else \
+        driven.pipeline.current() if driven else preset("defaults")
 
     # Ray is imported only here: it takes seconds, and every other subcommand should start at once.
     from controller.ray_learner import start_ray
@@ -193,9 +196,10 @@ def autotune_command(
     start_ray(ray_address)
     learner = tuning_learner(LearnerSetup(strategy, policy, start, cal.topology, seed, screen=cal), remote=True)
     workload = WorkloadSpec(profile, rate, seed=seed)
-    tuned: Pipeline = live or twin_pipeline(start, cal, workload, windows or TWIN_WINDOWS, window)
+    driven = driven or Driven.direct(twin_pipeline(start, cal, workload, windows or TWIN_WINDOWS, window))
+    tuned = driven.pipeline
     started_from = tuned.current()
-    daemon = Daemon(tuned, learner, policy, window_s=window, store=store)
+    daemon = Daemon(tuned, learner, policy, window_s=window, store=store, realizer=driven.realizer)
     learner.on_restore = partial(relearn, daemon)  # an actor lost with its Ray node is taught again from the store
     resumed = daemon.resume()
     if api_port is not None:

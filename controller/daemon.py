@@ -1,4 +1,4 @@
-"""The autotune loop: observe a window → judge it → decide → apply → settle → record.
+"""The autotune loop: collect a window → judge it → decide → realize → record.
 
 Level-triggered, as a Kubernetes controller is: each step compares the config the pipeline runs with
 the one it should run, acts only when they differ, and writes down why. The window's `Verdict` comes
@@ -15,6 +15,8 @@ P95 or a policy change re-opens the search (the learner's reason says which). Mo
 `advise` only recommends, `frozen` holds.
 While the pipeline cannot be observed or reached (`PipelineUnavailable`), the daemon holds as in
 `frozen` on its own, and picks up again with the first window it can read.
+The daemon decides; a realizer (`controller.realizer`) puts the decision in force and says what came of it: a
+single pipeline's applies it at once, a pool's rolls it out canary first and judges it on the next window.
 
 It runs for a number of windows or until `stop` is set (the CLI's signal handler sets it): the window
 in progress is finished and recorded, no new candidate is applied, and the config in force stays
@@ -28,20 +30,20 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable, Protocol, runtime_checkable
+from typing import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from controller.clocks import offset_reports, offset_warnings
-from controller.pipelines import Pipeline, PipelineUnavailable
-from controller.state import (Action, Decision, GuardrailReport, Incumbent, LearnerReport, Override, RolloutReport,
-                              StateStore, Status)
+from controller.pipelines import Measured, PipelineUnavailable
+from controller.realizer import Direct, Outcome, OutcomeKind, Realizer
+from controller.state import Action, Decision, GuardrailReport, Incumbent, LearnerReport, Override, StateStore, Status
 from models.clock_offset import ClockOffset
 from models.event_time import below_resolution
 from models.learning import Context, Learner, load_moved
 from models.observation import Observation
 from models.policy import Policy
-from models.space import PIPELINE_SPACE, ChangeCost, Config
+from models.space import PIPELINE_SPACE, ChangeCost, Config, Value
 from models.verdict import Drain, Verdict, judge
 
 RESTART_BUDGET_S = 3600.0  # max_restarts_per_hour counts the restarts of the last hour of pipeline time
@@ -67,13 +69,26 @@ class DaemonMetrics:
 
 
 @dataclass(frozen=True)
+class Collected:
+    """What `Daemon._collect` read: the config the window ran and its observation as the daemon judges it,
+    and what the realizer concluded of it (a pool's canary judged: the observation is the measured effect)."""
+
+    config: Config
+    observation: Observation
+    outcome: Outcome | None = None
+
+
+@dataclass(frozen=True)
 class Choice:
-    """What `Daemon._decide` settles on: the config to run next, the action that names it, and why."""
+    """What `Daemon._decide` settles on: the config to run next, the action that names it, and why; in mode
+    advise, the change it recommends; the override a guardrail rolled back (`record` vetoes it for good)."""
 
     target: Config
     action: Action
     reason: str
     predicted: dict[str, float] = field(default_factory=dict)
+    recommendation: dict[str, list[Value]] = field(default_factory=dict)
+    vetoed: str | None = None
 
 
 def _summary(observation: Observation) -> dict:
@@ -92,33 +107,20 @@ def _restarts(old: Config, new: Config) -> bool:
     return ChangeCost.dearest(PIPELINE_SPACE[name].cost for name in old.diff(new)) is ChangeCost.RESTART
 
 
-@runtime_checkable
-class NodeVersions(Protocol):
-    """A pipeline of nodes that can say which config version each node's components run (a live one)."""
-
-    def node_versions(self) -> dict[str, dict[str, int] | None]:
-        ...
-
-
-@runtime_checkable
-class Rollout(Protocol):
-    """A pipeline of several nodes that rolls each change out canary first (`controller.rollout.CanaryPool`)."""
-
-    def rollout(self) -> RolloutReport:
-        ...
-
-    def promoted(self) -> Config:
-        """The config the pool runs in full: the last one judged better side by side, or the start."""
-        ...
+def _change(old: Config, new: Config) -> dict[str, list[Value]]:
+    return {k: [a, b] for k, (a, b) in old.diff(new).items()}
 
 
 class Daemon:
-    """Drives one pipeline with one learner under one policy."""
+    """Drives one pipeline with one learner under one policy; `realizer` puts its decisions in force (by
+    default `Direct`: applied to `pipeline` at once, which must then be a `Pipeline`)."""
 
-    def __init__(self, pipeline: Pipeline, learner: Learner, policy: Policy, *, window_s: float,
-                 store: StateStore | None = None, metrics: DaemonMetrics | None = None, name: str = "pipeline") -> None:
+    def __init__(self, pipeline: Measured, learner: Learner, policy: Policy, *, window_s: float,
+                 store: StateStore | None = None, metrics: DaemonMetrics | None = None, name: str = "pipeline",
+                 realizer: Realizer | None = None) -> None:
         self.name = name
         self.pipeline = pipeline
+        self.realizer = realizer if realizer is not None else Direct(pipeline)
         self.learner = learner
         self.policy = policy
         self.window_s = window_s
@@ -164,7 +166,7 @@ class Daemon:
         try:
             self.pipeline.observe(self.window_s)
         except PipelineUnavailable as err:
-            self._finish(self._unavailable(err))
+            self._record(self._unavailable(err))
 
     def _sync(self) -> None:
         """Adopt what people changed in the state directory since the last decision."""
@@ -181,14 +183,33 @@ class Daemon:
         return max(live, key=lambda o: o.created_at) if live else None
 
     def step(self) -> Decision:
-        """Measure one window and act on it."""
+        """Measure one window and act on it: collect → judge → decide → realize → record (the Flink
+        autoscaler's runScalingLogic reads alike)."""
         self._sync()
         self.t_s += self.window_s  # the window passes whether or not it can be read
         try:
-            observation = self.pipeline.observe(self.window_s)
-            config = self.pipeline.current()
+            collected = self._collect()
         except PipelineUnavailable as err:
-            return self._finish(self._unavailable(err))
+            return self._record(self._unavailable(err))
+        verdict = self._judge(collected)
+        choice = self._decide(collected, verdict)
+        decision = self._realize(collected.config, choice.target, self._decision(collected, verdict, choice))
+        return self._record(decision, choice.vetoed)
+
+    def _collect(self) -> Collected:
+        """The window just measured and the config it ran; where the realizer concludes something of it (a pool
+        judging its canary against the controls), its outcome, whose observation is the one judged and told."""
+        observation = self.pipeline.observe(self.window_s)
+        config = self.pipeline.current()
+        outcome = self.realizer.conclude(self.window_s)
+        if outcome is None:
+            return Collected(config, observation)
+        return Collected(outcome.config, outcome.observation or observation, outcome)
+
+    def _judge(self, collected: Collected) -> Verdict:
+        """The window's verdict; the learner and the state directory are told it together (so a resumed
+        learner is told what this one was), and the incumbent takes its figure, before anything is decided."""
+        config, observation = collected.config, collected.observation
         verdict = judge(observation, self.policy, config, self.previous, self.settled_events)
         self.previous = observation
         if verdict.ok and verdict.drain is Drain.NONE:
@@ -204,27 +225,8 @@ class Daemon:
             self.metrics.violation_seconds.inc(observation.duration_s)
         if verdict.ok and observation.events_in > 0 and verdict.drain is Drain.NONE:
             # nor does a window without load or one still shipping the past's queue say anything of the incumbent
-            self._update_incumbent(config, observation)
-        context = Context(observation.offered_eps, self.incumbent.config if self.incumbent else None)
-        choice = self._decide(config, context, verdict, observation.latency_resolution_s)
-        target, recommendation = choice.target, {}
-        if choice.action is Action.ADVISE:  # advise names the learner's config as its target but never applies it
-            recommendation = {k: [a, b] for k, (a, b) in config.diff(target).items()}
-            target = config
-        decision = Decision(window=self.window, t_s=self.t_s, config=dict(config), observed=_summary(observation),
-                            action=choice.action, recommendation=recommendation, predicted=choice.predicted,
-                            reason="; ".join([choice.reason, *offset_warnings(self.clock_offsets)]),
-                            guardrail=verdict.messages,
-                            incumbent_p95_s=self.incumbent.p95_s if self.incumbent else None,
-                            rollout=self.pipeline.rollout() if isinstance(self.pipeline, Rollout) else None)
-        if target != config:
-            try:
-                self._apply(config, target, decision)
-            except PipelineUnavailable as err:
-                self._unavailable(err, decision)
-        else:
-            self._dwell += 1
-        return self._finish(decision)
+            self._update_incumbent(collected)
+        return verdict
 
     def _unavailable(self, err: PipelineUnavailable, decision: Decision | None = None) -> Decision:
         """Hold while the pipeline cannot be read or reached: a window not seen teaches the learner nothing and
@@ -239,18 +241,13 @@ class Daemon:
                            "what is in force is read again when it answers")
         return decision
 
-    def _finish(self, decision: Decision) -> Decision:
-        self._record(decision)
-        self.window += 1
-        return decision
-
-    def _update_incumbent(self, config: Config, observation: Observation) -> None:
-        inc = self.incumbent
-        if isinstance(self.pipeline, Rollout):
-            # The pool judged the candidate against the config in force on the same windows, load moves
-            # removed: what it promoted is the incumbent, whatever the load did since the last figure, and a
-            # candidate it took back is not, however low its window's figure.
-            adopt = config == self.pipeline.promoted()
+    def _update_incumbent(self, collected: Collected) -> None:
+        inc, config, observation = self.incumbent, collected.config, collected.observation
+        if collected.outcome is not None:
+            # A realizer that concludes (a pool) judged what it runs on every node side by side with the config
+            # before it, on the same windows, load moves removed: that is the incumbent, whatever the load did
+            # since the last figure, and a candidate it took back is not, however low its window's figure.
+            adopt = collected.outcome.in_force
         else:
             remeasured = inc is not None and config == inc.config
             better = inc is not None and not load_moved(inc.offered_eps, observation.offered_eps) \
@@ -261,24 +258,24 @@ class Daemon:
             if self.store:
                 self.store.save_incumbent(self.incumbent)
 
-    def _decide(self, config: Config, context: Context, verdict: Verdict, resolution_s: float) -> Choice:
-        inc = self.incumbent
+    def _decide(self, collected: Collected, verdict: Verdict) -> Choice:
+        """The config to run next, and why; writes nothing (what it vetoes, `_record` writes down)."""
+        inc, config = self.incumbent, collected.config
+        context = Context(collected.observation.offered_eps, inc.config if inc else None)
         override = self._active_override()
         person_hold = Action.PAUSED if self.paused else Action.FROZEN if self.policy.mode == "frozen" else None
         if not verdict.ok:
-            breached = "; ".join(verdict.messages)
+            breached, vetoed = "; ".join(verdict.messages), None
             if override is not None and PIPELINE_SPACE.config(override.params, base=config) == config:
-                self._vetoed.add(override.id)
-                if self.store:
-                    self.store.append_audit({"actor": "daemon", "action": "override_rolled_back", "id": override.id,
-                                             "why": verdict.messages})
+                vetoed = override.id  # it is rolled back below, and never applied again
             elif person_hold is not None:  # people hold the config: a breach is reported, not acted on
                 return Choice(config, person_hold,
                               f"{person_hold} by a person: breach recorded, config held: {breached}")
             # the incumbent may predate a pin: roll back to it as today's policy allows
             if inc is not None and self.policy.enforce(inc.config) != config:
-                return Choice(self.policy.enforce(inc.config), Action.ROLLBACK, f"guardrail: {breached}")
-            return Choice(config, Action.HOLD, f"guardrail on the incumbent itself, nothing safer known: {breached}")
+                return Choice(self.policy.enforce(inc.config), Action.ROLLBACK, f"guardrail: {breached}", vetoed=vetoed)
+            return Choice(config, Action.HOLD, f"guardrail on the incumbent itself, nothing safer known: {breached}",
+                          vetoed=vetoed)
         if override is not None:
             # pins hold for what the override does not name; what it names was checked by the API
             target = PIPELINE_SPACE.config(override.params, base=self.policy.enforce(config))
@@ -297,6 +294,7 @@ class Daemon:
             return Choice(config, Action.HOLD, f"minimum dwell of {self.policy.min_dwell_windows} windows")
         if self.stop.is_set():  # a candidate applied now would never be measured: leave a verified config
             return Choice(config, Action.HOLD, "stopping: no new candidate, it could not be verified")
+        resolution_s = collected.observation.latency_resolution_s
         unresolved = below_resolution(inc.p95_s, resolution_s) if inc is not None else None
         if unresolved is not None:
             return Choice(config, Action.HOLD, unresolved)
@@ -305,9 +303,9 @@ class Daemon:
         if candidate != config and _restarts(config, candidate) and not self._restart_allowed():
             return Choice(config, Action.HOLD, f"restart budget of {self.policy.max_restarts_per_hour}/h spent",
                           suggestion.predicted)
-        if self.policy.mode == "advise":
-            return Choice(candidate, Action.ADVISE, "mode advise, recommended: " + suggestion.reason,
-                          suggestion.predicted)
+        if self.policy.mode == "advise":  # names the learner's config as its target but never applies it
+            return Choice(config, Action.ADVISE, "mode advise, recommended: " + suggestion.reason,
+                          suggestion.predicted, _change(config, candidate))
         incumbent = self.policy.enforce(inc.config) if inc is not None else None
         reason = suggestion.reason
         if candidate == config:
@@ -322,30 +320,48 @@ class Daemon:
 
     def _restart_allowed(self) -> bool:
         limit = self.policy.max_restarts_per_hour
-        while self._restart_times and self.t_s - self._restart_times[0] >= RESTART_BUDGET_S:
-            self._restart_times.popleft()
-        return limit is None or len(self._restart_times) < limit
+        return limit is None or sum(self.t_s - t < RESTART_BUDGET_S for t in self._restart_times) < limit
 
-    def _apply(self, config: Config, target: Config, decision: Decision) -> None:
-        decision.change = {k: [a, b] for k, (a, b) in config.diff(target).items()}
-        report = self.pipeline.apply(target)
-        if not report.ok:
-            back = self.pipeline.apply(config)
-            decision.action, decision.reason = Action.ROLLBACK, f"apply failed ({report.message}); back: {back.message}"
+    def _decision(self, collected: Collected, verdict: Verdict, choice: Choice) -> Decision:
+        """The window's decision as chosen; `_realize` amends it with what putting it in force did."""
+        outcome = collected.outcome
+        return Decision(window=self.window, t_s=self.t_s, config=dict(collected.config),
+                        observed=_summary(collected.observation), action=choice.action,
+                        recommendation=choice.recommendation, predicted=choice.predicted,
+                        reason="; ".join([choice.reason, *offset_warnings(self.clock_offsets)]),
+                        guardrail=verdict.messages, incumbent_p95_s=self.incumbent.p95_s if self.incumbent else None,
+                        rollout=outcome.rollout if outcome else None, outcome=outcome.report() if outcome else None)
+
+    def _realize(self, config: Config, target: Config, decision: Decision) -> Decision:
+        """`target` in force through the realizer (where it differs from `config`), the window after a restart
+        or a rollback let settle; `decision` amended with what that did."""
+        if target == config:
+            self._dwell += 1
+            return decision
+        decision.change = _change(config, target)
+        try:
+            outcome = self.realizer.realize(target)
+            back = self.realizer.realize(config) if outcome.kind is OutcomeKind.REFUSED else None
+        except PipelineUnavailable as err:
+            return self._unavailable(err, decision)
+        if back is not None:
+            decision.action = Action.ROLLBACK
+            decision.reason = f"apply failed ({outcome.message}); back: {back.message}"
             self.rollbacks += 1
             self.metrics.rollbacks.inc()
-            return
+            return decision
         self._dwell = 0
         if decision.action is Action.ROLLBACK:
             self.rollbacks += 1
             self.metrics.rollbacks.inc()
         if _restarts(config, target):
+            while self._restart_times and self.t_s - self._restart_times[0] >= RESTART_BUDGET_S:
+                self._restart_times.popleft()  # what is older than the budget's hour no longer counts
             self._restart_times.append(self.t_s)
-            self._restart_allowed()  # drops the restarts older than the budget's hour
             self.metrics.restarts.inc()
         # Let it settle: a window spent restarting, refilling or draining a rollback's backlog is not
         # a fair measurement of the new config (and when stopping, no window follows to measure).
-        settle_s = self.window_s if decision.action is Action.ROLLBACK or report.pause_s > 0 else 0.0
+        settle_s = self.window_s if decision.action is Action.ROLLBACK or outcome.pause_s > 0 else 0.0
         if settle_s > 0 and not self.stop.is_set():
             try:
                 # not judged, but the backlog trend of the next window starts from where it leaves the backlog:
@@ -355,8 +371,16 @@ class Daemon:
                 self.previous = None
             self.t_s += settle_s
             decision.pause_s = settle_s
+        return decision
 
-    def _record(self, decision: Decision) -> None:
+    def _record(self, decision: Decision, vetoed: str | None = None) -> Decision:
+        """Write the window down: an override a guardrail rolled back (audited, never applied again), the
+        metrics, the decision log and the status; the next window is numbered after it."""
+        if vetoed is not None:
+            self._vetoed.add(vetoed)
+            if self.store:
+                self.store.append_audit({"actor": "daemon", "action": "override_rolled_back", "id": vetoed,
+                                         "why": decision.guardrail})
         self.metrics.decisions.labels(decision.action).inc()
         self.metrics.window_p95.set(decision.observed["p95_s"])
         self.metrics.throughput_ratio.set(decision.observed["throughput_ratio"])
@@ -365,6 +389,8 @@ class Daemon:
         if self.store:
             self.store.append_decision(decision)
             self.store.save_status(self.status(decision))
+        self.window += 1
+        return decision
 
     def status(self, last: Decision | None = None) -> Status:
         """What `GET /status` shows: mode, pipeline, incumbent, last window, guardrails, overrides, progress."""
@@ -372,6 +398,7 @@ class Daemon:
             current = dict(self.pipeline.current())
         except PipelineUnavailable:
             current = None  # unknown until the pipeline answers again
+        nodes = self.realizer.report()
         return Status(
             pipeline=self.name, mode=self.policy.mode, paused=self.paused, window=self.window, t_s=self.t_s,
             updated_at=time.time(), current_config=current,
@@ -379,27 +406,25 @@ class Daemon:
             guardrail=GuardrailReport(last_breaches=last.guardrail if last else [], rollbacks=self.rollbacks,
                                       violation_s=self.violation_s),
             overrides=[o.report(o.id in self._vetoed) for o in (self.store.overrides() if self.store else [])],
-            clock_offsets=offset_reports(self.clock_offsets),
-            nodes=self.pipeline.node_versions() if isinstance(self.pipeline, NodeVersions) else {},
-            rollout=self.pipeline.rollout() if isinstance(self.pipeline, Rollout) else None,
+            clock_offsets=offset_reports(self.clock_offsets), nodes=nodes.versions, rollout=nodes.rollout,
             learner=LearnerReport(observations=self.told, last_reason=last.reason if last else ""))
 
     def revert(self, config: Config) -> Decision:
-        """Put `config` (the one the run started from) back through the pipeline, and record it."""
+        """Put `config` (the one the run started from) back through the realizer, and record it."""
         try:
             current = self.pipeline.current()
             decision = Decision(window=self.window, t_s=self.t_s, config=dict(current), observed=_unobserved(0.0),
                                 action=Action.REVERT, reason="on exit: back to the config the run started from",
-                                change={k: [a, b] for k, (a, b) in current.diff(config).items()})
-            report = self.pipeline.apply(config) if current != config else None
+                                change=_change(current, config))
+            outcome = self.realizer.realize(config) if current != config else None
         except PipelineUnavailable as err:
             decision = Decision(window=self.window, t_s=self.t_s, config={}, observed=_unobserved(0.0),
                                 action=Action.REVERT, reason=f"on exit: pipeline unavailable ({err}), not reverted")
         else:
-            if report is not None and not report.ok:
-                decision.reason = f"on exit: reverting failed ({report.message}); the config in force stays"
+            if outcome is not None and outcome.kind is OutcomeKind.REFUSED:
+                decision.reason = f"on exit: reverting failed ({outcome.message}); the config in force stays"
                 decision.change = {}
-        return self._finish(decision)
+        return self._record(decision)
 
     def run(self, windows: int | None, on_decision: Callable[[Decision], None] | None = None,
             wall_s_per_window: float = 0.0) -> int:
@@ -419,4 +444,3 @@ class Daemon:
             if on_decision:
                 on_decision(decision)
         return done
-

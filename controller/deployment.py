@@ -20,6 +20,7 @@ from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, ValidationError, 
 from agents.client import AgentClient
 from controller.kafka_lag import GroupLag, LagWatch
 from controller.live import LivePipeline
+from controller.realizer import Driven
 from controller.rollout import CanaryPool, LivePoolWindows
 from controller.state import DEFAULT_POOL, PoolDir, plan_pool_dirs
 from controller.telemetry import PrometheusTelemetry
@@ -215,20 +216,21 @@ def live_pipeline(deployment: Deployment, pool: str | None = None) -> LivePipeli
     return LivePipeline(agents, telemetry, deployment.config.config(), deployment.latency.clock_offsets_file)
 
 
-def pool_pipeline(deployment: Deployment, pool: PoolSpec, directory: Path) -> LivePipeline | CanaryPool:
-    """The pipeline the daemon drives for `pool`: a pool of one node is its `LivePipeline`; a pool of
-    several rolls each change out canary first (`controller.rollout`), its rollout state in `directory`."""
+def pool_pipeline(deployment: Deployment, pool: PoolSpec, directory: Path) -> Driven:
+    """What the daemon drives for `pool`: a pool of one node is its `LivePipeline`, changed directly; a pool
+    of several rolls each change out canary first (`controller.rollout`), its rollout state in `directory`."""
     pipeline = live_pipeline(deployment, pool.name)
     if len(pool.nodes) == 1:
-        return pipeline
+        return Driven.direct(pipeline, pipeline.node_versions)
     base = deployment.config.config()
     nodes = {agent.node: LivePipeline([agent], pipeline.telemetry, base) for agent in pipeline.agents}
     plan = plan_rollout(pool.nodes, pool.canary_nodes, pool.max_unavailable)
-    return CanaryPool(nodes, LivePoolWindows(pipeline, pipeline.telemetry), plan, directory / "rollout.json",
-                      max_windows=pool.canary_max_windows)
+    canary = CanaryPool(nodes, LivePoolWindows(pipeline, pipeline.telemetry), plan, directory / "rollout.json",
+                        max_windows=pool.canary_max_windows, node_versions=pipeline.node_versions)
+    return Driven(canary, canary)
 
 
-def pool_pipelines(deployment: Deployment, directory: Path) -> list[tuple[PoolDir, LivePipeline | CanaryPool]]:
+def pool_pipelines(deployment: Deployment, directory: Path) -> list[tuple[PoolDir, Driven]]:
     """Each pool's state directory under `directory` and its pipeline over only its nodes."""
     dirs = plan_pool_dirs(directory, {p.name: p.nodes for p in deployment.pool_specs()})
     return [(pool, pool_pipeline(deployment, deployment.pool(pool.name), pool.directory)) for pool in dirs]

@@ -1,4 +1,4 @@
-"""The pipeline seam: what the daemon drives, the twin or a live pipeline alike."""
+"""The pipeline seam: what the daemon measures, and the twin or a live pipeline alike taking a config."""
 
 from __future__ import annotations
 
@@ -26,16 +26,12 @@ class PipelineUnavailable(RuntimeError):
     """The pipeline cannot be observed or reached right now; the message says which part."""
 
 
-class Pipeline(Protocol):
-    """A pipeline the daemon can reconfigure and measure.
+class Measured(Protocol):
+    """What the daemon reads of a pipeline every window (a single pipeline, or a pool of nodes).
 
     Each method raises `PipelineUnavailable` when a part it needs (a node's agent, the telemetry) does not
     answer; the daemon then holds until it does.
     """
-
-    def apply(self, config: Config) -> ApplyReport:
-        """Put `config` in force; a change the pipeline refuses is `ok=False`, not `PipelineUnavailable`."""
-        ...
 
     def observe(self, seconds: float) -> Observation:
         """Measure the next `seconds`; `PipelineUnavailable` when that window cannot be read."""
@@ -43,6 +39,15 @@ class Pipeline(Protocol):
 
     def current(self) -> Config:
         """The config in force; `PipelineUnavailable` when it cannot be asked."""
+        ...
+
+
+class Pipeline(Measured, Protocol):
+    """A pipeline that takes a whole config at once: the twin, or a live one through its agents (its
+    realizer, `controller.realizer.Direct`, applies the daemon's configs to it)."""
+
+    def apply(self, config: Config) -> ApplyReport:
+        """Put `config` in force; a change the pipeline refuses is `ok=False`, not `PipelineUnavailable`."""
         ...
 
 

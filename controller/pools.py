@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Callable
 
 from controller.daemon import Daemon, DaemonMetrics
-from controller.pipelines import Pipeline, PipelineUnavailable
+from controller.pipelines import Measured, PipelineUnavailable
 from controller.ray_learner import RemoteLearner
+from controller.realizer import Driven, Realizer
 from controller.state import Decision, PoolDir, StateStore, save_pool_dirs
 from models.learning import Learner
 from models.policy import Policy
@@ -28,10 +29,11 @@ LearnerFactory = Callable[[str, Config, Policy], Learner]
 
 @dataclass
 class PoolRun:
-    """One pool's loop: its pipeline and state directory, then (once its pipeline answers) its daemon."""
+    """One pool's loop: its pipeline, realizer and state directory, then (once its pipeline answers) its daemon."""
 
     pool: PoolDir
-    pipeline: Pipeline
+    pipeline: Measured
+    realizer: Realizer
     store: StateStore
     metrics: DaemonMetrics = field(default_factory=DaemonMetrics)
     daemon: Daemon | None = None  # built in the pool's thread: asking a hung agent must not hold up the others
@@ -44,10 +46,10 @@ class PoolRun:
         return self.pool.name
 
 
-def pool_runs(pools: list[tuple[PoolDir, Pipeline]], directory: Path) -> list[PoolRun]:
-    """A run per pool over its pipeline and its state directory; writes `pools.json`, which the API reads."""
+def pool_runs(pools: list[tuple[PoolDir, Driven]], directory: Path) -> list[PoolRun]:
+    """A run per pool over what it drives and its state directory; writes `pools.json`, which the API reads."""
     save_pool_dirs(directory, [pool for pool, _ in pools])
-    return [PoolRun(pool, pipeline, StateStore(pool.directory)) for pool, pipeline in pools]
+    return [PoolRun(pool, pipeline, realizer, StateStore(pool.directory)) for pool, (pipeline, realizer) in pools]
 
 
 def relearn(daemon: Daemon) -> None:
@@ -97,7 +99,7 @@ class PoolRunner:
             incumbent = run.store.load_incumbent()
             learner = self.learner_for(run.name, incumbent.config if incumbent else run.started_from, policy)
             daemon = Daemon(run.pipeline, learner, policy, window_s=self.window_s, store=run.store,
-                            metrics=run.metrics, name=run.name)
+                            metrics=run.metrics, name=run.name, realizer=run.realizer)
             daemon.stop = self.stop
             if isinstance(learner, RemoteLearner):  # lost with its Ray node, it is taught again from the store
                 learner.on_restore = partial(relearn, daemon)

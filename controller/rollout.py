@@ -1,9 +1,11 @@
-"""A pool's changes, canary first: the `Pipeline` the daemon drives for a pool of several nodes.
+"""A pool's changes, canary first: what the daemon measures and how it realizes a config, for a pool of
+several nodes.
 
-A candidate goes to the plan's canary nodes only; the pool's other nodes keep the promoted config and
-are the controls. The next full window judges it (`models.canary.judge_canary`): the change of the
-canary's P95 against the window before the change, minus the same change on the controls over the same
-windows, with its interval. Load that moves the whole pool cancels out of that comparison.
+A candidate goes to the plan's canary nodes only (`realize`: outcome CANARY); the pool's other nodes keep
+the promoted config and are the controls. The next full window judges it (`conclude`, with
+`models.canary.judge_canary`): the change of the canary's P95 against the window before the change, minus
+the same change on the controls over the same windows, with its interval. Load that moves the whole pool
+cancels out of that comparison.
 - Unclear: the canary runs one more window and is judged again over all its windows together, up to
   `canary_max_windows` (a deployment's pool setting); still unclear after them, it is taken back.
 - Better: promoted to the other nodes in the plan's steps (at most `max_unavailable` at once). Each
@@ -15,14 +17,16 @@ windows, with its interval. Load that moves the whole pool cancels out of that c
   candidate better.
 - Worse: the canary nodes go back to the promoted config.
 A config the pool ran in full before (the one a run started from, an incumbent measured again, a
-rollback) was judged then: it goes to every node at once, in the same steps, not judged again.
-Either way the daemon sees the candidate as the config of the window that judged it, and the learner
-is told the measured effect, not a raw window: the window's P95 is the canary's, scaled by how the
-controls' P95 moved since the window before the change, with the standard deviation the judgement's
-interval implies (`Observation.p95_sd_s`); a promotion taken back is told worse by the share the
-worst node's P95 rose. A window that follows a restart only settles the canary (or a step) and judges
-nothing. After a judgement the pool measures one window of every node on the promoted config (after a
-settle window when that took a restart): the next candidate's baseline.
+rollback) was judged then: it goes to every node at once, in the same steps, not judged again (APPLIED).
+The judgement is an `Outcome` (PROMOTED, REVERTED, TAKEN_BACK) naming the candidate, its effect and interval,
+the canary windows it rests on, and the observation the learner is told instead of a raw window: the
+window's P95 is the canary's, scaled by how the controls' P95 moved since the window before the change,
+with the standard deviation the judgement's interval implies (`Observation.p95_sd_s`); a promotion taken
+back is told worse by the share the worst node's P95 rose. A window that follows a restart only settles the
+canary (or a step) and judges nothing. After a judgement the pool measures one window of every node on the
+promoted config (after a settle window when that took a restart): the next candidate's baseline. A window
+with nothing on trial concludes where the pool stands: APPLIED (the promoted config on every node), or
+CANARY (a candidate not judged yet).
 
 Each node's version and state are written to the state file after every step, so a restarted daemon
 finishes a promotion that was judged better (its remaining steps are not judged one by one) and reverts
@@ -39,14 +43,14 @@ from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 from statistics import NormalDist
-from typing import Mapping, Protocol
+from typing import Callable, Mapping, Protocol
 
 import numpy as np
 
 from agents.probe.metrics import LATENCY_BUCKETS_S
 from controller.live import LivePipeline
-from controller.daemon import NodeVersions
 from controller.pipelines import ApplyReport, PipelineUnavailable, TwinPipeline
+from controller.realizer import NodesReport, NodeVersions, Outcome, OutcomeKind
 from controller.state import NodeRolloutReport, RolloutReport
 from controller.telemetry import PrometheusTelemetry
 from models.canary import (MAX_BASELINE_GAP, CanaryJudgement, CanaryOutcome, LatencyHistogram, judge_canary, judge_step,
@@ -108,10 +112,12 @@ class RolloutState:
 
 
 class CanaryPool:
-    """The `Pipeline` seam over a pool of two or more nodes, every change canary first."""
+    """A pool of two or more nodes: measured as one pipeline (`Measured`), every change realized canary
+    first (`Realizer`); `node_versions` says what each node's agent runs (none for twins)."""
 
     def __init__(self, nodes: Mapping[str, NodeConfig], windows: PoolWindows, plan: RolloutPlan,
-                 state_file: Path | None = None, *, max_windows: int, confidence: float = 0.95) -> None:
+                 state_file: Path | None = None, *, max_windows: int, confidence: float = 0.95,
+                 node_versions: Callable[[], NodeVersions] = dict) -> None:
         if not plan.steps:
             raise ValueError("plan: a canary pool needs control nodes besides its canaries")
         if max_windows < 1:
@@ -122,9 +128,10 @@ class CanaryPool:
         self.plan = plan
         self.state_file = state_file
         self.confidence = confidence
+        self.node_versions = node_versions
         self._before: PoolWindow | None = None  # the last window observed: the baseline of a new canary
         self._settling = False  # the candidate restarted the canary: its first window is not judged
-        self._judged: Config | None = None  # the candidate the last window judged: in force for that window
+        self._trial: tuple[PoolWindow, PoolWindow] | None = None  # a baseline and the canary's first full window
         # the last promotion's step judgements: node -> its judgement and its P95 before its step
         self._step_judgements: dict[str, tuple[CanaryJudgement, float]] = {}
         started = dict(self.nodes[plan.canary[0]].current())
@@ -133,26 +140,37 @@ class CanaryPool:
             self.state.nodes = [NodeVersion(node, 0, NodeState.PROMOTED) for node in self._order()]
         self._recover()
 
-    # -- the Pipeline seam --------------------------------------------------------------------------
+    # -- what the daemon measures --------------------------------------------------------------------
 
     def close(self) -> None:
         self.windows.close()
 
     def current(self) -> Config:
-        """The candidate while it is on the canary (and for the window that judged it), else the promoted."""
-        if self._judged is not None:
-            return self._judged
+        """The candidate while it is on the canary, else the promoted config."""
         return Config(self.state.candidate if self.state.phase is Phase.CANARY else self.state.promoted)
 
-    def apply(self, config: Config) -> ApplyReport:
-        """A new config goes to the canary nodes; the promoted one (a rollback) takes the canary back."""
-        self._judged = None
+    def observe(self, seconds: float) -> Observation:
+        """Measure the pool, keeping each node's latencies: the window before a change is the canary's
+        baseline, and the canary's first full window the one `conclude` judges (a window that settles the
+        canary's restart is neither)."""
+        window = self.windows.observe(seconds)
+        if self.state.phase is not Phase.CANARY or self._before is None:
+            self._before = window
+        elif self._settling:
+            self._settling = False
+        else:
+            self._trial = (self._before, window)  # for `conclude` to judge
+        return window.observation
+
+    # -- the Realizer seam ----------------------------------------------------------------------------
+
+    def realize(self, config: Config) -> Outcome:
+        """A new config goes to the canary nodes (CANARY); the promoted one takes a canary back, and a config
+        the pool ran before goes to every node (APPLIED); REFUSED when a node would not take it."""
         if self.state.phase is Phase.CANARY:
-            if config == Config(self.state.candidate):
-                return ApplyReport(True, config, 0.0, "already on the canary")
             self._revert_canary("replaced before it was judged")
         if config == Config(self.state.promoted):
-            return ApplyReport(True, config, 0.0, "the pool's promoted config")
+            return Outcome(OutcomeKind.APPLIED, config, "the pool's promoted config")
         if dict(config) in self.state.known:
             return self._roll_out_known(config)
         reports = self._change(self.plan.canary, config)
@@ -160,33 +178,35 @@ class CanaryPool:
         if failed:
             self._change([n for n in reports if n not in failed], Config(self.state.promoted))
             said = "; ".join(f"{node}: {r.message}" for node, r in failed.items())
-            return ApplyReport(False, Config(self.state.promoted), 0.0, f"canary refused the change ({said})")
+            return Outcome(OutcomeKind.REFUSED, config, f"canary refused the change ({said})")
         self.state.candidate, self.state.phase = dict(config), Phase.CANARY
         self._set(self.plan.canary, self.state.version + 1, NodeState.CANARY)
         pause_s = max((r.pause_s for r in reports.values()), default=0.0)
         self._settling = pause_s > 0
-        return ApplyReport(True, config, pause_s, f"on canary {', '.join(self.plan.canary)}")
+        return Outcome(OutcomeKind.CANARY, config, f"on canary {', '.join(self.plan.canary)}", pause_s)
 
-    def observe(self, seconds: float) -> Observation:
-        """Measure the pool; a canary's first full window decides it (promote or take back), or, unclear,
-        one more window at a time up to `max_windows`, each judged over all the canary's windows."""
-        self._judged = None
-        window = self.windows.observe(seconds)
-        before, self._before = self._before, window
-        if self.state.phase is not Phase.CANARY or before is None:
-            return window.observation
-        if self._settling:
-            self._settling = False
-            self._before = before  # still the baseline: this window was the canary's restart
-            return window.observation
-        judgement, after = self._judge_windows(before, window, seconds)
-        self._judged = Config(self.state.candidate)
+    def conclude(self, seconds: float) -> Outcome:
+        """Judge the canary on the window just measured, or, unclear, on one more window at a time up to
+        `max_windows`, each judged over all its windows: promoted (after its steps), reverted or taken back.
+        With no canary window to judge: where the pool stands (APPLIED, or CANARY not judged yet)."""
+        trial, self._trial = self._trial, None
+        if trial is None:
+            if self.state.phase is Phase.CANARY:
+                return Outcome(OutcomeKind.CANARY, self.current(), "on the canary, not judged yet",
+                               rollout=self.rollout())
+            return Outcome(OutcomeKind.APPLIED, self.current(),
+                           f"the pool's promoted config (version {self.state.version}) on every node",
+                           rollout=self.rollout())
+        (before, first), candidate = trial, self.current()
+        judgement, after, windows = self._judge_windows(before, first, seconds)
         self.state.judgement = judgement.reason
         told = (self._told_p95_s(judgement, before, after), self._told_sd_s(judgement))
+        kind = OutcomeKind.REVERTED
         if judgement.outcome is CanaryOutcome.BETTER:
             changed, taken_back = self._promote(seconds, after)
+            kind = OutcomeKind.TAKEN_BACK if taken_back else OutcomeKind.PROMOTED
             if taken_back:
-                told = self._told_worse(_p95(before, self.plan.canary))
+                judgement, *told = self._told_worse(_p95(before, self.plan.canary))
         else:
             changed = self._revert_canary(f"{judgement.outcome}: {judgement.reason}")
         # The next candidate's baseline is a window in which every node runs the promoted config, settled:
@@ -197,20 +217,27 @@ class CanaryPool:
         # The told P95 is the candidate's at the load of the window before the change: so are the load and the
         # throughput (at the judged window's ratio), or the daemon would read a load move into it.
         offered_eps = before.observation.offered_eps
-        return replace(after.observation, p95_s=told[0], offered_eps=offered_eps,
-                       throughput_eps=after.observation.throughput_ratio * offered_eps, p95_sd_s=told[1])
+        told_observation = replace(after.observation, p95_s=told[0], offered_eps=offered_eps,
+                                   throughput_eps=after.observation.throughput_ratio * offered_eps, p95_sd_s=told[1])
+        return Outcome(kind, candidate, self.state.judgement, observation=told_observation, judgement=judgement,
+                       windows=windows, rollout=self.rollout())
+
+    def report(self) -> NodesReport:
+        """Each node's components and the config version each runs (as its agent says), and the rollout."""
+        return NodesReport(self.node_versions(), self.rollout())
 
     def _judge_windows(self, before: PoolWindow, first: PoolWindow, seconds: float
-                       ) -> tuple[CanaryJudgement, PoolWindow]:
+                       ) -> tuple[CanaryJudgement, PoolWindow, int]:
         """The canary's judgement over its windows since `before`, one more each time it is unclear (up to
-        `max_windows`), and those windows as one (each node's histograms summed; the last one's observation)."""
+        `max_windows`), those windows as one (each node's histograms summed; the last one's observation), and
+        how many they are."""
         windows = [first]
         usual = self._usual_ratio(before)
         while True:
             after = PoolWindow(windows[-1].observation, merge_windows([w.latency for w in windows]))
             judgement = self._judge(before, after, usual)
             if canary_next(judgement.outcome, len(windows), self.max_windows) is not CanaryNext.EXTEND:
-                return judgement, after
+                return judgement, after, len(windows)
             self.state.judgement = f"unclear over {len(windows)} window(s), judged again with one more: " \
                                    f"{judgement.reason}"
             self._save()
@@ -218,7 +245,7 @@ class CanaryPool:
                 windows.append(self.windows.observe(seconds))
             except PipelineUnavailable as err:  # judged on what was read: unclear, so taken back
                 return replace(judgement, reason=f"{judgement.reason} (window {len(windows) + 1} unread: {err})"), \
-                    after
+                    after, len(windows)
 
     def _told_p95_s(self, judgement: CanaryJudgement, before: PoolWindow, after: PoolWindow) -> float:
         """The candidate's P95 at the load of the window before it: the canary's P95 scaled by how the
@@ -239,18 +266,6 @@ class CanaryPool:
         return (judgement.high_s - judgement.low_s) / (2 * NormalDist().inv_cdf(0.5 + self.confidence / 2))
 
     # -- the rollout --------------------------------------------------------------------------------
-
-    def node_versions(self) -> dict[str, dict[str, int] | None]:
-        """Each node's components and the config version each runs, as its agent says (nodes that can)."""
-        versions: dict[str, dict[str, int] | None] = {}
-        for node in self.nodes.values():
-            if isinstance(node, NodeVersions):
-                versions |= node.node_versions()
-        return versions
-
-    def promoted(self) -> Config:
-        """The config the pool runs in full (the start, or the last candidate judged better)."""
-        return Config(self.state.promoted)
 
     def rollout(self) -> RolloutReport:
         """Where the pool's rollout stands: its phase, the promoted version, each node's, the last judgement."""
@@ -312,26 +327,28 @@ class CanaryPool:
             return reports, False
         return reports | self._roll_back_promotion(), True
 
-    def _told_worse(self, replaced_p95_s: float) -> tuple[float, float | None]:
-        """A promotion taken back: the candidate's P95 is the replaced config's at the canary's load before
-        the change (`replaced_p95_s`), risen by the share the worst node's rose net of the controls, with
-        the spread of that node's interval in the same proportion. Worse than what it replaced, as on the
-        node it hurt: the canary's gain is not the pool's."""
+    def _told_worse(self, replaced_p95_s: float) -> tuple[CanaryJudgement, float, float | None]:
+        """A promotion taken back: the judgement of the node it hurt most, and the candidate's P95 as told: the
+        replaced config's at the canary's load before the change (`replaced_p95_s`), risen by the share that
+        node's rose net of the controls, with the spread of its interval in the same proportion. Worse than
+        what it replaced, as on the node it hurt: the canary's gain is not the pool's."""
         judgement, node_p95_s = max((j for j in self._step_judgements.values() if j[0].outcome is CanaryOutcome.WORSE),
                                     key=lambda j: j[0].effect_s / j[1])
         sd = self._told_sd_s(judgement)
         scale = replaced_p95_s / node_p95_s
-        return replaced_p95_s + judgement.effect_s * scale, None if sd is None else sd * scale
+        return judgement, replaced_p95_s + judgement.effect_s * scale, None if sd is None else sd * scale
 
-    def _roll_out_known(self, config: Config) -> ApplyReport:
+    def _roll_out_known(self, config: Config) -> Outcome:
         """A config the pool ran before (judged then) goes to every node, in the plan's steps."""
         self.state.candidate, self.state.phase = dict(config), Phase.PROMOTING
         self._set(self._order(), self.state.version, NodeState.PENDING)
         reports = self._finish_promotion()
         failed = "; ".join(f"{node}: {r.message}" for node, r in reports.items() if not r.ok)
         pause_s = max((r.pause_s for r in reports.values()), default=0.0)
-        return ApplyReport(not failed, config, pause_s, f"not on every node ({failed})" if failed else
-                           f"a config the pool ran before, on every node (version {self.state.version})")
+        if failed:
+            return Outcome(OutcomeKind.REFUSED, config, f"not on every node ({failed})", pause_s)
+        return Outcome(OutcomeKind.APPLIED, config,
+                       f"a config the pool ran before, on every node (version {self.state.version})", pause_s)
 
     def _finish_promotion(self, seconds: float | None = None, last: PoolWindow | None = None
                           ) -> dict[str, ApplyReport]:

@@ -78,6 +78,20 @@ class RolloutReport(BaseModel):
     nodes: dict[str, NodeRolloutReport]
 
 
+class OutcomeReport(BaseModel):
+    """What the realizer concluded of a window (`controller.realizer.Outcome`): a pool's canary judged, or
+    where its rollout stands."""
+
+    kind: str = Field(description="applied, canary, promoted, reverted or taken_back")
+    message: str = Field(description="the judgement, or where the config stands")
+    effect_s: float | None = Field(default=None, description="judged: the change's effect on P95 net of the "
+                                                              "controls, s")
+    low_s: float | None = Field(default=None, description="judged: the low end of the effect's interval, s")
+    high_s: float | None = Field(default=None, description="judged: the high end of the effect's interval, s")
+    p95_sd_s: float | None = Field(default=None, description="judged: the spread of the P95 the learner is told, s")
+    windows: int = Field(default=0, description="judged: how many of the canary's windows it rests on")
+
+
 class Decision(BaseModel):
     """One step of the loop, as the decision log records it."""
 
@@ -98,6 +112,8 @@ class Decision(BaseModel):
     pause_s: float = 0.0
     rollout: RolloutReport | None = Field(default=None, description="a pool of several nodes: its rollout as "
                                                                       "the window's judgement left it")
+    outcome: OutcomeReport | None = Field(default=None, description="a pool of several nodes: what its realizer "
+                                                                      "concluded of the window")
 
 
 class IncumbentReport(BaseModel):

@@ -13,6 +13,7 @@ import pytest
 
 from controller.deployment import load_deployment, pool_pipelines
 from controller.pools import PoolRunner, pool_runs
+from controller.realizer import Driven
 from controller.state import PoolDir, StateStore, load_pool_dirs, plan_pool_dirs
 from controller.tuning_run import twin_pipeline
 from models.policy import Policy
@@ -35,9 +36,9 @@ def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 90.0) 
         time.sleep(0.05)
 
 
-def _twin(windows: int = 8):
-    return twin_pipeline(preset("defaults"), load("paper-2vcpu"), WorkloadSpec("steady", 450.0, seed=1), windows,
-                         WINDOW_S)
+def _twin(windows: int = 8) -> Driven:
+    return Driven.direct(twin_pipeline(preset("defaults"), load("paper-2vcpu"), WorkloadSpec("steady", 450.0, seed=1),
+                                       windows, WINDOW_S))
 
 
 class HungAgent:
@@ -110,12 +111,12 @@ def test_a_pool_whose_agent_hangs_does_not_stall_the_others(tmp_path, hung_agent
                             nodes=[{"name": "edge-1", "agent_url": hung_agent.url, "token_file": "edge-1.token"},
                                    {"name": "core-1", "agent_url": "http://127.0.0.1:9", "token_file": "edge-1.token"}],
                             pools=[{"name": "edge", "nodes": ["edge-1"]}, {"name": "core", "nodes": ["core-1"]}])
-    (edge_dir, edge_live), (core_dir, core_live) = pool_pipelines(load_deployment(path), tmp_path / "state")
+    (edge_dir, edge), (core_dir, core) = pool_pipelines(load_deployment(path), tmp_path / "state")
+    edge_live = edge.pipeline
     assert [a.node for a in edge_live.agents] == ["edge-1"]  # each pool's pipeline asks only its own nodes
     edge_live.telemetry = FixedTelemetry()  # the agent, not Prometheus, is what hangs
-    core_live.close()
-    twin = _twin(windows=40)
-    runs = pool_runs([(edge_dir, edge_live), (core_dir, twin)], tmp_path / "state")
+    core.pipeline.close()
+    runs = pool_runs([(edge_dir, edge), (core_dir, _twin(windows=40))], tmp_path / "state")
     runner = PoolRunner(runs, lambda name, start, policy: Scripted(CANDIDATE), Policy(), window_s=WINDOW_S)
     runner.start(None)
     edge, core = runner.runs["edge"], runner.runs["core"]

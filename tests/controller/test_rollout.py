@@ -1,5 +1,6 @@
 """A pool's changes canary first: judged against the controls over the same windows, promoted in steps or
-taken back, each node's version recorded, and a restarted daemon finishing or reverting what it found.
+taken back, each outcome said as such, each node's version recorded, and a restarted daemon finishing or
+reverting what it found.
 
 The nodes here are in-memory stand-ins for node agents (the agent's own apply, health check and rollback
 are tested in tests/agents); what is under test is the order and the bookkeeping of the rollout."""
@@ -16,9 +17,10 @@ import pytest
 from agents.probe.metrics import LATENCY_BUCKETS_S
 from controller.daemon import Daemon
 from controller.pipelines import ApplyReport, PipelineUnavailable, TwinPipeline
+from controller.realizer import Outcome, OutcomeKind
 from controller.rollout import CanaryPool, Phase, PoolWindow, TwinPoolWindows
 from controller.state import StateStore
-from models.canary import LatencyHistogram
+from models.canary import CanaryOutcome, LatencyHistogram
 from models.observation import Observation
 from models.policy import Policy
 from models.rollout import NodeState, plan_rollout
@@ -107,12 +109,22 @@ def _versions(pool: CanaryPool) -> dict[str, tuple[int, NodeState]]:
     return {node: (r.version, NodeState(r.state)) for node, r in pool.rollout().nodes.items()}
 
 
+def _window(pool: CanaryPool) -> tuple[Observation, Outcome]:
+    """One window as the daemon reads it: the observation it judges and tells the learner (the judged one,
+    where the pool judged its canary), and what the pool concluded of the window."""
+    measured = pool.observe(30)
+    outcome = pool.conclude(30)
+    return outcome.observation or measured, outcome
+
+
 def test_a_better_canary_is_promoted_in_steps_although_the_load_rose_on_every_node(tmp_path):
     pool, nodes, _, changes = _pool(tmp_path, loads=[1.0, 1.6], max_unavailable=2)
-    pool.observe(30)
-    assert pool.apply(FASTER).ok
+    _window(pool)
+    assert pool.realize(FASTER).kind is OutcomeKind.CANARY
     assert [n.config for n in nodes.values()] == [FASTER, DEFAULTS, DEFAULTS, DEFAULTS]
-    judged = pool.observe(30)  # every node's latency rose with the load; the canary's fell against them
+    judged, outcome = _window(pool)  # every node's latency rose with the load; the canary's fell against them
+    assert outcome.kind is OutcomeKind.PROMOTED and outcome.config == FASTER and outcome.windows == 1
+    assert outcome.judgement.outcome is CanaryOutcome.BETTER and outcome.judgement.high_s < 0
     assert all(n.config == FASTER for n in nodes.values())
     changed = [node for node, _ in changes]  # the canary, then two controls at once, then the last
     assert changed[0] is nodes["node-1"] and set(changed[1:3]) == {nodes["node-2"], nodes["node-3"]}
@@ -126,28 +138,53 @@ def test_a_better_canary_is_promoted_in_steps_although_the_load_rose_on_every_no
 
 def test_the_learner_is_told_the_judged_p95_with_the_spread_its_interval_implies(tmp_path):
     pool, _, _, _ = _pool(tmp_path, loads=[1.0, 1.6])
-    plain = pool.observe(30)
-    assert plain.p95_sd_s is None  # a window that judged nothing: the learner estimates its noise itself
-    pool.apply(FASTER)
-    judged = pool.observe(30)
+    plain, steady = _window(pool)
+    # a window that judged nothing: told as measured, the learner estimates its noise itself
+    assert steady.kind is OutcomeKind.APPLIED and steady.observation is None and plain.p95_sd_s is None
+    pool.realize(FASTER)
+    judged, outcome = _window(pool)
     low_ms, high_ms = (float(v) for v in pool.state.judgement.split("interval ")[1].removesuffix(" ms").split(" .. "))
     # a 95 % interval spans ±1.96 standard deviations (its bounds are printed to 0.1 ms)
     assert judged.p95_sd_s == pytest.approx((high_ms - low_ms) / 1e3 / (2 * 1.96), abs=0.1e-3 / 1.96)
     assert 0 < judged.p95_sd_s < judged.p95_s
+    assert (outcome.judgement.low_s, outcome.judgement.high_s) == pytest.approx((low_ms / 1e3, high_ms / 1e3),
+                                                                                abs=0.05e-3)
 
 
 def test_a_worse_canary_is_taken_back_and_the_controls_are_never_touched(tmp_path):
     pool, nodes, _, changes = _pool(tmp_path, loads=[1.0, 0.7, 1.0])
-    before = pool.observe(30)
-    pool.apply(SLOWER)
-    judged = pool.observe(30)  # the load fell everywhere: the canary's raw P95 alone would hide the harm
+    before, _ = _window(pool)
+    pool.realize(SLOWER)
+    judged, outcome = _window(pool)  # the load fell everywhere: the canary's raw P95 alone would hide the harm
+    assert outcome.kind is OutcomeKind.REVERTED and outcome.config == SLOWER  # the config the judged window ran
+    assert outcome.judgement.outcome is CanaryOutcome.WORSE and outcome.message.startswith("worse")
     assert [n for n, _ in changes] == [nodes["node-1"], nodes["node-1"]]  # on, then back
     assert all(n.config == DEFAULTS for n in nodes.values())
-    assert pool.current() == SLOWER  # the config the judged window measured
     assert judged.p95_s > before.p95_s
     assert _versions(pool)["node-1"] == (0, NodeState.ROLLED_BACK) and "worse" in pool.state.judgement
-    pool.observe(30)
-    assert pool.current() == DEFAULTS
+
+
+def test_after_a_canary_is_taken_back_the_pool_reports_the_config_its_nodes_run(tmp_path):
+    pool, nodes, _, _ = _pool(tmp_path, loads=[1.0])
+    _window(pool)
+    pool.realize(SLOWER)
+    assert pool.current() == SLOWER  # on the canary, being judged
+    _, outcome = _window(pool)
+    assert outcome.kind is OutcomeKind.REVERTED and outcome.config == SLOWER
+    assert pool.current() == DEFAULTS and nodes["node-1"].config == DEFAULTS  # no window reports the candidate
+    assert pool.report().rollout.phase == "steady"
+
+
+def test_a_change_the_canary_refuses_is_refused_and_the_pool_stays_as_it_was(tmp_path):
+    pool, nodes, _, changes = _pool(tmp_path, loads=[1.0])
+    nodes["node-1"].refuses = FASTER
+    _window(pool)
+    outcome = pool.realize(FASTER)
+    assert outcome.kind is OutcomeKind.REFUSED and not outcome.in_force
+    assert outcome.message == "canary refused the change (node-1: not healthy after the change: rolled back)"
+    assert not changes and pool.current() == DEFAULTS and pool.state.phase is Phase.STEADY
+    _, steady = _window(pool)
+    assert steady.kind is OutcomeKind.APPLIED and steady.in_force and steady.config == DEFAULTS
 
 
 def test_once_the_nodes_p95s_part_with_their_rates_the_next_canary_is_judged_against_its_usual_ratio(tmp_path):
@@ -155,20 +192,20 @@ def test_once_the_nodes_p95s_part_with_their_rates_the_next_canary_is_judged_aga
     # next canary is 50 % off the controls', which is where it usually stands, not a backlog left
     pool, nodes, windows, _ = _pool(tmp_path, loads=[1.0])
     windows.apart = {"node-2": 2.0, "node-3": 2.0, "node-4": 2.0}
-    pool.observe(30)
-    pool.apply(FASTER)
-    pool.observe(30)
+    _window(pool)
+    pool.realize(FASTER)
+    _window(pool)
     assert pool.state.version == 1
     fastest = PIPELINE_SPACE.config({TIMEOUT: 0.02}, base=DEFAULTS)
-    pool.observe(30)
-    pool.apply(fastest)
-    pool.observe(30)
+    _window(pool)
+    pool.realize(fastest)
+    _window(pool)
     assert "no common baseline" not in pool.state.judgement
     assert pool.state.version == 2 and all(node.config == fastest for node in nodes.values())
     # the usual ratio is kept in the state file: a restarted daemon does not take a backlog's for it
-    pool.observe(30)
-    pool.apply(PIPELINE_SPACE.config({TIMEOUT: 0.04}, base=DEFAULTS))
-    pool.observe(30)  # worse: taken back, the pool stays on version 2
+    _window(pool)
+    pool.realize(PIPELINE_SPACE.config({TIMEOUT: 0.04}, base=DEFAULTS))
+    _window(pool)  # worse: taken back, the pool stays on version 2
     assert pool.state.version == 2 and pool.state.baseline_ratios == [pytest.approx(0.5, rel=0.1)]
     restarted = CanaryPool(nodes, windows, pool.plan, tmp_path / "rollout.json", max_windows=3)
     assert restarted.state.baseline_ratios == pool.state.baseline_ratios
@@ -177,9 +214,9 @@ def test_once_the_nodes_p95s_part_with_their_rates_the_next_canary_is_judged_aga
 def test_a_node_failing_its_health_check_in_promotion_stays_back_alone(tmp_path):
     pool, nodes, _, _ = _pool(tmp_path, loads=[1.0, 1.0])
     nodes["node-3"].refuses = FASTER
-    pool.observe(30)
-    pool.apply(FASTER)
-    pool.observe(30)
+    _window(pool)
+    pool.realize(FASTER)
+    _window(pool)
     assert [n.config for n in nodes.values()] == [FASTER, FASTER, DEFAULTS, FASTER]
     versions = _versions(pool)
     assert versions["node-3"] == (0, NodeState.ROLLED_BACK)
@@ -190,20 +227,20 @@ def test_a_node_failing_its_health_check_in_promotion_stays_back_alone(tmp_path)
 
 def test_a_config_the_pool_ran_before_goes_back_to_every_node_at_once(tmp_path):
     pool, nodes, _, _ = _pool(tmp_path, loads=[1.0, 1.0])
-    pool.observe(30)
-    pool.apply(FASTER)
-    pool.observe(30)  # promoted everywhere
-    report = pool.apply(DEFAULTS)  # the config the run started from: the daemon reverting on exit
-    assert report.ok and all(node.config == DEFAULTS for node in nodes.values())
+    _window(pool)
+    pool.realize(FASTER)
+    _window(pool)  # promoted everywhere
+    outcome = pool.realize(DEFAULTS)  # the config the run started from: the daemon reverting on exit
+    assert outcome.kind is OutcomeKind.APPLIED and all(node.config == DEFAULTS for node in nodes.values())
     assert pool.current() == DEFAULTS and _versions(pool) == {name: (2, NodeState.PROMOTED) for name in NODES}
 
 
 def test_a_restart_finishes_a_promotion_judged_better(tmp_path):
     pool, nodes, windows, _ = _pool(tmp_path, loads=[1.0, 1.0])
     nodes["node-4"].refuses = FASTER  # the daemon "dies" before node-4's step: it is left pending
-    pool.observe(30)
-    pool.apply(FASTER)
-    pool.observe(30)
+    _window(pool)
+    pool.realize(FASTER)
+    _window(pool)
     state = json.loads((tmp_path / "rollout.json").read_text())
     state["phase"], state["candidate"], state["version"], state["promoted"] = "promoting", dict(FASTER), 0, dict(DEFAULTS)
     state["nodes"][3] = {"node": "node-4", "version": 0, "state": "pending"}
@@ -216,8 +253,8 @@ def test_a_restart_finishes_a_promotion_judged_better(tmp_path):
 
 def test_a_restart_reverts_a_canary_not_yet_judged(tmp_path):
     pool, nodes, windows, _ = _pool(tmp_path, loads=[1.0])
-    pool.observe(30)
-    pool.apply(FASTER)
+    _window(pool)
+    pool.realize(FASTER)
     restarted = CanaryPool(nodes, windows, pool.plan, tmp_path / "rollout.json", max_windows=3)
     assert nodes["node-1"].config == DEFAULTS and restarted.current() == DEFAULTS
     assert "restarted" in restarted.state.judgement
@@ -230,20 +267,21 @@ def test_a_restart_of_the_canary_settles_a_window_before_it_is_judged(tmp_path):
         nodes["node-1"].config = config
         return ApplyReport(True, config, 4.0, "restarted")
     nodes["node-1"].apply = restarting
-    pool.observe(30)
-    pool.apply(FASTER)
-    pool.observe(30)  # the restart's window: not judged
-    assert pool.state.phase is Phase.CANARY
-    pool.observe(30)
-    assert pool.state.phase is Phase.STEADY and all(n.config == FASTER for n in nodes.values())
+    _window(pool)
+    assert pool.realize(FASTER).pause_s == 4.0
+    _, settling = _window(pool)  # the restart's window: not judged
+    assert settling.kind is OutcomeKind.CANARY and settling.config == FASTER and pool.state.phase is Phase.CANARY
+    _, judged = _window(pool)
+    assert judged.kind is OutcomeKind.PROMOTED and all(n.config == FASTER for n in nodes.values())
 
 
 def test_a_node_without_latency_leaves_the_canary_unjudged_and_taken_back(tmp_path):
     pool, nodes, windows, _ = _pool(tmp_path, loads=[1.0, 1.0])
-    pool.observe(30)
-    pool.apply(FASTER)
+    _window(pool)
+    pool.realize(FASTER)
     windows.silent.add("node-3")
-    pool.observe(30)
+    _, outcome = _window(pool)
+    assert outcome.kind is OutcomeKind.REVERTED and outcome.judgement.outcome is CanaryOutcome.UNCLEAR
     assert nodes["node-1"].config == DEFAULTS and "node-3" in pool.state.judgement
 
 
@@ -253,9 +291,9 @@ def test_an_agent_that_does_not_answer_during_promotion_is_recorded_not_fatal(tm
     def gone(config: Config) -> ApplyReport:
         raise PipelineUnavailable("node node-2: agent at http://127.0.1.2:1: connection refused")
     nodes["node-2"].apply = gone
-    pool.observe(30)
-    pool.apply(FASTER)
-    pool.observe(30)
+    _window(pool)
+    pool.realize(FASTER)
+    _window(pool)
     assert _versions(pool)["node-2"] == (0, NodeState.ROLLED_BACK)
     assert nodes["node-3"].config == FASTER and nodes["node-4"].config == FASTER
 
@@ -290,13 +328,17 @@ def test_the_daemon_drives_a_twin_pool_canary_first_better_promoted_worse_taken_
                                     "filebeat.queue.mem.flush.timeout": 0.05}, base=DEFAULTS)
     slower = PIPELINE_SPACE.config({"filebeat.backoff": 5.0, "filebeat.max_backoff": 30.0}, base=faster)
     pool, nodes = _twin_pool(tmp_path, (450.0, 450.0, 450.0))
-    daemon = Daemon(pool, Scripted(faster, slower, faster), Policy(min_dwell_windows=1), window_s=30.0)
+    daemon = Daemon(pool, Scripted(faster, slower, faster), Policy(min_dwell_windows=1), window_s=30.0,
+                    realizer=pool)
     daemon.warm_up()
+    decisions = []
     for _ in range(6):
-        daemon.step()
+        decisions.append(daemon.step())
         if pool.state.version == 1 and pool.state.phase is Phase.STEADY and "worse" in pool.state.judgement:
             break
     assert all(node.current() == faster for node in nodes.values())  # faster promoted, slower taken back
+    judged = [(d.outcome.kind, d.config) for d in decisions if d.outcome.kind in ("promoted", "reverted")]
+    assert judged == [("promoted", dict(faster)), ("reverted", dict(slower))]
     assert pool.state.promoted == dict(faster) and "worse" in pool.state.judgement
     assert _versions(pool)["node-1"] == (1, NodeState.ROLLED_BACK)
     assert all(_versions(pool)[n] == (1, NodeState.PROMOTED) for n in ("node-2", "node-3"))
@@ -307,12 +349,18 @@ def test_the_daemon_keeps_what_the_pool_promoted_although_the_load_moved_while_i
     # promoted the faster config against its controls, and the daemon must not take that for a new
     # situation and put its old incumbent back on every node (before, a re-measure of the defaults did).
     pool, nodes, _, _ = _pool(tmp_path, loads=[1.0, 1.0, 1.5])
-    daemon = Daemon(pool, Scripted(FASTER), Policy(min_dwell_windows=1), window_s=30.0)
+    learner = Scripted(FASTER)
+    daemon = Daemon(pool, learner, Policy(min_dwell_windows=1), window_s=30.0, realizer=pool)
     daemon.warm_up()
     decisions = [daemon.step() for _ in range(3)]
-    assert pool.promoted() == FASTER and all(node.config == FASTER for node in nodes.values())
+    assert pool.current() == FASTER and all(node.config == FASTER for node in nodes.values())
     assert daemon.incumbent.config == FASTER
     assert all(d.action != "remeasure" for d in decisions), [d.reason for d in decisions]
+    # the learner is told the candidate's measured effect, as the outcome says it: at the load before the change
+    told = next(observation for config, observation, _ in learner.told if config == FASTER)
+    promoted = decisions[1].outcome
+    assert promoted.kind == "promoted" and told.p95_sd_s == promoted.p95_sd_s is not None
+    assert told.offered_eps == pytest.approx(1000.0) and decisions[1].observed["p95_s"] == told.p95_s
 
 
 OTHER = PIPELINE_SPACE.config({"filebeat.backoff": 2.0}, base=DEFAULTS)  # a change the nodes' latency ignores
@@ -321,21 +369,23 @@ OTHER = PIPELINE_SPACE.config({"filebeat.backoff": 2.0}, base=DEFAULTS)  # a cha
 def test_a_thin_first_window_keeps_the_canary_one_more_window_and_judges_both_together(tmp_path):
     pool, nodes, windows, _ = _pool(tmp_path, loads=[1.0])
     windows.events = [3000, 150]  # the canary's first window has too few events for a P95: unclear
-    pool.observe(30)
-    pool.apply(FASTER)
-    pool.observe(30)
+    _window(pool)
+    pool.realize(FASTER)
+    _, outcome = _window(pool)
     # judged again over both windows (3150 events), better: promoted; 2 canary windows, 3 steps, a baseline
-    assert windows.observed == 1 + 2 + 3 + 1
+    assert windows.observed == 1 + 2 + 3 + 1 and outcome.kind is OutcomeKind.PROMOTED and outcome.windows == 2
     assert all(node.config == FASTER for node in nodes.values()) and pool.state.version == 1
     assert "too few events" not in pool.state.judgement
 
 
 def test_a_canary_still_unclear_after_its_windows_is_taken_back_and_the_learner_told_what_it_measured(tmp_path):
     pool, nodes, windows, _ = _pool(tmp_path, loads=[1.0], max_windows=3)
-    before = pool.observe(30)
-    pool.apply(OTHER)
-    judged = pool.observe(30)
+    before, _ = _window(pool)
+    pool.realize(OTHER)
+    judged, outcome = _window(pool)
     assert windows.observed == 1 + 3 + 1  # three canary windows, then the baseline
+    assert outcome.kind is OutcomeKind.REVERTED and outcome.windows == 3
+    assert outcome.judgement.outcome is CanaryOutcome.UNCLEAR and outcome.judgement.low_s < 0 < outcome.judgement.high_s
     assert all(node.config == DEFAULTS for node in nodes.values())
     assert _versions(pool)["node-1"] == (0, NodeState.ROLLED_BACK) and pool.state.judgement.startswith("unclear")
     # the measured effect (about none) with the spread of its interval, not a window's raw P95
@@ -345,19 +395,19 @@ def test_a_canary_still_unclear_after_its_windows_is_taken_back_and_the_learner_
 
 def test_one_canary_window_when_the_bound_is_one(tmp_path):
     pool, nodes, windows, _ = _pool(tmp_path, loads=[1.0], max_windows=1)
-    pool.observe(30)
-    pool.apply(OTHER)
-    pool.observe(30)
+    _window(pool)
+    pool.realize(OTHER)
+    _window(pool)
     assert windows.observed == 1 + 1 + 1 and nodes["node-1"].config == DEFAULTS
 
 
 def test_a_restart_in_the_middle_of_a_canarys_windows_reverts_it(tmp_path):
     pool, nodes, windows, _ = _pool(tmp_path, loads=[1.0])
-    pool.observe(30)
-    pool.apply(OTHER)
+    _window(pool)
+    pool.realize(OTHER)
     windows.fails_at = 3  # the canary's first window was unclear; the daemon dies in its second
     with pytest.raises(KeyboardInterrupt):
-        pool.observe(30)
+        _window(pool)
     recorded = json.loads((tmp_path / "rollout.json").read_text())
     assert recorded["phase"] == "canary" and "judged again with one more" in recorded["judgement"]
     restarted = CanaryPool(nodes, windows, pool.plan, tmp_path / "rollout.json", max_windows=3)
@@ -369,11 +419,13 @@ def test_a_promotion_that_hurts_a_later_node_is_taken_back_from_every_node(tmp_p
     # the canary's traffic gains from FASTER; node-3's own traffic (a flash sale) suffers from it
     pool, nodes, _, _ = _pool(tmp_path, loads=[1.0])
     nodes["node-3"].slow_on = FASTER
-    before = pool.observe(30)
-    pool.apply(FASTER)
-    judged = pool.observe(30)
+    before, _ = _window(pool)
+    pool.realize(FASTER)
+    judged, outcome = _window(pool)
+    assert outcome.kind is OutcomeKind.TAKEN_BACK and outcome.config == FASTER  # what the judged windows ran
+    assert outcome.judgement.outcome is CanaryOutcome.WORSE and outcome.judgement.low_s > 0  # node-3's step
     assert all(node.config == DEFAULTS for node in nodes.values())
-    assert pool.promoted() == DEFAULTS and pool.state.version == 0 and pool.state.phase is Phase.STEADY
+    assert pool.current() == DEFAULTS and pool.state.version == 0 and pool.state.phase is Phase.STEADY
     report = pool.rollout()
     assert {n: (r.version, r.state) for n, r in report.nodes.items()} == {
         "node-1": (0, "rolled_back"), "node-2": (0, "rolled_back"), "node-3": (0, "rolled_back"),
@@ -385,16 +437,15 @@ def test_a_promotion_that_hurts_a_later_node_is_taken_back_from_every_node(tmp_p
     assert "node-3 worse" in recorded["judgement"]
     # told worse than what it replaced, as on node-3 (its P95 rose by a third), not the canary's gain
     assert judged.p95_s > 1.2 * before.p95_s and judged.p95_sd_s is not None
-    assert pool.current() == FASTER  # the config the judged windows measured, for the learner
 
 
 def test_a_step_that_cannot_be_told_from_the_others_goes_on(tmp_path):
     pool, nodes, _, _ = _pool(tmp_path, loads=[1.0])
     nodes["node-3"].silent_on = FASTER  # its step's window has no latency of it: unclear
-    pool.observe(30)
-    pool.apply(FASTER)
-    pool.observe(30)
-    assert all(node.config == FASTER for node in nodes.values()) and pool.promoted() == FASTER
+    _window(pool)
+    pool.realize(FASTER)
+    _window(pool)
+    assert all(node.config == FASTER for node in nodes.values()) and pool.current() == FASTER
     report = pool.rollout()
     assert report.nodes["node-3"].judgement.startswith("unclear") and report.nodes["node-3"].state == "promoted"
     assert report.nodes["node-4"].judgement.startswith(("better", "unclear"))
@@ -404,11 +455,14 @@ def test_the_decision_log_and_status_say_which_node_took_a_promotion_back(tmp_pa
     pool, nodes, _, _ = _pool(tmp_path, loads=[1.0])
     nodes["node-3"].slow_on = FASTER
     store = StateStore(tmp_path / "state")
-    daemon = Daemon(pool, Scripted(FASTER), Policy(min_dwell_windows=1), window_s=30.0, store=store)
+    daemon = Daemon(pool, Scripted(FASTER), Policy(min_dwell_windows=1), window_s=30.0, store=store, realizer=pool)
     daemon.warm_up()
     decisions = [daemon.step() for _ in range(2)]
-    logged = store.decisions()[-1]["rollout"]  # the decision log's line of the window that judged it
-    assert logged["nodes"]["node-3"]["state"] == "rolled_back" and "node-3 worse" in logged["judgement"]
+    logged = store.decisions()[-1]  # the decision log's line of the window that judged it
+    assert logged["rollout"]["nodes"]["node-3"]["state"] == "rolled_back"
+    assert "node-3 worse" in logged["rollout"]["judgement"]
+    assert logged["outcome"]["kind"] == "taken_back" and logged["outcome"]["effect_s"] > 0
+    assert logged["config"] == dict(FASTER) and daemon.incumbent.config == DEFAULTS
     status = daemon.status(decisions[1])
     assert status.rollout is not None and status.rollout.nodes["node-3"].judgement.startswith("worse")
     assert all(node.config == DEFAULTS for node in nodes.values())

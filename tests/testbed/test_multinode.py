@@ -23,6 +23,7 @@ from agents.config import AgentConfig
 from agents.filebeat.render import render_filebeat_config, render_filebeat_inputs
 from cli.main import app
 from controller.deployment import agent_client, live_pipeline, load_deployment, pool_pipeline
+from controller.realizer import OutcomeKind
 from controller.rollout import CanaryPool
 from replay import arrivals
 from models.space import PIPELINE_SPACE
@@ -266,7 +267,7 @@ def test_a_change_goes_to_the_canary_node_first_then_the_pool_agrees(fleet, tmp_
     better, the config before it if not), and the rollout record says which for each node."""
     deployment = load_deployment(write_deployment(fleet))
     (pool,) = deployment.pool_specs()
-    canary = pool_pipeline(deployment, pool, tmp_path)
+    canary = pool_pipeline(deployment, pool, tmp_path).pipeline
     assert isinstance(canary, CanaryPool)
     started = canary.current()
     timeout = "filebeat.queue.mem.flush.timeout"
@@ -284,22 +285,23 @@ def test_a_change_goes_to_the_canary_node_first_then_the_pool_agrees(fleet, tmp_
         thread.start()
     try:
         canary.observe(15)  # the baseline: both nodes on the config in force
-        assert canary.apply(candidate).ok
+        assert canary.realize(candidate).kind is OutcomeKind.CANARY
         assert in_force("node-1") == 0.2 and in_force("node-2") != 0.2  # the canary alone
         for _ in range(2):  # a Filebeat restart's window settles, the next judges
             canary.observe(15)
-            if canary.rollout().phase != "canary":
+            outcome = canary.conclude(15)
+            if outcome.kind is not OutcomeKind.CANARY:
                 break
         report = canary.rollout()
-        assert report.phase == "steady" and report.judgement
-        promoted = canary.state.promoted[timeout]  # current() still names the candidate the window judged
+        assert report.phase == "steady" and report.judgement and outcome.config == candidate
+        promoted = canary.current()[timeout]
         assert in_force("node-1") == in_force("node-2") == promoted
         recorded = json.loads((tmp_path / "rollout.json").read_text())
         assert recorded["promoted"][timeout] == promoted and set(report.nodes) == {"node-1", "node-2"}
     finally:
         for thread in traffic:
             thread.join(360)
-        canary.apply(started)  # a config the pool ran in full goes back to every node at once
+        canary.realize(started)  # a config the pool ran in full goes back to every node at once
         canary.close()
         for client in clients.values():
             client.close()
