@@ -14,7 +14,9 @@ the incumbent, and the daemon changes nothing, until a load move, a breach, a dr
 P95 or a policy change re-opens the search (the learner's reason says which). Modes: `auto` applies,
 `advise` only recommends, `frozen` holds.
 While the pipeline cannot be observed or reached (`PipelineUnavailable`), the daemon holds as in
-`frozen` on its own, and picks up again with the first window it can read.
+`frozen` on its own, and picks up again with the first window it can read. Any other error a window ends in
+is recorded as that window's decision (action `error`) and the next window goes on, as the Flink autoscaler
+records a scaling error; the same error `ERROR_WINDOWS` windows in a row stops the loop (`PersistentError`).
 The daemon decides; a realizer (`controller.realizer`) puts the decision in force and says what came of it: a
 single pipeline's applies it at once, a pool's rolls it out canary first and judges it on the next window.
 
@@ -25,6 +27,7 @@ unless the caller then calls `revert`. Nothing it holds grows with the number of
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import time
@@ -47,6 +50,14 @@ from models.space import PIPELINE_SPACE, ChangeCost, Config, Value
 from models.verdict import Drain, Verdict, judge
 
 RESTART_BUDGET_S = 3600.0  # max_restarts_per_hour counts the restarts of the last hour of pipeline time
+# The same unexpected error in this many windows in a row is not a passing one (a broken learner, a bug):
+# three windows rule out a single bad read or a restarting service, and stop the loop within minutes.
+ERROR_WINDOWS = 3
+log = logging.getLogger("pipetune.daemon")
+
+
+class PersistentError(RuntimeError):
+    """The same unexpected error in `ERROR_WINDOWS` windows in a row: the daemon's loop stops, naming it."""
 
 
 class DaemonMetrics:
@@ -137,6 +148,7 @@ class Daemon:
         self._dwell = 0
         self._restart_times: deque[float] = deque()  # within the last RESTART_BUDGET_S only
         self._vetoed: set[str] = store.vetoed_overrides() if store else set()  # rolled back: not re-applied
+        self._failing = ("", 0)  # the unexpected error the last windows ended in, and how many in a row
         self.paused = False
         self.clock_offsets: dict[str, ClockOffset] = {}  # each node's, as last measured (live pipelines only)
         self.stop = threading.Event()  # set from anywhere (a signal handler): the run ends after this window
@@ -161,12 +173,15 @@ class Daemon:
         self.told += 1
 
     def warm_up(self) -> None:
-        """Let a freshly started pipeline fill its buffers; that window measures the start, not the config."""
+        """Let a freshly started pipeline fill its buffers; that window measures the start, not the config (an
+        error reading it is recorded as a step's is)."""
         self.t_s += self.window_s
         try:
             self.pipeline.observe(self.window_s)
         except PipelineUnavailable as err:
             self._record(self._unavailable(err))
+        except Exception as err:  # the loop goes on, as after any window's
+            self._failed(err)
 
     def _sync(self) -> None:
         """Adopt what people changed in the state directory since the last decision."""
@@ -183,10 +198,19 @@ class Daemon:
         return max(live, key=lambda o: o.created_at) if live else None
 
     def step(self) -> Decision:
-        """Measure one window and act on it: collect → judge → decide → realize → record (the Flink
-        autoscaler's runScalingLogic reads alike)."""
-        self._sync()
+        """Measure one window and act on it. An unexpected error is recorded as the window's decision and the
+        next window goes on; the same one `ERROR_WINDOWS` windows in a row raises `PersistentError`."""
         self.t_s += self.window_s  # the window passes whether or not it can be read
+        try:
+            decision = self._step()
+        except Exception as err:  # anything but PipelineUnavailable, on which _step holds
+            return self._failed(err)
+        self._failing = ("", 0)
+        return decision
+
+    def _step(self) -> Decision:
+        """collect → judge → decide → realize → record (the Flink autoscaler's runScalingLogic reads alike)."""
+        self._sync()
         try:
             collected = self._collect()
         except PipelineUnavailable as err:
@@ -239,6 +263,24 @@ class Daemon:
         decision.action = Action.FROZEN
         decision.reason = (f"pipeline unavailable while changing it ({err}): holding; "
                            "what is in force is read again when it answers")
+        return decision
+
+    def _failed(self, err: Exception) -> Decision:
+        """Record a window that ended in an unexpected error (with its traceback in the log); nothing else of it
+        is trusted, so the trend guardrail starts afresh. The same error `ERROR_WINDOWS` windows in a row
+        raises `PersistentError` naming it."""
+        said = f"{type(err).__name__}: {err}"
+        in_a_row = self._failing[1] + 1 if self._failing[0] == said else 1
+        self._failing = (said, in_a_row)
+        log.warning("window %d of %s ended in an error (%d in a row)", self.window, self.name, in_a_row, exc_info=err)
+        self.previous = None
+        decision = self._record(Decision(
+            window=self.window, t_s=self.t_s, config={}, observed=_unobserved(self.window_s), action=Action.ERROR,
+            reason=f"unexpected error, {in_a_row} window(s) in a row (the loop stops at {ERROR_WINDOWS}): {said}",
+            error=said))
+        if in_a_row >= ERROR_WINDOWS:
+            raise PersistentError(f"{self.name}: the same error in {in_a_row} windows in a row, the loop stops: "
+                                  f"{said}") from err
         return decision
 
     def _update_incumbent(self, collected: Collected) -> None:

@@ -3,7 +3,9 @@
 A pool has its own config, its own learner (a Ray actor, `controller.ray_learner`), its own pipeline
 over only its nodes and its own state directory (`controller.state.plan_pool_dirs`). The daemon's calls
 to agents block; in a thread per pool, a pool whose agent hangs or is gone stalls only its own loop
-while every other pool keeps deciding. `Daemon` itself stays a single-pool loop.
+while every other pool keeps deciding. `Daemon` itself stays a single-pool loop: it records an unexpected
+error and goes on, and what ends its loop (the same error window after window, `PersistentError`) ends
+that pool's alone, its message kept in `PoolRun.error`.
 """
 
 from __future__ import annotations
@@ -118,7 +120,7 @@ class PoolRunner:
             run.daemon = self._prepare(run)
             if run.daemon is not None:
                 run.daemon.run(windows, on_decision=told, wall_s_per_window=wall_s_per_window)
-        except Exception as exc:  # one pool's failure ends its loop, not the others'
+        except Exception as exc:  # what ends one pool's loop (a persistent error) does not end the others'
             run.error = exc
 
     def join(self, timeout_s: float | None = None) -> bool:

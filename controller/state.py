@@ -61,6 +61,7 @@ class Action(StrEnum):
     FROZEN = "frozen"  # mode frozen, or the pipeline could not be read or reached
     PAUSED = "paused"  # a person paused the tuner
     REVERT = "revert"  # stopping with --on-exit revert: the config the daemon started from is back
+    ERROR = "error"  # the window ended in an unexpected error: recorded, and the next window goes on
 
 
 class NodeRolloutReport(BaseModel):
@@ -114,6 +115,7 @@ class Decision(BaseModel):
                                                                       "the window's judgement left it")
     outcome: OutcomeReport | None = Field(default=None, description="a pool of several nodes: what its realizer "
                                                                       "concluded of the window")
+    error: str | None = Field(default=None, description="action error: the unexpected error, its type and message")
 
 
 class IncumbentReport(BaseModel):

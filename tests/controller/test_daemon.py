@@ -1,4 +1,5 @@
-"""The autotune loop on the twin: guardrails, modes, overrides' path, and resuming from the state dir."""
+"""The autotune loop on the twin: guardrails, modes, overrides' path, resuming from the state dir, and
+windows that end in an error."""
 
 import json
 import math
@@ -6,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from controller.daemon import Daemon
+from controller.daemon import ERROR_WINDOWS, Daemon, PersistentError
 from controller.pipelines import ApplyReport, PipelineUnavailable, TwinPipeline
 from controller.state import StateStore
 from models.clock_offset import ClockOffset
@@ -276,6 +277,72 @@ def test_a_pipeline_unavailable_at_warm_up_is_a_frozen_window(tmp_path):
     daemon.warm_up()
     assert [d["action"] for d in store.decisions()] == ["frozen"]
     assert daemon.window == 1 and daemon.t_s == 2 * WINDOW_S
+
+
+class Glitch(Outages):
+    """The twin behind a seam whose reading of window `at` (counting the warm-up's as 1) fails with an error
+    that is not `PipelineUnavailable`: a bug, a reply the telemetry parser did not expect."""
+
+    def __init__(self, twin: TwinPipeline, at: int) -> None:
+        super().__init__(twin)
+        self.at, self.reads = at, 0
+
+    def observe(self, seconds):
+        self.reads += 1
+        if self.reads == self.at:
+            raise ValueError("histogram buckets out of order")
+        return super().observe(seconds)
+
+
+def test_an_unexpected_error_in_one_window_is_recorded_and_the_loop_goes_on(tmp_path):
+    store = StateStore(tmp_path)
+    learner = Scripted(PIPELINE_SPACE.config({"kafka.broker.num.io.threads": 4}))  # live: no settle window
+    pipeline = Glitch(TwinPipeline(preset("defaults"), _steady_load(), load("paper-2vcpu"), seed=1), at=3)
+    daemon = Daemon(pipeline, learner, Policy(), window_s=WINDOW_S, store=store)
+    decisions = []
+    assert daemon.run(4, on_decision=decisions.append) == 4  # the warm-up, then windows 0-3: window 1 fails
+    failed = decisions[1]
+    assert failed.action == "error" and failed.error == "ValueError: histogram buckets out of order"
+    assert failed.reason.startswith(f"unexpected error, 1 window(s) in a row (the loop stops at {ERROR_WINDOWS})")
+    assert all(d.action != "error" for d in decisions[2:]) and len(learner.told) == 3  # the failed one taught nothing
+    logged = store.decisions()
+    assert [d["window"] for d in logged] == [0, 1, 2, 3] and logged[1]["error"] == failed.error
+    assert store.load_status()["last_decision"]["window"] == 3
+
+
+class Failing(Scripted):
+    """A learner whose every suggestion fails with the next of `errors` (the last one for good); None: it
+    suggests its config."""
+
+    def __init__(self, config, *errors):
+        super().__init__(config)
+        self.errors = list(errors)
+
+    def suggest(self, context):
+        error = self.errors.pop(0) if len(self.errors) > 1 else self.errors[0]
+        if error is None:
+            return super().suggest(context)
+        raise error
+
+
+def test_the_same_error_window_after_window_stops_the_loop_naming_it(tmp_path):
+    store = StateStore(tmp_path)
+    died = RuntimeError("the learner's actor died")
+    # a good window, or another error, breaks the run of errors; three of the same in a row end it
+    learner = Failing(PIPELINE_SPACE.config({"kafka.broker.num.io.threads": 4}),
+                      died, None, died, ZeroDivisionError("float division by zero"), died)
+    daemon = Daemon(Outages(TwinPipeline(preset("defaults"), _steady_load(), load("paper-2vcpu"), seed=1)), learner,
+                    Policy(), window_s=WINDOW_S, store=store)
+    with pytest.raises(PersistentError) as stopped:
+        daemon.run(None)
+    assert str(stopped.value) == ("pipeline: the same error in 3 windows in a row, the loop stops: "
+                                  "RuntimeError: the learner's actor died")
+    assert stopped.value.__cause__ is died
+    logged = store.decisions()
+    assert [d["action"] for d in logged] == ["error", "explore", "error", "error", "error", "error", "error"]
+    in_a_row = [int(d["reason"].split(" window(s)")[0].rsplit(" ", 1)[1]) for d in logged if d["action"] == "error"]
+    assert in_a_row == [1, 1, 1, 1, 2, 3]
+    assert logged[3]["error"] == "ZeroDivisionError: float division by zero"
 
 
 @pytest.mark.slow

@@ -1,5 +1,7 @@
-"""Every pool of a deployment in one process: each its own daemon, learner and state directory, and a pool
-whose agent hangs (a real HTTP server on loopback that never answers) never stalls another pool's decisions."""
+"""Every pool of a deployment in one process: each its own daemon, learner and state directory; a pool
+whose agent hangs (a real HTTP server on loopback that never answers) never stalls another pool's decisions,
+and an error in a pool's window is recorded and its loop goes on, unless the same error comes back window
+after window: then that pool alone stops, saying why."""
 
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from models.space import PIPELINE_SPACE
 from models.twin import load
 from replay.profiles import WorkloadSpec
 from tests.conftest import FixedTelemetry, write_deployment
-from tests.controller.test_daemon import Scripted
+from tests.controller.test_daemon import Failing, Scripted
 
 WINDOW_S = 30.0
 CANDIDATE = PIPELINE_SPACE.config({"filebeat.queue.mem.flush.timeout": 0.2})
@@ -131,6 +133,30 @@ def test_a_pool_whose_agent_hangs_does_not_stall_the_others(tmp_path, hung_agent
         assert runner.join(120), f"pools still running: {runner.running()}"
         edge_live.close()
     assert core.error is None and edge.error is None
+
+
+def test_an_error_in_a_pools_window_is_recorded_and_its_loop_goes_on(tmp_path):
+    (pool,) = plan_pool_dirs(tmp_path, {"edge": ["node-1"]})
+    (run,) = pool_runs([(pool, _twin())], tmp_path)
+    learner = Failing(CANDIDATE, None, ValueError("no such parameter: 'filebeat.queue.spool'"), None)
+    runner = PoolRunner([run], lambda name, start, policy: learner, Policy(min_dwell_windows=1), window_s=WINDOW_S)
+    runner.start(4)
+    assert runner.join(120) and run.error is None
+    assert [d["action"] for d in run.store.decisions()] == ["explore", "error", "hold", "hold"]
+
+
+def test_an_error_that_persists_stops_that_pool_alone_and_names_the_error(tmp_path):
+    dirs = plan_pool_dirs(tmp_path, {"edge": ["node-1"], "core": ["node-2"]})
+    learners = {"edge": Failing(CANDIDATE, RuntimeError("the learner's actor died")), "core": Scripted(CANDIDATE)}
+    runner = PoolRunner(pool_runs([(d, _twin()) for d in dirs], tmp_path), lambda name, start, policy: learners[name],
+                        Policy(min_dwell_windows=1), window_s=WINDOW_S)
+    runner.start(5)
+    assert runner.join(120), f"pools still running: {runner.running()}"
+    edge, core = runner.runs["edge"], runner.runs["core"]
+    assert str(edge.error) == "edge: the same error in 3 windows in a row, the loop stops: " \
+                              "RuntimeError: the learner's actor died"
+    assert [d["action"] for d in edge.store.decisions()] == ["error"] * 3
+    assert core.error is None and len(core.store.decisions()) == 5
 
 
 def test_pool_directories_without_pools_json_are_the_default_pool(tmp_path):
