@@ -8,7 +8,6 @@ of the values they hold (a tuned key a file lacks is added, with pipetune's defa
 from __future__ import annotations
 
 import os
-import re
 import secrets
 import shutil
 import tempfile
@@ -20,6 +19,7 @@ from ruamel.yaml.nodes import MappingNode, ScalarNode
 
 from agents.adapter import atomic_write
 from agents.filebeat.adapter import FilebeatAdapter
+from agents.filebeat.render import go_seconds
 from agents.filebeat.patch import (DURATIONS, INPUT_KEYS, OUTPUT_KEYS, QUEUE_KEYS, FilebeatConfigError, FilebeatFiles,
                                    InputSelector)
 from agents.kafka.broker import KafkaBrokerAdapter, cluster_brokers
@@ -30,8 +30,6 @@ from agents.yaml_patch import YamlPatchError, compose, lookup
 from models.space import PIPELINE_SPACE, ChangeCost, Param, ParamError, Value
 
 METRICS_TOKEN = "metrics-token"  # beside the token: the one Prometheus scrapes /metrics with
-_GO_DURATION = re.compile(r"([0-9]*\.?[0-9]+)(ns|us|µs|ms|s|m|h)")
-_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
 class InitError(ValueError):
@@ -44,14 +42,6 @@ class Managed:
 
     entry: dict[str, object]
     summary: list[str] = field(default_factory=list)
-
-
-def go_seconds(text: str) -> float | None:
-    """A Go duration (`10s`, `1m30s`, `250ms`) in seconds; None when `text` is not one."""
-    parts = _GO_DURATION.findall(text)
-    if not parts or "".join(n + u for n, u in parts) != text:
-        return None
-    return sum(float(number) * _SECONDS[unit] for number, unit in parts)
 
 
 def _starting(param: str, written: str, where: str, notes: list[str]) -> Value | None:

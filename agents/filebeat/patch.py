@@ -16,7 +16,7 @@ from typing import Mapping
 
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from agents.filebeat.render import go_duration
+from agents.filebeat.render import duration_value
 from agents.yaml_patch import Edit, YamlPatchError, apply, compose, edits_for, line_of, lookup
 from models.space import Value
 
@@ -151,7 +151,7 @@ def discover(config: Path, selectors: list[InputSelector]) -> FilebeatFiles:
 
 
 def _value(param: str, value: Value) -> Value:
-    return go_duration(float(value)) if param in DURATIONS else value
+    return duration_value(param, value) if param in DURATIONS else value
 
 
 def _input_edits(text: str, tuned: TunedInput, item: MappingNode, values: Mapping[str, Value]) -> list[Edit]:

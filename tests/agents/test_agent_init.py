@@ -15,7 +15,8 @@ import pytest
 
 from agents.config import load_agent_config
 from agents.filebeat.patch import InputSelector
-from agents.init import METRICS_TOKEN, InitError, go_seconds, init
+from agents.filebeat.render import go_seconds
+from agents.init import METRICS_TOKEN, InitError, init
 from models.space import ChangeCost
 
 GOLDEN = Path(__file__).parent / "golden" / "operator"

@@ -55,6 +55,17 @@ def test_only_the_selected_input_the_queue_and_the_output_change(inline):
     assert other in after  # the other input (and its multiline parser), byte for byte
 
 
+def test_tuned_durations_are_written_as_people_write_them(inline):
+    """Not `55828.24ms`: at most 3 significant digits, in the largest unit that keeps them (item 7, issue 39)."""
+    files = discover(inline, [InputSelector(id="nginx-access")])
+    tuned = {"filebeat.max_backoff": 55.82824, "filebeat.backoff": 0.2500004, "filebeat.queue.mem.flush.timeout": 31e-6,
+             "filebeat.scan_frequency": 59.9996}
+    loaded = yaml.safe_load(patch(files, tuned)[inline])
+    assert loaded["filebeat.inputs"][0]["backoff"] == {"init": "250ms", "max": "55.8s"}
+    assert loaded["filebeat.inputs"][0]["prospector.scanner.check_interval"] == "1m"  # 60s: its range's top
+    assert loaded["queue.mem"]["flush.timeout"] == "31us"
+
+
 def test_inputs_in_loaded_input_files_are_found_by_path_and_patched_there(reloading):
     files = discover(reloading, [InputSelector(path_glob="/var/log/nginx/access.log*")])
     web = reloading.parent / "inputs.d" / "web.yml"

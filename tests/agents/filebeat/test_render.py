@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agents.filebeat.render import FilebeatLayout, go_duration, render_filebeat_config, render_filebeat_inputs
+from agents.filebeat.render import (FilebeatLayout, duration_value, go_duration, go_seconds, render_filebeat_config,
+                                   render_filebeat_inputs)
 from models.presets import preset
 from models.space import PIPELINE_SPACE
 
@@ -16,10 +17,23 @@ def _layout(tmp_path: Path, input_type: str = "filestream", multiline: bool = Fa
                           15066, tmp_path / "fb")
 
 
-@pytest.mark.parametrize("seconds, text", [(0, "0s"), (0.01, "10ms"), (1, "1s"), (1.5, "1500ms"), (300, "300s"),
-                                           (0.0005, "0.5ms")])
-def test_go_durations(seconds, text):
+@pytest.mark.parametrize("seconds, text", [(0, "0s"), (0.01, "10ms"), (1, "1s"), (1.5, "1.5s"), (300, "5m"),
+                                           (0.0005, "500us"), (55.82824, "55.8s"), (0.25, "250ms"), (31e-6, "31us"),
+                                           (90, "90s"), (1234, "1230s"), (3599.6, "1h"), (0.9996, "1s"),
+                                           (0.06836, "68.4ms")])
+def test_durations_are_written_as_people_write_them(seconds, text):
+    """The largest unit that keeps at most 3 significant digits; whole minutes and hours in m and h."""
     assert go_duration(seconds) == text
+    assert go_seconds(text) == pytest.approx(seconds, rel=5e-3)
+
+
+@pytest.mark.parametrize("name", [p.name for p in PIPELINE_SPACE if p.unit == "s"])
+def test_a_rounded_duration_never_leaves_its_parameters_range(name):
+    param = PIPELINE_SPACE[name]
+    for value in (param.low, param.high, param.low * 1.0004, param.high * 0.9996, param.high - 1e-6):
+        written = go_seconds(duration_value(name, value))
+        assert param.low <= written <= param.high, (value, duration_value(name, value))
+    assert go_duration(9.9996, 0.001, 9.9996) == "9.9996s"  # 3 digits would be 10s, above the range
 
 
 def test_filestream_input_uses_filestream_names(tmp_path):
@@ -29,7 +43,7 @@ def test_filestream_input_uses_filestream_names(tmp_path):
     assert entry["type"] == "filestream"
     assert entry["prospector.scanner.check_interval"] == "500ms"
     assert (entry["backoff.init"], entry["backoff.max"]) == ("10ms", "50ms")
-    assert entry["close.on_state_change.inactive"] == "300s"
+    assert entry["close.on_state_change.inactive"] == "5m"
     assert "scan_frequency" not in entry and "backoff_factor" not in entry
 
 
