@@ -18,7 +18,7 @@ import typer
 from rich.console import Console
 
 from cli.api import require_token
-from cli.autotune_view import WindowView, plot_run, pool_line, print_summary
+from cli.autotune_view import WindowNumbers, WindowView, new_plot_path, plot_run, pool_line, print_summary
 from cli.listening import tls_options
 from controller.daemon import Daemon
 from controller.deployment import (Deployment, DeploymentError, is_deployment_file, load_deployment, pool_pipeline,
@@ -245,7 +245,7 @@ def autotune_command(
                   f"({ledger['duplicates']} duplicated; the probe's ledger over {ledger['runs']} replay runs)")
     if on_exit == "revert":
         err.print(f"on exit: {decisions[-1].reason}")
-    plot_path = plot or directory / "autotune.png"
+    plot_path = plot or new_plot_path(directory)
     plot_run(decisions, plot_path, summary, f"the live pipeline {spec.name!r}" if spec else "the live pipeline" if live else "the twin")
     err.print(f"plot: {plot_path}\ndecision log: {directory / 'decisions.jsonl'}")
     if json_path:
@@ -300,15 +300,16 @@ def _autotune_pools(deployment: Deployment, spec: PipelineSpec | None, setup: Po
         err.print(f"API and status page on {scheme}://{host}:{port}/ (a pool's routes under /pools/NAME)")
     err.print("pools: " + "; ".join(f"{r.name} ({', '.join(r.pool.nodes)})" for r in runs))
     span_s = (setup.windows or TWIN_WINDOWS) * setup.window_s
+    numbers = WindowNumbers(setup.windows)
     background = BackgroundLoad(spec, replace(setup.workload, duration_s=span_s)) if spec else None
     with background or nullcontext(), stop_on_signals(runner.stop):
-        runner.start(setup.windows, on_decision=lambda pool, d: err.print(pool_line(pool, d, setup.windows),
+        runner.start(setup.windows, on_decision=lambda pool, d: err.print(pool_line(pool, d, numbers),
                                                                           markup=False, highlight=False, soft_wrap=True))
         while not runner.join(1.0):
             pass  # wakes every second so a signal is handled at once
     for run in runs:
         if setup.on_exit == "revert" and run.daemon is not None and run.started_from is not None:
-            err.print(pool_line(run.name, run.daemon.revert(run.started_from), setup.windows),
+            err.print(pool_line(run.name, run.daemon.revert(run.started_from), numbers),
                       markup=False, highlight=False, soft_wrap=True)
         run.pipeline.close()
         daemon = run.daemon

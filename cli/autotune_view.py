@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
 from pathlib import Path
 from typing import Iterable
 
@@ -30,15 +30,30 @@ WINDOW_COLUMNS = (Column("window"), Column("action", "left", plain="{value}"),
                   Column("why", "left", 3, flexible=True, max_width=64, plain="why: {value}"))
 
 
-def _row(d: Decision, total: int | None, best: str) -> tuple[str, ...]:
-    return (f"{d.window + 1}/{total}" if total else f"{d.window + 1}", d.action, _short_change(d.change),
-            f"{d.observed['p95_s']:.3f}", f"{d.observed['throughput_ratio']:.1%}", f"{d.observed['offered_eps']:.0f}",
-            best, d.reason)
+class WindowNumbers:
+    """Each window's number in this run, of the run's total: the daemon numbers its decisions across a resumed
+    state directory (and a warm-up window it could not read takes a number too), but `--windows 25` reads as
+    1/25 to 25/25. Counted per pool; the revert on exit is no window."""
+
+    def __init__(self, total: int | None) -> None:
+        self.total = total  # None: a run until stopped
+        self.shown: Counter[str] = Counter()
+
+    def label(self, d: Decision, pool: str = "") -> str:
+        if d.action == "revert":
+            return "on exit"
+        self.shown[pool] += 1
+        return f"{self.shown[pool]}/{self.total}" if self.total else f"{self.shown[pool]}"
 
 
-def pool_line(pool: str, d: Decision, total: int | None) -> str:
+def _row(d: Decision, number: str, best: str) -> tuple[str, ...]:
+    return (number, d.action, _short_change(d.change), f"{d.observed['p95_s']:.3f}",
+            f"{d.observed['throughput_ratio']:.1%}", f"{d.observed['offered_eps']:.0f}", best, d.reason)
+
+
+def pool_line(pool: str, d: Decision, numbers: WindowNumbers) -> str:
     """One pool's window as one plain line, the pool first: the pools' windows interleave as they come."""
-    return plain_line(WINDOW_COLUMNS, _row(d, total, ""), prefix=f"pool {pool}: ")
+    return plain_line(WINDOW_COLUMNS, _row(d, numbers.label(d, pool), ""), prefix=f"pool {pool}: ")
 
 
 class WindowView:
@@ -46,7 +61,7 @@ class WindowView:
     else, one plain line per window (a pipe or a log file cannot redraw)."""
 
     def __init__(self, total: int | None, console: Console) -> None:
-        self.total = total  # None: a run until stopped
+        self.numbers = WindowNumbers(total)
         self.console = console
         self.rows: deque[tuple[str, ...]] = deque(maxlen=SHOWN_ROWS)
         self.best = float("inf")
@@ -64,7 +79,7 @@ class WindowView:
     def add(self, d: Decision) -> None:
         if not d.guardrail:
             self.best = min(self.best, d.observed["p95_s"])
-        row = _row(d, self.total, f"{self.best:.3f}")
+        row = _row(d, self.numbers.label(d), f"{self.best:.3f}")
         self.rows.append(row)
         if self._live:
             self._live.update(self._render())
@@ -73,6 +88,16 @@ class WindowView:
 
     def _render(self) -> Table:
         return render_table("pipetune autotune", WINDOW_COLUMNS, list(self.rows), self.console.width)
+
+
+def new_plot_path(directory: Path) -> Path:
+    """Where a run in `directory` writes its plot: autotune.png, or on a resumed state directory the first of
+    autotune-2.png, autotune-3.png, ... not yet written, so an earlier run's plot stays."""
+    path, n = directory / "autotune.png", 1
+    while path.exists():
+        n += 1
+        path = directory / f"autotune-{n}.png"
+    return path
 
 
 def plot_run(decisions: Iterable[Decision], path: Path, summary: dict | None, where: str) -> None:
