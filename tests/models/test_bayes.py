@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from models.bayes import FREE_HOPE, MIN_GAIN, MIN_SEARCH, SafeBayesLearner
+from models.bayes import LearnerSettings, SafeBayesLearner
 from models.learning import Context, Suggestion, TunedCube, kept_history
 from models.observation import Observation
 from models.policy import Policy
@@ -19,6 +19,7 @@ from models.verdict import buffered_events, judge
 # latency bound (`models.latency_bounds`) speaks for.
 NAMES = ("filebeat.scan_frequency", "logstash.pipeline.batch.delay", "filebeat.queue.mem.flush.timeout")
 CTX = Context(300.0)
+SETTINGS = LearnerSettings()
 
 
 class Synthetic:
@@ -108,7 +109,7 @@ def test_far_from_capacity_only_an_expected_gain_moves_the_config_once_the_searc
         problem, learner = _far_start(seed)
         suggestions = []
         _run(learner, problem, 30, cpu_share=share, suggestions=suggestions)
-        return sum("optimistic" in s.reason for s in suggestions[MIN_SEARCH:])
+        return sum("optimistic" in s.reason for s in suggestions[SETTINGS.min_search:])
 
     hopes = {share: [hoping_windows(share, seed) for seed in SEEDS] for share in (0.3, 1.0)}
     assert all(hopes[1.0])
@@ -122,8 +123,9 @@ def test_far_from_capacity_a_search_past_its_first_windows_steps_only_where_its_
     for seed in SEEDS:
         problem, learner = _far_start(seed)
         suggestions = []
-        _run(learner, problem, MIN_SEARCH, cpu_share=0.3, suggestions=suggestions)
-        late_steps += [s for s in suggestions[FREE_HOPE:] if "optimistic gain" in s.reason and "keep" not in s.reason]
+        _run(learner, problem, SETTINGS.min_search, cpu_share=0.3, suggestions=suggestions)
+        late_steps += [s for s in suggestions[SETTINGS.free_hope:]
+                       if "optimistic gain" in s.reason and "keep" not in s.reason]
     assert late_steps  # the search still hopes there, where it expects no loss
     assert all(s.predicted["p95_s"] <= s.predicted["incumbent_p95_s"] for s in late_steps)
 
@@ -172,10 +174,11 @@ def test_the_trust_region_is_centred_on_the_daemons_incumbent(seed):
     _run(learner, Synthetic(cube), 6)
     # the daemon's incumbent, farther from where the learner measured than half its trust region
     incumbent = cube.decode(np.full(3, 0.5), base=PIPELINE_SPACE.defaults())
-    learner.length = 0.4  # a trust region narrower than the distance (how it got there is another test's)
+    learner.length = 0.4  # narrower than the distance (how it got there is another test's)
     suggestion = learner.suggest(Context(CTX.offered_eps, incumbent))
     reach = np.abs(cube.encode(suggestion.config) - cube.encode(incumbent))
-    assert np.all(reach <= learner.length / 2 + 1e-3), (reach, learner.length, suggestion.reason)
+    length = learner.length
+    assert np.all(reach <= length / 2 + 1e-3), (reach, length, suggestion.reason)
 
 
 def test_kept_history_is_the_recent_windows_and_the_best_feasible_older_ones():
@@ -188,7 +191,8 @@ def test_kept_history_is_the_recent_windows_and_the_best_feasible_older_ones():
 def test_the_learners_history_stays_bounded_and_keeps_the_best():
     cube = TunedCube(NAMES, Policy())
     start = PIPELINE_SPACE.config({})
-    learner = SafeBayesLearner(cube, start, seed=0, history_recent=10, history_best=3)
+    learner = SafeBayesLearner(cube, start, seed=0,
+                               settings=LearnerSettings(history_recent=10, history_best=3))
     problem = Synthetic(cube)
     told = []
     for i in range(30):  # window 4 is near the bowl's feasible bottom; the others far up its side
@@ -381,7 +385,7 @@ def test_a_config_that_fell_behind_bars_every_candidate_the_twin_ranks_below_it(
     behind = replace(problem(far), throughput_eps=0.5 * CTX.offered_eps)
     learner.tell(far, CTX, behind, judge(behind, Policy(), far))
     reasons = []
-    for _ in range(MIN_SEARCH):
+    for _ in range(SETTINGS.min_search):
         suggestion = learner.suggest(Context(CTX.offered_eps, start))
         assert suggestion.config == start, suggestion.reason
         reasons.append(suggestion.reason)
@@ -392,14 +396,14 @@ def test_a_config_that_fell_behind_bars_every_candidate_the_twin_ranks_below_it(
 
 def test_after_a_load_move_the_search_may_stop_at_once_when_the_models_see_nothing_to_gain_at_the_new_load():
     # The synthetic pipeline's P95 does not depend on the load: what the models learnt at 300 ev/s holds at
-    # 450, so the re-opened search needs no MIN_SEARCH windows of its own.
+    # 450, so the re-opened search needs no `min_search` windows of its own.
     learner, problem, incumbent, _ = _converged_learner()
     moved = Context(450.0, incumbent)
     first = learner.suggest(moved)
     assert first.reason.startswith("re-opened (load moved 300 → 450 ev/s)") and not learner.converged
     suggestion, windows = first, 0
     while not learner.converged:
-        assert windows < MIN_SEARCH, "the re-opened search measured as long as one on unknown ground"
+        assert windows < SETTINGS.min_search, "the re-opened search measured as long as one on unknown ground"
         observation = problem(suggestion.config)
         learner.tell(suggestion.config, moved, observation, judge(observation, Policy(), suggestion.config))
         windows += 1
@@ -435,7 +439,7 @@ def _search_a_flat_fast_pipeline(resolution_s: float) -> tuple[SafeBayesLearner,
     rng = np.random.default_rng(0)
     suggestion = learner.suggest(CTX)
     incumbent, best_p95_s = None, math.inf
-    for _ in range(MIN_SEARCH + 20):
+    for _ in range(SETTINGS.min_search + 20):
         config = suggestion.config
         u = cube.encode(config)
         p95 = 0.002 * (1 + 0.3 * float(np.sum((u - 0.5) ** 2))) + rng.normal(0, 2e-6)
@@ -465,9 +469,9 @@ def test_windows_of_exact_latencies_are_judged_by_the_noise_they_show_and_a_gain
     _, stamped, _ = _search_a_flat_fast_pipeline(resolution_s=0.001)
     learner, exact, _ = _search_a_flat_fast_pipeline(resolution_s=0.0)
     assert exact.predicted["noise_s"] < 0.0001 and stamped.predicted["noise_s"] >= 0.0005
-    assert learner.converged and exact.reason.endswith(f"({MIN_GAIN:.0%} of the P95): keep the incumbent")
+    assert learner.converged and exact.reason.endswith(f"({SETTINGS.min_gain:.0%} of the P95): keep the incumbent")
     limit_ms = float(exact.reason.split(" < ")[1].split(" ms")[0])
-    assert limit_ms == pytest.approx(MIN_GAIN * exact.predicted["incumbent_p95_s"] * 1e3, abs=0.05)
+    assert limit_ms == pytest.approx(SETTINGS.min_gain * exact.predicted["incumbent_p95_s"] * 1e3, abs=0.05)
 
 
 def test_after_a_load_move_only_a_gain_the_models_expect_at_the_new_load_changes_the_config():
@@ -476,7 +480,7 @@ def test_after_a_load_move_only_a_gain_the_models_expect_at_the_new_load_changes
     learner, problem, incumbent, _ = _converged_learner()
     moved = Context(450.0, incumbent)
     suggestion = learner.suggest(moved)
-    for _ in range(MIN_SEARCH):
+    for _ in range(SETTINGS.min_search):
         assert suggestion.config == incumbent, suggestion.reason
         if learner.converged:
             break

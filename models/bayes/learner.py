@@ -39,24 +39,24 @@
   more: its gain is multiplied by `restart_discount`. Restart dimensions are perturbed as often as any
   other: most are (every Filebeat key), and perturbing them less starved the search. Once the trust
   region has collapsed (no gain found however close it looked), the expected gain (κ = 0) replaces the
-  optimistic one; so it does once the search measured `MIN_SEARCH` windows when the margin model expects the
-  incumbent to leave `FAR_SPARE` of the capacity unused: far from capacity, hoping on kept the config moving
-  for tens of windows around a flat optimum. Before that, after `FREE_HOPE` windows, an optimistic step there
+  optimistic one; so it does once the search measured `min_search` windows when the margin model expects the
+  incumbent to leave `far_spare` of the capacity unused: far from capacity, hoping on kept the config moving
+  for tens of windows around a flat optimum. Before that, after `free_hope` windows, an optimistic step there
   must also be to a config the models expect no slower than the incumbent: filebeat-kafka steady stepped
   three times to configs expected 50 % slower after its P95 had come near its final.
-- Converge and stay: a change is proposed only when its gain exceeds `CONFIDENCE_Z` × the noise of a
+- Converge and stay: a change is proposed only when its gain exceeds `confidence_z` × the noise of a
   window (the pooled spread of repeated windows, the stage models' noise terms before there are any; never
   below half the step the window states for its latencies, `Observation.latency_resolution_s`: 1 ms or
   coarser on a live pipeline, nothing on the twin, whose latencies are exact; a gain no window can resolve
-  is none), nor than `MIN_GAIN` of the incumbent's P95: a gain so small is not worth touching the pipeline.
+  is none), nor than `min_gain` of the incumbent's P95: a gain so small is not worth touching the pipeline.
   No stage latency counts below that step either: under it, the models see nothing.
-  When nothing in the trust region does, the noise rests on `NOISE_DOF` repeated windows and no safe set is left
+  When nothing in the trust region does, the noise rests on `noise_dof` repeated windows and no safe set is left
   to grow (below), the learner looks once more over every safe config (a box as wide as the cube, optimistic
   gains): the trust region is a box around the incumbent, the safe set reaches beyond it, and near capacity the
   big gains lie there. If something there promises more than the threshold, the trust region widens again; if
   nothing does, the learner holds the incumbent and says so ("converged: best predicted gain 0.8 ms < 6.0 ms
   (2 × noise 3.0 ms)"), without scoring again, until something happens: the load moves beyond `LOAD_SHIFT`, a
-  window breaches the guardrails, the incumbent's P95 drifts beyond `DRIFT_Z` × the noise and `DRIFT_MIN` of
+  window breaches the guardrails, the incumbent's P95 drifts beyond `drift_z` × the noise and `drift_min` of
   itself, or the policy changes. Then the search re-opens from a fresh trust region and says why. The load is an
   input of every model, so after a load move the search may stop again at once, and only the gain the models
   expect at the new load (κ = 0, in the trust region and beyond) justifies a change: their optimism there is the
@@ -67,7 +67,7 @@
   waits (a 1 s backoff, a 0.4 s flush timeout) then expects a shorter one to be faster by as much, beyond where
   it measured; with a constant prior it expected the mean of what it had seen there, and near capacity, where
   a 3 s sink makes every change promise 5 % of that, the search stopped with most of a second of waits left.
-- While a search is young (`MIN_SEARCH` windows) and under `SAFE_SHARE_SETTLED` of its trust region is known
+- While a search is young (`min_search` windows) and under `safe_share_settled` of its trust region is known
   safe, a window in which nothing promises more than the threshold measures where the models are least sure
   among configs that could be faster, so that the safe set grows (SafeOpt's expanders). Where the safe set is
   large already (far from capacity, the spare CPU of every window makes it so), such windows only moved a config
@@ -77,20 +77,20 @@
 from __future__ import annotations
 
 import math
-import warnings
-from functools import partial
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
-from sklearn.exceptions import ConvergenceWarning
-from sklearn.gaussian_process import GaussianProcessRegressor
-from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
 
-from models.headroom import SPARE_MAX, spare_margins
+from models.bayes.history import History, log_var
+from models.bayes.inputs import context_feature, features, offered_eps_of
+from models.bayes.noise import Threshold, alike_repeats, pooled_noise_s, threshold as gain_threshold
+from models.bayes.settings import LearnerSettings
+from models.bayes.surrogate import Surrogate, latency_model, margin_model
+from models.headroom import spare_margins
 from models.latency_bounds import stage_ceiling_s, stage_floor_s, stage_wait_s
-from models.learning import (HISTORY_BEST, HISTORY_RECENT, WHOLE_PIPELINE, Context, Suggestion, TunedCube, kept_history,
-                             load_moved)
+from models.learning import WHOLE_PIPELINE, Context, Suggestion, TunedCube, load_moved
 from models.observation import Observation
 from models.policy import Policy
 from models.screen import TwinScreen, screen_bar
@@ -98,115 +98,6 @@ from models.space import Config
 from models.verdict import BreachKind, Drain, Verdict, output_margin
 
 MapFn = Callable[[Callable, Iterable], Iterable]
-_RATE_LOG_RANGE = (math.log(10.0), math.log(1e6))  # offered load, events/s, mapped onto [0, 1]
-# The finest step the models tell latencies apart by: the twin's are exact, and a log-scale model needs a floor.
-FINEST_S = 1e-5
-CONFIDENCE_Z = 2.0  # a change must promise more than this many standard deviations of a window's noise
-DRIFT_Z = 3.0  # a converged incumbent measured this many noise deviations off re-opens the search
-DRIFT_MIN = 0.1  # ... if it moved by this share of its P95 too: a smaller drift is not worth a new search
-MIN_GAIN = 0.05  # of the incumbent's P95: a smaller gain, however well resolved, is not worth touching the pipeline
-NOISE_DOF = 3  # repeated windows (beyond the first of each config) before the measured noise counts
-NOISE_FLOOR = 0.01  # of the P95: no window is measured more precisely than this, nor than half its step
-NOISE_ALIKE = math.log(1.5)  # configs within this log-P95 of the incumbent's share its noise
-DRIFT_WINDOWS = 2  # the incumbent's last windows whose mean is compared, for drift, with the windows before
-MIN_SEARCH = 10  # windows of a search: after them only expected gains count far from capacity, nor grows the safe set
-FREE_HOPE = 5  # windows of a search far from capacity that may step where the models only hope, however they expect
-SAFE_SHARE_SETTLED = 0.25  # of the trust region known safe: beyond it, no window is spent only to grow the safe set
-ROBUST_SD = 1.4826  # a normal distribution's standard deviation over its median absolute deviation
-MARGIN_NOISE_MIN = 0.003  # a window's output ratio is never known closer than this: in-flight events at its edges
-REFIT_EVERY = 10  # windows between fits of the GPs' hyperparameters (after the first REFIT_EVERY, every one)
-FAR_SPARE = SPARE_MAX / 2  # an incumbent expected to leave this share of the capacity unused is far from it
-
-
-def context_feature(context: Context) -> float:
-    lo, hi = _RATE_LOG_RANGE
-    return float(np.clip((math.log(max(context.offered_eps, 1.0)) - lo) / (hi - lo), 0.0, 1.0))
-
-
-def offered_eps_of(feature: np.ndarray) -> np.ndarray:
-    """The offered load (events/s) a context feature stands for: `context_feature`'s inverse."""
-    lo, hi = _RATE_LOG_RANGE
-    return np.exp(lo + np.asarray(feature, dtype=float) * (hi - lo))
-
-
-class Surrogate:
-    """A GP with per-dimension length scales and a learned noise term.
-
-    Margin model (`prior_std` set): prior mean 0 and a fixed prior spread, which is what makes
-    "unexplored" mean "not known to be safe". Latency models: prior mean = the mean of what was seen,
-    and a prior spread of at least half a log unit, so a stage whose parameters were never moved is
-    still expected to move when they are, and the optimism of the acquisition goes looking.
-    """
-
-    def __init__(self, dims: int, prior_std: float | None = None, seed: int = 0) -> None:
-        self.prior_std = prior_std
-        if prior_std:
-            # Length scales capped: a flat run of feasible windows must not make the model vouch for
-            # configs far from anything it has seen.
-            signal = ConstantKernel(prior_std**2, "fixed") * Matern(np.full(dims, 0.3), (0.05, 2.0), nu=2.5)
-            noise = WhiteKernel((prior_std / 10) ** 2, (MARGIN_NOISE_MIN**2, (prior_std / 3) ** 2))
-        else:
-            signal = ConstantKernel(1.0, (0.25, 4.0)) * Matern(np.full(dims, 0.3), (0.03, 3.0), nu=2.5)
-            noise = WhiteKernel(1e-2, (1e-4, 0.25))
-        self.kernel = signal + noise
-        self.seed = seed
-        self._offset = 0.0
-        self._gp: GaussianProcessRegressor | None = None
-
-    def fit(self, x: np.ndarray, y: np.ndarray, optimize: bool = True, noise_var: np.ndarray | None = None) -> None:
-        """Condition on (x, y); with `optimize`, fit the kernel's hyperparameters too (from the last fitted ones:
-        one optimiser run, no restarts), else keep the last fitted kernel, which costs one Cholesky solve.
-        `noise_var`: each point's own measurement variance (0 where unknown), on top of the learned noise term:
-        a point measured loosely pulls the posterior less."""
-        self._offset = 0.0 if self.prior_std else float(np.mean(y))
-        kernel = self._gp.kernel_ if self._gp is not None else self.kernel
-        alpha = 1e-10 if noise_var is None else 1e-10 + np.asarray(noise_var, dtype=float)
-        gp = GaussianProcessRegressor(kernel, alpha=alpha, normalize_y=False, n_restarts_optimizer=0,
-                                      random_state=self.seed,
-                                      optimizer="fmin_l_bfgs_b" if optimize or self._gp is None else None)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            gp.fit(x, y - self._offset)
-        self._gp = gp
-
-    @property
-    def noise_var(self) -> float:
-        """The fitted measurement-noise variance (the white-noise term), in the model's unit squared."""
-        assert self._gp is not None, "fit before asking for the noise"
-        return float(self._gp.kernel_.k2.noise_level)
-
-    def predict(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Posterior mean and the std of the latent function (measurement noise taken out)."""
-        assert self._gp is not None, "fit before predict"
-        mean, std = self._gp.predict(x, return_std=True)
-        return mean + self._offset, np.sqrt(np.maximum(std**2 - self.noise_var, 1e-18))
-
-
-def _log_var(observation: Observation) -> float:
-    """The variance of a window's log P95 its measurement states (`p95_sd_s`, e.g. a canary judgement's interval),
-    0 where it states none. A canary judges the end-to-end P95 only; its relative spread stands for every stage's
-    figure of that window too."""
-    sd_s = observation.p95_sd_s
-    if sd_s is None or not math.isfinite(sd_s) or observation.p95_s <= 0:
-        return 0.0
-    return (sd_s / observation.p95_s) ** 2
-
-
-@dataclass(frozen=True)
-class _Threshold:
-    """The gain a change must promise, and what sets it."""
-
-    gain_s: float
-    why: str
-
-
-def _threshold(p95_s: float, noise_s: float) -> _Threshold:
-    """The gain a change must promise at an incumbent of P95 `p95_s`: `CONFIDENCE_Z` × the noise of a window, or
-    `MIN_GAIN` of the P95 where that is more."""
-    by_noise, by_size = CONFIDENCE_Z * noise_s, MIN_GAIN * p95_s
-    if by_size > by_noise:
-        return _Threshold(by_size, f"{MIN_GAIN:.0%} of the P95")
-    return _Threshold(by_noise, f"{CONFIDENCE_Z:g} × noise {noise_s * 1e3:.1f} ms")
 
 
 @dataclass(frozen=True)
@@ -219,25 +110,25 @@ class _Converged:
     p95_s: float
     noise_s: float
     gain_s: float
-    limit: _Threshold
+    limit: Threshold
     since: list[float] = field(default_factory=list)
 
-    def drift(self) -> str | None:
-        """Why the incumbent drifted, or None: the mean P95 of the last `DRIFT_WINDOWS` windows left that of the
-        windows since convergence before them by more than `DRIFT_Z` × the noise of such a difference and by
-        more than `DRIFT_MIN` of the P95.
+    def drift(self, s: LearnerSettings) -> str | None:
+        """Why the incumbent drifted, or None: the mean P95 of the last `drift_windows` windows left that of the
+        windows since convergence before them by more than `drift_z` × the noise of such a difference and by
+        more than `drift_min` of the P95.
 
         Only windows since convergence count: the window that made a config the incumbent was its best,
         so it is biased low. Those earlier windows are repeats of the incumbent, so their own spread is a
         noise estimate too, and the larger one counts: the noise at convergence rests on few repeats.
         """
-        earlier, recent = self.since[:-DRIFT_WINDOWS], self.since[-DRIFT_WINDOWS:]
-        if len(earlier) < DRIFT_WINDOWS:
+        earlier, recent = self.since[:-s.drift_windows], self.since[-s.drift_windows:]
+        if len(earlier) < s.drift_windows:
             return None
         before, now = float(np.mean(earlier)), float(np.mean(recent))
         noise_s = max(self.noise_s, float(np.std(earlier, ddof=1)))
-        spread = noise_s * math.sqrt(1 / DRIFT_WINDOWS + 1 / len(earlier))
-        if abs(now - before) <= max(DRIFT_Z * spread, DRIFT_MIN * before):
+        spread = noise_s * math.sqrt(1 / s.drift_windows + 1 / len(earlier))
+        if abs(now - before) <= max(s.drift_z * spread, s.drift_min * before):
             return None
         return (f"the incumbent's P95 drifted {before * 1e3:.1f} → {now * 1e3:.1f} ms, beyond the noise of "
                 f"{noise_s * 1e3:.1f} ms")
@@ -271,53 +162,22 @@ class _Pool:
     safe: np.ndarray
 
 
-@dataclass
-class _History:
-    configs: list[Config] = field(default_factory=list)
-    contexts: list[Context] = field(default_factory=list)
-    x: list[np.ndarray] = field(default_factory=list)  # unit-cube coordinates, then the context feature
-    stage_log_p95: list[dict[str, float]] = field(default_factory=list)
-    margin: list[float] = field(default_factory=list)  # `output_margin`, or below the floor where a rule broke
-    cpu_share: list[float] = field(default_factory=list)  # `Observation.busiest_cpu_share` (nan: unknown)
-    p95_s: list[float] = field(default_factory=list)
-    p95_log_var: list[float] = field(default_factory=list)  # the window's own variance of log P95 (0: not told)
-    feasible: list[bool] = field(default_factory=list)
-    twin_ratio: list[float] = field(default_factory=list)  # what the screen expected of the config (nan: not asked)
-
-    def keep(self, recent: int, best: int) -> None:
-        """Forget all but what `kept_history` keeps, so fits and memory stay bounded however long the run."""
-        kept = kept_history(self.p95_s, self.feasible, recent, best)
-        if len(kept) < len(self.p95_s):
-            for name in ("configs", "contexts", "x", "stage_log_p95", "margin", "cpu_share", "p95_s", "p95_log_var",
-                         "feasible", "twin_ratio"):
-                values = getattr(self, name)
-                setattr(self, name, [values[i] for i in kept])
-
-
 class SafeBayesLearner:
     """Minimise P95 subject to throughput keeping up, safely, around the incumbent."""
 
     def __init__(self, cube: TunedCube, start: Config, *, stage_params: Mapping[str, Sequence[str]] | None = None,
-                 seed: int = 0, beta: float = 2.0, kappa: float = 1.0, candidates: int = 1024,
-                 length_init: float = 0.8, length_min: float = 0.1, length_max: float = 1.6,
-                 restart_discount: float = 0.8, margin_prior_std: float = 0.08, screen: TwinScreen | None = None,
-                 screen_top: int = 6, parallel_map: MapFn = map, history_recent: int = HISTORY_RECENT,
-                 history_best: int = HISTORY_BEST) -> None:
+                 seed: int = 0, screen: TwinScreen | None = None, parallel_map: MapFn = map,
+                 settings: LearnerSettings = LearnerSettings()) -> None:
         self.cube = cube
         self.start = cube.policy.enforce(start)
+        self.settings = settings
         self.rng = np.random.default_rng(seed)
         self.seed = seed
-        self.beta, self.kappa = beta, kappa
-        self.candidates = candidates
-        self.length = self.length_init = length_init
-        self.length_min, self.length_max = length_min, length_max
-        self.restart_discount = restart_discount
+        self.length = settings.length_init
         self.parallel_map = parallel_map
-        self.screen, self.screen_top = screen, screen_top
-        self.history = _History()
-        self.history_recent, self.history_best = history_recent, history_best
+        self.screen = screen
+        self.history = History()
         self.stage_params = dict(stage_params) if stage_params else None
-        self.margin_prior_std = margin_prior_std
         self._new_models()
         self._successes = self._failures = 0
         self._best_p95_s = math.inf
@@ -327,7 +187,7 @@ class SafeBayesLearner:
         self._reopened = ""  # why the search re-opened, told with the next proposal
         self._known_ground = False  # re-opened on a load move: only what the models expect there counts
         self._noise_s = 0.0  # the last estimate of a window's noise
-        self._resolution_s = FINEST_S  # the step of the latest window's latencies (`Observation.latency_resolution_s`)
+        self._resolution_s = settings.finest_s  # the latest window's latency step (`latency_resolution_s`)
         self._told = 0
         self._searched = 0  # windows measured since the search (re-)opened
         self._screened: dict[Config, float] = {}  # the twin ratios of the last screen's configs
@@ -341,7 +201,7 @@ class SafeBayesLearner:
         self._stage_gps: dict[str, Surrogate] = {}
         self._stage_base_s: dict[str, float] = {}  # what each stage takes besides its waits (`_stage_log_p95`)
         self._bound_scales: dict[str, _BoundScales] = {}
-        self._margin_gp = Surrogate(self.cube.dims + 1, prior_std=self.margin_prior_std, seed=self.seed)
+        self._margin_gp = margin_model(self.cube.dims + 1, self.settings, self.seed)
 
     def update_policy(self, policy: Policy) -> None:
         """Adopt new bounds and pins: re-encode every observation in the new cube and refit."""
@@ -359,7 +219,7 @@ class SafeBayesLearner:
         return self.policy.min_throughput_ratio - 1.0
 
     def _features(self, config: Config, context: Context) -> np.ndarray:
-        return np.append(self.cube.encode(config), context_feature(context))
+        return features(self.cube, config, context, self.settings)
 
     def _stage_values(self, observation: Observation) -> dict[str, float]:
         if set(self.stage_dims) == {WHOLE_PIPELINE}:
@@ -369,7 +229,7 @@ class SafeBayesLearner:
 
     def tell(self, config: Config, context: Context, observation: Observation, verdict: Verdict) -> None:
         self._current = config
-        self._resolution_s = max(observation.latency_resolution_s, FINEST_S)
+        self._resolution_s = max(observation.latency_resolution_s, self.settings.finest_s)
         if verdict.drain is not Drain.NONE:
             # Its P95 is the queue left from before (a rollback's, a slow config's), its ratio above 1 the drain:
             # neither is the config's. Told as the config's, one such window set the noise of every later window
@@ -392,17 +252,17 @@ class SafeBayesLearner:
         share = observation.busiest_cpu_share
         h.cpu_share.append(math.nan if share is None else share)
         h.p95_s.append(observation.p95_s)
-        h.p95_log_var.append(_log_var(observation))
+        h.p95_log_var.append(log_var(observation))
         h.feasible.append(verdict.ok)
         h.twin_ratio.append(self._screened.get(config, math.nan))
-        h.keep(self.history_recent, self.history_best)
+        h.keep(self.settings.history_recent, self.settings.history_best)
         self._told += 1
         held = self._converged
         if held is not None and not verdict.ok:
             self._reopen(f"guardrail: {'; '.join(verdict.messages)}")
         elif held is not None and config == held.config and not load_moved(held.offered_eps, context.offered_eps):
             held.since.append(observation.p95_s)
-            drift = held.drift()
+            drift = held.drift(self.settings)
             if drift is not None:
                 self._reopen(drift)
         self._update_trust_region(verdict.ok, observation.p95_s)
@@ -419,32 +279,33 @@ class SafeBayesLearner:
             return
         self._converged, self._exhausted, self._reopened = None, False, why
         self._known_ground = modelled
-        self.length, self._successes, self._failures = self.length_init, 0, 0
-        self._searched = MIN_SEARCH if modelled else 0
+        self.length, self._successes, self._failures = self.settings.length_init, 0, 0
+        self._searched = self.settings.min_search if modelled else 0
         self._best_p95_s = math.inf
 
     def _update_trust_region(self, feasible: bool, p95_s: float) -> None:
+        s = self.settings
         # an improvement is one beyond a window's noise, not a lucky window
-        if feasible and p95_s < min(0.99 * self._best_p95_s, self._best_p95_s - self._noise_s):
+        if feasible and p95_s < min(s.improvement_ratio * self._best_p95_s, self._best_p95_s - self._noise_s):
             # the first feasible window is the baseline, not an improvement: it must not widen the region
             improved = math.isfinite(self._best_p95_s)
             self._best_p95_s = p95_s
             self._successes, self._failures = self._successes + improved, 0
         else:
-            self._successes, self._failures = 0, self._failures + (1 if feasible else 4)
-        if self._successes >= 2:
-            self.length, self._successes = min(2 * self.length, self.length_max), 0
-        if self._failures >= 4:
-            self.length, self._failures = self.length / 2, 0
-            if self.length < self.length_min:
+            self._successes, self._failures = 0, self._failures + (1 if feasible else s.infeasible_failures)
+        if self._successes >= s.success_streak:
+            self.length, self._successes = min(s.region_factor * self.length, s.length_max), 0
+        if self._failures >= s.failure_streak:
+            self.length, self._failures = self.length / s.region_factor, 0
+            if self.length < s.length_min:
                 # nothing found beyond the noise however close it looked: stop hoping, go by what is expected
-                self.length, self._exhausted = self.length_min, True
+                self.length, self._exhausted = s.length_min, True
 
     def _fit(self) -> None:
         h = self.history
         x = np.array(h.x)
         # Hyperparameters settle after a few windows; refitting them on every window made tell() take seconds.
-        optimize = self._told <= REFIT_EVERY or self._told % REFIT_EVERY == 0
+        optimize = self._told <= self.settings.refit_every or self._told % self.settings.refit_every == 0
         context_col = x.shape[1] - 1
         for stage, dims in self.stage_dims.items():
             rows = [i for i, values in enumerate(h.stage_log_p95) if stage in values]
@@ -454,7 +315,7 @@ class SafeBayesLearner:
             log_p95 = np.array([h.stage_log_p95[i][stage] for i in rows])
             waits_s = self._stage_wait_s(stage, x[rows], self.start)
             self._stage_base_s[stage] = max(float(np.median(np.exp(log_p95) - waits_s)), self._resolution_s)
-            gp = self._stage_gps.setdefault(stage, Surrogate(len(columns), seed=self.seed))
+            gp = self._stage_gps.setdefault(stage, latency_model(len(columns), self.settings, self.seed))
             gp.fit(x[np.ix_(rows, columns)], log_p95 - np.log(self._stage_base_s[stage] + waits_s), optimize,
                    np.array([h.p95_log_var[i] for i in rows]))
         self._margin_gp.fit(x, spare_margins(h.cpu_share, h.margin, self.margin_floor), optimize)
@@ -494,7 +355,8 @@ class SafeBayesLearner:
             return np.zeros(len(features))
         names = [self.cube.names[i] for i in self.stage_dims[stage]]
         value_of = partial(self.cube.values, features[:, :-1], base=base)
-        return np.broadcast_to(stage_wait_s(names, value_of, offered_eps_of(features[:, -1])), len(features))
+        offered_eps = offered_eps_of(features[:, -1], self.settings)
+        return np.broadcast_to(stage_wait_s(names, value_of, offered_eps), len(features))
 
     def _stage_log_p95(self, stage: str, features: np.ndarray, base: Config) -> tuple[np.ndarray, np.ndarray]:
         """`stage`'s log P95 at each row of `features`, mean and std: the model's residual over the stage's prior,
@@ -546,7 +408,7 @@ class SafeBayesLearner:
         noise_s, dof = self._window_noise(context, measured_s, inc_features)
         self._noise_s = noise_s
         if not np.any(pool.safe):
-            self.length = max(self.length / 2, self.length_min)
+            self.length = max(self.length / self.settings.region_factor, self.settings.length_min)
             return self._hold(incumbent, inc_p95, f"no candidate predicted safe in trust region {self.length:.2f}",
                               noise_s)
         # Before the trust region collapses, the optimistic gain (what the model hopes for); after, the expected.
@@ -555,30 +417,31 @@ class SafeBayesLearner:
         # once the search has looked around: there a step off what the models expect breaks nothing and gains
         # little, and hoping on kept the config moving for tens of windows; near it, the gains hide where the
         # models are unsure.
-        far_from_capacity = float(self._margin_gp.predict(inc_features)[0][0]) >= FAR_SPARE
-        expected = self._exhausted or self._known_ground or (far_from_capacity and self._searched >= MIN_SEARCH)
+        s = self.settings
+        far_from_capacity = float(self._margin_gp.predict(inc_features)[0][0]) >= s.far_spare
+        expected = self._exhausted or self._known_ground or (far_from_capacity and self._searched >= s.min_search)
         promise = self._promise(pool, inc_p95, expected=expected)
-        if far_from_capacity and not expected and self._searched >= FREE_HOPE:
+        if far_from_capacity and not expected and self._searched >= s.free_hope:
             # there a step the models expect to be slower only moved a config that had come near its final
             promise = np.where(pool.mean <= inc_p95, promise, -np.inf)
-        limit = _threshold(measured_s, noise_s)
+        limit = gain_threshold(measured_s, noise_s, s)
         threshold = limit.gain_s
         best = float(np.max(promise))
         kind = "predicted" if expected else "optimistic"
         why = f"{kind} gain {{gain_ms:.1f}} ms > {threshold * 1e3:.1f} ms ({limit.why})"
         if best <= threshold:
             below = f"best {kind} gain {best * 1e3:.1f} ms < {threshold * 1e3:.1f} ms"
-            if dof < NOISE_DOF:  # before stopping, know the noise: measure the incumbent itself again
+            if dof < s.noise_dof:  # before stopping, know the noise: measure the incumbent itself again
                 return self._hold(incumbent, inc_p95, f"{below}, the noise {noise_s * 1e3:.1f} ms the models' guess: "
                                                       "measure the incumbent again to know it", noise_s)
             safe_share = float(np.mean(pool.safe))
-            if not self._exhausted and self._searched < MIN_SEARCH and safe_share < SAFE_SHARE_SETTLED:
+            if not self._exhausted and self._searched < s.min_search and safe_share < s.safe_share_settled:
                 # A young search that knows little around the incumbent safe: measure where the models are least
                 # sure, among the configs that could be faster at all, so that the safe set grows (SafeOpt's
                 # expanders) and models of a few windows see where they have not looked. Where most of the trust
                 # region is known safe already, such a window only moves the config.
                 why = (f"{below}, {safe_share:.0%} of the trust region known safe after {self._searched} < "
-                       f"{MIN_SEARCH} windows: explore the most uncertain")
+                       f"{s.min_search} windows: explore the most uncertain")
                 could_gain = pool.safe & (pool.optimistic < inc_p95)
                 if not np.any(could_gain):
                     return self._hold(incumbent, inc_p95, f"{below}, and no safe config could be faster", noise_s)
@@ -587,13 +450,13 @@ class SafeBayesLearner:
             else:
                 # The trust region is a box around the incumbent; the safe set reaches beyond it. Stop only when
                 # nothing safe anywhere promises more than the threshold (even optimistically, but on known ground).
-                wide = self._pool(center, context, self.length_max, incumbent)
+                wide = self._pool(center, context, s.length_max, incumbent)
                 wide_promise = self._promise(wide, inc_p95, expected=self._known_ground or far_from_capacity)
                 if float(np.max(wide_promise)) <= threshold:
                     self._converged = _Converged(incumbent, context.offered_eps, measured_s, noise_s,
                                                  max(best, float(np.max(wide_promise)), 0.0), limit)
                     return self._hold(incumbent, inc_p95, self._converged.reason, noise_s)
-                self.length, self._exhausted = self.length_init, False  # search again from a fresh trust region
+                self.length, self._exhausted = s.length_init, False  # search again from a fresh trust region
                 pool, promise = wide, wide_promise
                 beyond = "a predicted" if self._known_ground else "an optimistic"
                 why = (f"{below} in the trust region, but beyond it {beyond} gain {{gain_ms:.1f}} ms: "
@@ -604,9 +467,9 @@ class SafeBayesLearner:
         i = self._first_passing(order, pool.cand, incumbent, context)
         if i is None:
             return self._hold(incumbent, inc_p95, f"the twin expects none of the "
-                                                  f"{min(len(order), self.screen_top)} best candidates to keep up",
+                                                  f"{min(len(order), s.screen_top)} best candidates to keep up",
                               noise_s)
-        lcb = pool.m_mean[i] - self.beta * pool.m_std[i]
+        lcb = pool.m_mean[i] - s.beta * pool.m_std[i]
         self._current = self.cube.decode(pool.cand[i], base=incumbent)
         return Suggestion(self._current,
                           f"{why.format(gain_ms=promise[i] * 1e3)}: predicted P95 {pool.mean[i]:.3f}s vs incumbent "
@@ -619,23 +482,24 @@ class SafeBayesLearner:
     def _pool(self, center: np.ndarray, context: Context, length: float, base: Config) -> _Pool:
         """Candidates in a box of side `length` around `center` (and stage-by-stage moves in it), scored; untuned
         values from `base`."""
+        s = self.settings
         cand = np.vstack([self._candidates(center, length), self._stage_moves(center, context, length, base)])
-        features = np.column_stack([cand, np.full(len(cand), context_feature(context))])
-        chunks = np.array_split(features, max(1, len(features) // 256))
+        inputs = np.column_stack([cand, np.full(len(cand), context_feature(context.offered_eps, s))])
+        chunks = np.array_split(inputs, max(1, len(inputs) // s.score_chunk))
         scored = list(self.parallel_map(partial(self._score_chunk, base=base), chunks))
         mean, optimistic, m_mean, m_std = (np.concatenate([s[k] for s in scored]) for k in range(4))
-        safe = m_mean - self.beta * m_std >= self.margin_floor
+        safe = m_mean - s.beta * m_std >= self.margin_floor
         if self.policy.p95_ceiling_s is not None:
-            safe &= self._predict_p95(features, [-self.beta], base)[0] <= self.policy.p95_ceiling_s
+            safe &= self._predict_p95(inputs, [-s.beta], base)[0] <= self.policy.p95_ceiling_s
         return _Pool(cand, mean, optimistic, m_mean, m_std, safe)
 
     def _promise(self, pool: _Pool, inc_p95: float, expected: bool) -> np.ndarray:
         """Each candidate's gain over the incumbent's predicted P95 (expected, or optimistic), a restart's
         discounted; -inf where not safe."""
         promise = inc_p95 - (pool.mean if expected else pool.optimistic)
-        restarts = np.any(np.abs(pool.cand - self.cube.encode(self._current))[:, self.cube.restart_mask()] > 1e-9,
-                          axis=1)
-        promise = np.where(restarts, promise * self.restart_discount, promise)  # a restart must promise more
+        moved = np.abs(pool.cand - self.cube.encode(self._current))[:, self.cube.restart_mask()]
+        restarts = np.any(moved > self.settings.moved_tolerance, axis=1)
+        promise = np.where(restarts, promise * self.settings.restart_discount, promise)  # a restart must promise more
         return np.where(pool.safe, promise, -np.inf)
 
     def _incumbent_p95s(self, incumbent: Config, context: Context) -> list[float]:
@@ -653,37 +517,25 @@ class SafeBayesLearner:
         """A window's P95 noise (s) at the incumbent (its P95 `p95_s`, measured where it can be), and how many
         repeated windows it rests on.
 
-        Once `NOISE_DOF` repeated windows exist: the relative spread of the P95 of every config measured more
+        Once `noise_dof` repeated windows exist: the relative spread of the P95 of every config measured more
         than once at about this load with a P95 like the incumbent's (the incumbent above all: the daemon
         holds it), pooled and robust to a stray window. Before: the stage models' noise terms (each stage's
         P95 × its log-noise deviation, in quadrature), which also take in what the models do not fit yet, so
-        they overstate the noise. Either way never below `NOISE_FLOOR` of the P95 nor half the step the latest
+        they overstate the noise. Either way never below `noise_floor` of the P95 nor half the step the latest
         window states for its latencies (a millisecond live, a coarser event time's, none on the twin): live
         repeats can agree to the millisecond, and a gain no window resolves must not count.
         """
-        h = self.history
-        floor_s = max(p95_s * NOISE_FLOOR, self._resolution_s / 2)
-        groups: dict[Config, list[float]] = {}
-        for c, ctx, p, ok in zip(h.configs, h.contexts, h.p95_s, h.feasible):
-            if ok and p > 0 and math.isfinite(p) and not load_moved(ctx.offered_eps, context.offered_eps):
-                groups.setdefault(c, []).append(math.log(p))
-        # only configs like the incumbent: one that barely keeps up is slower and far noisier
-        groups = {c: g for c, g in groups.items() if abs(float(np.mean(g)) - math.log(p95_s)) < NOISE_ALIKE}
-        dof = sum(len(g) - 1 for g in groups.values())
-        # Robust: the repeats' deviations from their config's median (the median repeat itself left out, scaled
-        # so a pair's is its deviation from the mean), their median absolute value × `ROBUST_SD`. The standard
-        # deviation let one window that still carried a rollback's queue (8.4 s among 4.1 s ones) set the noise,
-        # and the threshold with it, at ~1.7 s near capacity: the search stopped with gains of 2 s in sight.
-        deviations = [abs(d) * math.sqrt(len(g) / (len(g) - 1))
-                      for g in groups.values() if len(g) > 1
-                      for d in sorted(np.array(g) - np.median(g), key=abs)[len(g) % 2:]]
-        if dof < NOISE_DOF:
+        s = self.settings
+        floor_s = max(p95_s * s.noise_floor, self._resolution_s / 2)
+        repeats = alike_repeats(self.history, context.offered_eps, p95_s, s)
+        dof = sum(len(g) - 1 for g in repeats)
+        if dof < s.noise_dof:
             modelled = 0.0  # variance
             for stage, gp in self._stage_gps.items():
                 mean, _ = self._stage_log_p95(stage, features, self._current)
                 modelled += float(np.exp(mean[0])) ** 2 * gp.noise_var
             return max(math.sqrt(modelled), floor_s), dof
-        return max(p95_s * ROBUST_SD * float(np.median(deviations)), floor_s), dof
+        return max(pooled_noise_s(repeats, p95_s, s), floor_s), dof
 
     def _hold(self, incumbent: Config, inc_p95: float, why: str, noise_s: float) -> Suggestion:
         self._current = incumbent
@@ -695,7 +547,7 @@ class SafeBayesLearner:
         every config the pipeline was measured keeping up (`screen_bar`); the best one, without a screen."""
         if self.screen is None:
             return int(order[0])
-        top = [int(k) for k in order[: self.screen_top]]
+        top = [int(k) for k in order[: self.settings.screen_top]]
         configs = [incumbent] + [self.cube.decode(cand[k], base=incumbent) for k in top]
         ratios = list(self.parallel_map(lambda c: self.screen.ratio(c, context.offered_eps), configs))
         self._screened = dict(zip(configs, ratios))
@@ -712,17 +564,17 @@ class SafeBayesLearner:
         return None
 
     def _score_chunk(self, features: np.ndarray, base: Config) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        mean, optimistic = self._predict_p95(features, [0.0, self.kappa], base)
+        mean, optimistic = self._predict_p95(features, [0.0, self.settings.kappa], base)
         m_mean, m_std = self._margin_gp.predict(features)
         return mean, optimistic, m_mean, m_std
 
-    def _stage_moves(self, center: np.ndarray, context: Context, length: float, base: Config,
-                     per_stage: int = 256) -> np.ndarray:
+    def _stage_moves(self, center: np.ndarray, context: Context, length: float, base: Config) -> np.ndarray:
         """Candidates built stage by stage, as an additive model allows (Add-GP-UCB's idea).
 
         For each stage, the move of only its own parameters that its model finds most promising; then
         each such move alone, and all of them together.
         """
+        per_stage = self.settings.stage_moves
         lo = np.clip(center - length / 2, 0.0, 1.0)
         hi = np.clip(center + length / 2, 0.0, 1.0)
         moves = []
@@ -732,8 +584,8 @@ class SafeBayesLearner:
                 continue
             trial = np.tile(center, (per_stage, 1))
             trial[:, dims] = self.rng.uniform(lo[dims], hi[dims], size=(per_stage, dims.size))
-            features = np.column_stack([trial, np.full(per_stage, context_feature(context))])
-            best = trial[int(np.argmin(self._stage_p95(stage, features, [self.kappa], base)[0]))]
+            features = np.column_stack([trial, np.full(per_stage, context_feature(context.offered_eps, self.settings))])
+            best = trial[int(np.argmin(self._stage_p95(stage, features, [self.settings.kappa], base)[0]))]
             moves.append((dims, best[dims]))
         together = center.copy()
         singles = []
@@ -748,12 +600,13 @@ class SafeBayesLearner:
         """Points in the trust region around `center`, a few dimensions perturbed at a time."""
         d = self.cube.dims
         rng = self.rng
-        p = min(1.0, 4.0 / max(d, 1))
-        mask = rng.uniform(size=(self.candidates, d)) < p
-        mask[np.arange(self.candidates), rng.integers(0, d, self.candidates)] |= ~mask.any(axis=1)
+        count = self.settings.candidates
+        p = min(1.0, self.settings.perturbed_dims / max(d, 1))
+        mask = rng.uniform(size=(count, d)) < p
+        mask[np.arange(count), rng.integers(0, d, count)] |= ~mask.any(axis=1)
         lo = np.clip(center - length / 2, 0.0, 1.0)
         hi = np.clip(center + length / 2, 0.0, 1.0)
-        points = np.where(mask, rng.uniform(lo, hi, size=(self.candidates, d)), center)
+        points = np.where(mask, rng.uniform(lo, hi, size=(count, d)), center)
         # each dimension alone at either edge of the region: a uniform draw in a few dimensions at once rarely lands
         # on a cliff at the end of a range (the last millisecond of max_backoff)
         edges = np.repeat(center[None, :], 2 * d, axis=0)
