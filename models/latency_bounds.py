@@ -27,34 +27,27 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from models.components import COMPONENTS, TOPOLOGIES, Timer
 from models.learning import WHOLE_PIPELINE
 from models.space import PIPELINE_SPACE
 from models.units import SECONDS_PER_UNIT
 
 ValueOf = Callable[[str], np.ndarray]  # a parameter's values, one per config in question
 
-# Stage -> the parameter (seconds) whose interval every event of that stage may wait for.
-STAGE_INTERVALS: dict[str, str] = {
-    "nginx->filebeat": "filebeat.backoff",
-    "kafka->sink": "spark.trigger.interval",
-}
-# Stage -> the parameters (seconds) whose largest bounds every wait in it, while the stage keeps up.
-STAGE_LONGEST_WAITS: dict[str, tuple[str, ...]] = {
-    "nginx->filebeat": ("filebeat.backoff", "filebeat.max_backoff"),
-}
+# Every component's timers by their parameter (`Timer`: the batch that ends one sooner, what one grows to).
+TIMERS: dict[str, Timer] = {timer.param: timer for component in COMPONENTS for timer in component.timers}
+# Each stage of each topology with each timer among the parameters that move it.
+_STAGE_TIMERS = [(stage, TIMERS[name]) for topology in TOPOLOGIES.values()
+                 for stage, names in topology.stage_params().items() for name in names if name in TIMERS]
+# Stage -> the parameter (seconds) whose interval every event of that stage may wait for: a timer of it that always
+# runs out.
+STAGE_INTERVALS: dict[str, str] = {stage: timer.param for stage, timer in _STAGE_TIMERS if timer.batch is None}
+# Stage -> the parameters (seconds) whose largest bounds every wait in it, while the stage keeps up: a wait that grows
+# and what it grows to.
+STAGE_LONGEST_WAITS: dict[str, tuple[str, ...]] = {stage: (timer.param, timer.grows_to)
+                                                   for stage, timer in _STAGE_TIMERS if timer.grows_to is not None}
 # An access-log event as shipped (a JSON line and Filebeat's metadata), to count a threshold in bytes in events.
 EVENT_BYTES = 800
-# A timer an event may sit out -> the threshold (events or bytes, as the space declares it) that ends it sooner
-# once filled, or None for a timer that always runs out.
-TIMERS: dict[str, str | None] = {
-    "filebeat.backoff": None,
-    "filebeat.queue.mem.flush.timeout": "filebeat.queue.mem.flush.min_events",
-    "logstash.pipeline.batch.delay": "logstash.pipeline.batch.size",
-    "logstash.output.kafka.linger_ms": "logstash.output.kafka.batch_size",
-    "kafka.producer.linger.ms": "kafka.producer.batch.size",
-    "kafka.consumer.fetch.max.wait.ms": "kafka.consumer.fetch.min.bytes",
-    "spark.trigger.interval": None,
-}
 
 
 def stage_wait_s(names: Sequence[str], value_of: ValueOf, offered_eps: np.ndarray | float) -> np.ndarray | float:
@@ -63,7 +56,7 @@ def stage_wait_s(names: Sequence[str], value_of: ValueOf, offered_eps: np.ndarra
     total: np.ndarray | float = 0.0
     for name in (n for n in names if n in TIMERS):
         wait_s = np.asarray(value_of(name), dtype=float) * SECONDS_PER_UNIT[PIPELINE_SPACE[name].unit]
-        fills = TIMERS[name]
+        fills = TIMERS[name].batch
         if fills is not None:
             events = np.asarray(value_of(fills), dtype=float)
             if PIPELINE_SPACE[fills].unit == "bytes":

@@ -18,49 +18,19 @@ from typing import Protocol
 
 import numpy as np
 
+from models.components import TOPOLOGIES
 from models.observation import Observation
 from models.policy import Policy
 from models.space import NOT_ABOVE, PIPELINE_SPACE, ChangeCost, Config, Param, SearchSpace
 from models.verdict import Verdict
 
-# Parameters each topology's learner tunes by default: the ones the twin models as moving latency or
-# throughput. Categoricals (acks, compression) and thread counts stay with the operator.
-TUNED_BY_TOPOLOGY: dict[str, tuple[str, ...]] = {
-    "paper": (
-        "filebeat.scan_frequency", "filebeat.backoff", "filebeat.max_backoff",
-        "filebeat.queue.mem.flush.min_events", "filebeat.queue.mem.flush.timeout",
-        "filebeat.output.bulk_max_size", "filebeat.output.pipelining",
-        "logstash.pipeline.batch.size", "logstash.pipeline.batch.delay", "logstash.output.kafka.linger_ms",
-        "spark.trigger.interval",
-    ),
-    "filebeat-kafka": (
-        "filebeat.scan_frequency", "filebeat.backoff", "filebeat.max_backoff",
-        "filebeat.queue.mem.flush.min_events", "filebeat.queue.mem.flush.timeout",
-        "filebeat.output.bulk_max_size", "kafka.consumer.fetch.max.wait.ms",
-    ),
-}
+# Parameters each topology's learner tunes by default: the ones that move a latency stage (`Topology.tuned`).
+# Categoricals (acks, compression) and thread counts move none: they stay with the operator.
+TUNED_BY_TOPOLOGY: dict[str, tuple[str, ...]] = {name: topology.tuned() for name, topology in TOPOLOGIES.items()}
 # Which tuned parameters move each stage's latency (the paper's Table 3 stages). A stage's latency
 # model sees only these, so each is a low-dimensional function the learner pins down in a few windows.
-STAGE_PARAMS: dict[str, dict[str, tuple[str, ...]]] = {
-    "paper": {
-        "nginx->filebeat": ("filebeat.scan_frequency", "filebeat.backoff", "filebeat.max_backoff"),
-        "filebeat": ("filebeat.queue.mem.flush.min_events", "filebeat.queue.mem.flush.timeout",
-                     "filebeat.output.bulk_max_size", "filebeat.output.pipelining"),
-        "filebeat->logstash": ("filebeat.output.bulk_max_size", "filebeat.output.pipelining",
-                               "logstash.pipeline.batch.size"),
-        "logstash": ("logstash.pipeline.batch.size", "logstash.pipeline.batch.delay",
-                     "logstash.output.kafka.linger_ms"),
-        "logstash->kafka": ("logstash.pipeline.batch.size", "logstash.output.kafka.linger_ms"),
-        "kafka->sink": ("spark.trigger.interval",),
-    },
-    "filebeat-kafka": {
-        "nginx->filebeat": ("filebeat.scan_frequency", "filebeat.backoff", "filebeat.max_backoff"),
-        "filebeat": ("filebeat.queue.mem.flush.min_events", "filebeat.queue.mem.flush.timeout",
-                     "filebeat.output.bulk_max_size"),
-        "filebeat->kafka": ("filebeat.output.bulk_max_size",),
-        "kafka->sink": ("kafka.consumer.fetch.max.wait.ms",),
-    },
-}
+STAGE_PARAMS: dict[str, dict[str, tuple[str, ...]]] = {name: topology.stage_params()
+                                                       for name, topology in TOPOLOGIES.items()}
 _RESOLUTION = {"s": 1e-3, "ms": 1.0, "events": 1.0, "bytes": 1.0}  # smallest step worth telling apart
 # A daemon that runs for months must not remember every window: a GP fit costs O(n³) and its memory O(n²).
 # The most recent windows describe the pipeline as it is now (its load, its software); 200 of them fit in

@@ -2,14 +2,15 @@
 
 A preset is a set of changes from the component defaults (`PIPELINE_SPACE.defaults()`); parameters
 it does not name keep their defaults. Paper scenarios follow Table 4 and Table 10 of
-`shared/reference/paper-summary.md`; Elastic's output presets follow the Filebeat reference
-("Configure the output preset": balanced, throughput, scale, latency).
+`shared/reference/paper-summary.md`; a component's vendor's presets come with its description
+(`models.components`: Elastic's Filebeat output presets balanced, throughput, scale, latency).
 """
 
 from __future__ import annotations
 
 from typing import Mapping
 
+from models.components import COMPONENTS
 from models.space import PIPELINE_SPACE, Config, SearchSpace, Value
 
 # The paper's sink is a Spark Streaming job whose consumption delay "is set by its batch period"
@@ -32,7 +33,7 @@ _MICRO_BATCHING: dict[str, Value] = {
     "logstash.output.kafka.linger_ms": 5.0,
 }
 
-PRESETS: dict[str, dict[str, Value]] = {
+PRESETS: dict[str, Mapping[str, Value]] = {
     "defaults": {},
     # The paper's five scenarios (Table 4). Zero-Wait also switches the log to single-line JSON,
     # which is a property of the workload, not of the pipeline config.
@@ -52,19 +53,8 @@ PRESETS: dict[str, dict[str, Value]] = {
     "ovat-1": {**_HYBRID, "filebeat.scan_frequency": 1.0},
     "ovat-2": {**_HYBRID, "filebeat.output.bulk_max_size": 2048},
     "ovat-3": {**_HYBRID, "logstash.output.kafka.linger_ms": 5.0},
-    # Elastic's Filebeat output presets.
-    "balanced": {"filebeat.output.bulk_max_size": 1600, "filebeat.output.worker": 1,
-                 "filebeat.queue.mem.events": 3200, "filebeat.queue.mem.flush.min_events": 1600,
-                 "filebeat.queue.mem.flush.timeout": 10.0},
-    "throughput": {"filebeat.output.bulk_max_size": 1600, "filebeat.output.worker": 4,
-                   "filebeat.queue.mem.events": 12800, "filebeat.queue.mem.flush.min_events": 1600,
-                   "filebeat.queue.mem.flush.timeout": 5.0},
-    "scale": {"filebeat.output.bulk_max_size": 1600, "filebeat.output.worker": 1,
-              "filebeat.queue.mem.events": 3200, "filebeat.queue.mem.flush.min_events": 1600,
-              "filebeat.queue.mem.flush.timeout": 20.0},
-    "latency": {"filebeat.output.bulk_max_size": 50, "filebeat.output.worker": 1,
-                "filebeat.queue.mem.events": 4100, "filebeat.queue.mem.flush.min_events": 2050,
-                "filebeat.queue.mem.flush.timeout": 1.0},
+    # Each component's vendor's, Elastic's Filebeat output presets among them.
+    **{name: changes for component in COMPONENTS for name, changes in component.presets.items()},
 }
 
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from pydantic import BaseModel, ConfigDict
 
+from models.components import COMPONENTS
 from models.observation import Observation
 from models.policy import Policy
 from models.space import Config
@@ -84,14 +85,9 @@ QUEUE_TAIL_RATIO = 5.0
 
 
 def buffered_events(config: Config, rate_eps: float) -> float:
-    """Events `config` holds back at `rate_eps` while keeping up: Filebeat's flush batch being gathered
-    (min(flush.min_events, rate × flush.timeout)) and the output's batches in flight (pipelining batches per
-    worker, each at most bulk_max_size and no bigger than a flush batch)."""
-    flush_batch = max(1.0, min(float(config["filebeat.queue.mem.flush.min_events"]),
-                               rate_eps * float(config["filebeat.queue.mem.flush.timeout"])))
-    output_batch = min(float(config["filebeat.output.bulk_max_size"]), flush_batch)
-    in_flight_batches = max(int(config["filebeat.output.pipelining"]), 1) * int(config["filebeat.output.worker"])
-    return flush_batch + in_flight_batches * output_batch
+    """Events `config` holds back at `rate_eps` while keeping up: what each component buffers (`Component.buffered`:
+    Filebeat's flush batch being gathered and its output's batches in flight)."""
+    return sum(component.buffered(config, rate_eps) for component in COMPONENTS if component.buffered is not None)
 
 
 def _shortfall_events(observation: Observation) -> float:

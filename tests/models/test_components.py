@@ -1,0 +1,57 @@
+"""Each component described once: its declarations hang together, and the topologies chain them into the stages the
+pipeline reports."""
+
+import pytest
+
+from models.components import COMPONENTS, TOPOLOGIES, Component, Timer, Topology
+from models.components.param import param
+from models.twin import STAGES
+from models.units import SECONDS_PER_UNIT
+
+_KNOWN = {component.name: component for component in COMPONENTS}
+
+
+@pytest.mark.parametrize("component", COMPONENTS, ids=lambda c: c.name)
+def test_a_component_names_only_its_own_parameters(component: Component):
+    own = {p.name for p in component.params}
+    assert all(name.startswith(component.name + ".") for name in own)
+    named = [*component.picks_up, *(component.holds or ()), *(n for names in component.sends.values() for n in names),
+             *(n for pair in component.not_above for n in pair),
+             *(n for changes in component.presets.values() for n in changes)]
+    for timer in component.timers:
+        named += [n for n in (timer.param, timer.batch, timer.grows_to) if n is not None]
+    assert set(named) <= own
+    assert set(component.sends) <= set(_KNOWN)
+
+
+@pytest.mark.parametrize("component", COMPONENTS, ids=lambda c: c.name)
+def test_a_timer_is_a_duration_ended_by_a_count_of_events_or_bytes(component: Component):
+    units = {p.name: p.unit for p in component.params}
+    for timer in component.timers:
+        assert units[timer.param] in SECONDS_PER_UNIT
+        assert timer.batch is None or units[timer.batch] in ("events", "bytes")
+        assert timer.grows_to is None or units[timer.grows_to] == units[timer.param]
+
+
+@pytest.mark.parametrize("name", TOPOLOGIES)
+def test_a_topologys_stages_are_the_ones_the_pipeline_reports(name: str):
+    assert list(TOPOLOGIES[name].stage_params()) == [stage for stage, _, _ in STAGES[name]]
+
+
+def test_a_parameter_moves_its_components_stages_and_the_way_to_the_next_it_sends_to():
+    a = Component("a", (param("a.poll", "float", 1.0, 0.0, 10.0, unit="s"), param("a.batch", "int", 10, 1, 100),
+                        param("a.wait", "float", 1.0, 0.0, 10.0, unit="s"), param("a.threads", "int", 1, 1, 8)),
+                  picks_up=("a.poll",), holds=("a.wait",), sends={"b": ("a.batch",), "c": ("a.threads",)},
+                  timers=(Timer("a.wait", batch="a.batch"),))
+    b = Component("b", (param("b.fetch", "float", 1.0, 0.0, 10.0, unit="s"),), picks_up=("b.fetch",))
+    topology = Topology("app", (("a", a), ("sink", b)))
+    assert topology.stage_params() == {"app->a": ("a.poll",), "a": ("a.wait", "a.batch"), "a->sink": ("a.batch",
+                                                                                                      "b.fetch")}
+    # what sends to a component the topology does not chain moves nothing, and is not tuned
+    assert topology.tuned() == ("a.poll", "a.batch", "a.wait", "b.fetch")
+
+
+def test_filebeats_pipelining_is_tuned_only_where_it_ships_to_logstash():
+    assert "filebeat.output.pipelining" in TOPOLOGIES["paper"].tuned()
+    assert "filebeat.output.pipelining" not in TOPOLOGIES["filebeat-kafka"].tuned()
+    assert TOPOLOGIES["filebeat-kafka"].stage_params()["filebeat->kafka"] == ("filebeat.output.bulk_max_size",)
