@@ -20,7 +20,7 @@ from rich.console import Console
 from cli.api import require_token
 from cli.autotune_view import WindowNumbers, WindowView, new_plot_path, plot_run, pool_line, print_summary
 from cli.listening import tls_options
-from controller.daemon import Daemon
+from controller.daemon import Daemon, PersistentError
 from controller.deployment import (Deployment, DeploymentError, is_deployment_file, load_deployment, pool_pipeline,
                                    pool_pipelines)
 from controller.deployment import live_pipeline as deployment_pipeline
@@ -221,8 +221,12 @@ def autotune_command(
         view.add(decision)
         decisions.append(decision)
 
+    stopped_by: PersistentError | None = None
     with background or nullcontext(), WindowView(windows, err) as view, stop_on_signals(daemon.stop):
-        daemon.run(windows, on_decision=shown, wall_s_per_window=window / speed if speed > 0 and not live else 0.0)
+        try:
+            daemon.run(windows, on_decision=shown, wall_s_per_window=window / speed if speed > 0 and not live else 0.0)
+        except PersistentError as exc:  # the summary still tells what the run did before it
+            stopped_by = exc
         if on_exit == "revert":
             shown(daemon.revert(started_from))
     ledger = background.ledger() if background else None
@@ -253,6 +257,9 @@ def autotune_command(
                "rollbacks": daemon.rollbacks,
                "violation_s": daemon.violation_s, "state_dir": str(directory), "ledger": ledger}
         json_path.write_text(json.dumps(doc, indent=1, default=str))
+    if stopped_by is not None:
+        err.print(f"[red]stopped:[/red] {stopped_by}")
+        raise typer.Exit(1)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """`pipetune autotune --pipeline` with an operator's deployment file: a node that does not answer is exit 2
 naming it, before Ray starts; a bad file is exit 2 naming the file and field; every pool of a deployment runs
-in the one daemon, each with its own state directory."""
+in the one daemon, each with its own state directory; an error in every window ends the run with exit 1 naming it."""
 
 from __future__ import annotations
 
@@ -95,3 +95,23 @@ def test_one_daemon_runs_every_pool_of_a_deployment(tmp_path, three_agents, ray_
     # the warm-up window, unreadable too, is recorded as well: three windows each
     assert "pools: edge (node-1, node-2); core (node-3)" in said and "pool core: 3 windows" in said
     assert "pool edge: window 3/2 frozen" in said
+
+
+@pytest.mark.slow
+def test_an_error_in_every_window_stops_the_run_with_exit_1_naming_it_after_the_summary(monkeypatch, tmp_path):
+    import cli.autotune
+    built = cli.autotune.twin_pipeline
+
+    def broken_pipeline(*args, **kwargs):
+        pipeline = built(*args, **kwargs)
+
+        def observe(seconds):
+            raise RuntimeError("the disk under the twin is on fire")
+        pipeline.observe = observe
+        return pipeline
+    monkeypatch.setattr(cli.autotune, "twin_pipeline", broken_pipeline)
+    result = runner.invoke(app, ["autotune", "--windows", "6", "--speed", "0", "--state-dir", str(tmp_path / "s")])
+    said = " ".join(result.output.split())
+    assert result.exit_code == 1, said[-2000:]
+    assert "stopped:" in said and "the same error in 3 windows in a row" in said and "is on fire" in said
+    assert "decision log:" in said  # the summary is still printed before the exit
