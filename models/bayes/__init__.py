@@ -1,6 +1,7 @@
-"""The safe Bayesian learner (`SafeBayesLearner`) and its settings."""
+"""The safe Bayesian learner (`SafeBayesLearner`), its settings and the phases of its search."""
 
 from models.bayes.learner import MapFn, SafeBayesLearner
+from models.bayes.phase import Phase, Reopened
 from models.bayes.settings import LearnerSettings
 
-__all__ = ["LearnerSettings", "MapFn", "SafeBayesLearner"]
+__all__ = ["LearnerSettings", "MapFn", "Phase", "Reopened", "SafeBayesLearner"]

@@ -77,7 +77,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Callable, Iterable, Mapping, Sequence
 
@@ -85,9 +85,11 @@ import numpy as np
 
 from models.bayes.history import History, log_var
 from models.bayes.inputs import context_feature, features, offered_eps_of
-from models.bayes.noise import Threshold, alike_repeats, pooled_noise_s, threshold as gain_threshold
+from models.bayes.noise import alike_repeats, pooled_noise_s, threshold as gain_threshold
+from models.bayes.phase import Converged, Phase, Reopened, Reopening, fresh_search
 from models.bayes.settings import LearnerSettings
 from models.bayes.surrogate import Surrogate, latency_model, margin_model
+from models.bayes.trust_region import candidates
 from models.headroom import spare_margins
 from models.latency_bounds import stage_ceiling_s, stage_floor_s, stage_wait_s
 from models.learning import WHOLE_PIPELINE, Context, Suggestion, TunedCube, load_moved
@@ -98,45 +100,6 @@ from models.space import Config
 from models.verdict import BreachKind, Drain, Verdict, output_margin
 
 MapFn = Callable[[Callable, Iterable], Iterable]
-
-
-@dataclass(frozen=True)
-class _Converged:
-    """Where the search stopped: the incumbent, its load and mean P95, the window noise, the best gain then left,
-    the gain a change had to promise and what set it; and the incumbent's P95 in the windows since."""
-
-    config: Config
-    offered_eps: float
-    p95_s: float
-    noise_s: float
-    gain_s: float
-    limit: Threshold
-    since: list[float] = field(default_factory=list)
-
-    def drift(self, s: LearnerSettings) -> str | None:
-        """Why the incumbent drifted, or None: the mean P95 of the last `drift_windows` windows left that of the
-        windows since convergence before them by more than `drift_z` × the noise of such a difference and by
-        more than `drift_min` of the P95.
-
-        Only windows since convergence count: the window that made a config the incumbent was its best,
-        so it is biased low. Those earlier windows are repeats of the incumbent, so their own spread is a
-        noise estimate too, and the larger one counts: the noise at convergence rests on few repeats.
-        """
-        earlier, recent = self.since[:-s.drift_windows], self.since[-s.drift_windows:]
-        if len(earlier) < s.drift_windows:
-            return None
-        before, now = float(np.mean(earlier)), float(np.mean(recent))
-        noise_s = max(self.noise_s, float(np.std(earlier, ddof=1)))
-        spread = noise_s * math.sqrt(1 / s.drift_windows + 1 / len(earlier))
-        if abs(now - before) <= max(s.drift_z * spread, s.drift_min * before):
-            return None
-        return (f"the incumbent's P95 drifted {before * 1e3:.1f} → {now * 1e3:.1f} ms, beyond the noise of "
-                f"{noise_s * 1e3:.1f} ms")
-
-    @property
-    def reason(self) -> str:
-        return (f"converged: best predicted gain {self.gain_s * 1e3:.1f} ms < {self.limit.gain_s * 1e3:.1f} ms "
-                f"({self.limit.why})")
 
 
 @dataclass(frozen=True)
@@ -173,23 +136,16 @@ class SafeBayesLearner:
         self.settings = settings
         self.rng = np.random.default_rng(seed)
         self.seed = seed
-        self.length = settings.length_init
         self.parallel_map = parallel_map
         self.screen = screen
         self.history = History()
         self.stage_params = dict(stage_params) if stage_params else None
         self._new_models()
-        self._successes = self._failures = 0
-        self._best_p95_s = math.inf
         self._current = self.start
-        self._exhausted = False  # the trust region collapsed: only what the model expects, not hopes, counts
-        self._converged: _Converged | None = None
-        self._reopened = ""  # why the search re-opened, told with the next proposal
-        self._known_ground = False  # re-opened on a load move: only what the models expect there counts
+        self.search = fresh_search(settings)  # phase, trust region, windows, why it re-opened
         self._noise_s = 0.0  # the last estimate of a window's noise
         self._resolution_s = settings.finest_s  # the latest window's latency step (`latency_resolution_s`)
         self._told = 0
-        self._searched = 0  # windows measured since the search (re-)opened
         self._screened: dict[Config, float] = {}  # the twin ratios of the last screen's configs
 
     @property
@@ -212,7 +168,7 @@ class SafeBayesLearner:
         self._new_models()
         if h.configs:
             self._fit()
-        self._reopen("the policy changed")
+        self._reopen(Reopening(Reopened.POLICY_CHANGED, "the policy changed"))
 
     @property
     def margin_floor(self) -> float:
@@ -235,7 +191,7 @@ class SafeBayesLearner:
             # neither is the config's. Told as the config's, one such window set the noise of every later window
             # at ~1.7 s near capacity, and the search stopped 60 % off the best it had found the way to.
             return
-        self._searched += 1
+        self.search.windows += 1
         h = self.history
         margin = max(output_margin(observation, self.policy, config), -1.0)
         behind = sum(b.excess for b in verdict.breaches if b.kind is not BreachKind.CEILING)
@@ -257,49 +213,23 @@ class SafeBayesLearner:
         h.twin_ratio.append(self._screened.get(config, math.nan))
         h.keep(self.settings.history_recent, self.settings.history_best)
         self._told += 1
-        held = self._converged
+        held = self.search.converged
         if held is not None and not verdict.ok:
-            self._reopen(f"guardrail: {'; '.join(verdict.messages)}")
+            self._reopen(Reopening(Reopened.GUARDRAIL, f"guardrail: {'; '.join(verdict.messages)}"))
         elif held is not None and config == held.config and not load_moved(held.offered_eps, context.offered_eps):
             held.since.append(observation.p95_s)
             drift = held.drift(self.settings)
             if drift is not None:
                 self._reopen(drift)
-        self._update_trust_region(verdict.ok, observation.p95_s)
+        if self.search.region.update(verdict.ok, observation.p95_s, self._noise_s, self.settings):
+            self.search.collapse()  # nothing found beyond the noise however close it looked: go by what is expected
         self._fit()
 
-    def _reopen(self, why: str, modelled: bool = False) -> None:
-        """Search again from a fresh trust region: something changed that the converged model did not see.
-
-        `modelled`: the change is one the models take as an input (the offered load), so what they learnt
-        carries over: only the gains they expect at the new load count, not the optimism of a search of unknown
-        ground.
-        """
-        if self._converged is None and not self._exhausted:
-            return
-        self._converged, self._exhausted, self._reopened = None, False, why
-        self._known_ground = modelled
-        self.length, self._successes, self._failures = self.settings.length_init, 0, 0
-        self._searched = self.settings.min_search if modelled else 0
-        self._best_p95_s = math.inf
-
-    def _update_trust_region(self, feasible: bool, p95_s: float) -> None:
-        s = self.settings
-        # an improvement is one beyond a window's noise, not a lucky window
-        if feasible and p95_s < min(s.improvement_ratio * self._best_p95_s, self._best_p95_s - self._noise_s):
-            # the first feasible window is the baseline, not an improvement: it must not widen the region
-            improved = math.isfinite(self._best_p95_s)
-            self._best_p95_s = p95_s
-            self._successes, self._failures = self._successes + improved, 0
-        else:
-            self._successes, self._failures = 0, self._failures + (1 if feasible else s.infeasible_failures)
-        if self._successes >= s.success_streak:
-            self.length, self._successes = min(s.region_factor * self.length, s.length_max), 0
-        if self._failures >= s.failure_streak:
-            self.length, self._failures = self.length / s.region_factor, 0
-            if self.length < s.length_min:
-                # nothing found beyond the noise however close it looked: stop hoping, go by what is expected
-                self.length, self._exhausted = s.length_min, True
+    def _reopen(self, reopening: Reopening) -> None:
+        """Search again from a fresh trust region, if the search has stopped or collapsed: something changed that
+        the models it stopped by did not see (`SearchState.known_ground`: a load move, which they take as input)."""
+        if self.search.phase is not Phase.SEARCHING:
+            self.search = fresh_search(self.settings, reopening)
 
     def _fit(self) -> None:
         h = self.history
@@ -379,38 +309,40 @@ class SafeBayesLearner:
             self._current = self.start
             return Suggestion(self.start, "measure the running config first")
         suggestion = self._search(context)
-        if self._reopened:  # say once why the search is on again
-            suggestion = replace(suggestion, reason=f"re-opened ({self._reopened}); {suggestion.reason}")
-            self._reopened = ""
+        if self.search.reopening is not None and not self.search.announced:  # say once why the search is on again
+            suggestion = replace(suggestion, reason=f"re-opened ({self.search.reopening.why}); {suggestion.reason}")
+            self.search.announced = True
         return suggestion
 
     @property
     def converged(self) -> bool:
         """Whether the search has stopped: the incumbent is held until a shift re-opens it."""
-        return self._converged is not None
+        return self.search.phase is Phase.CONVERGED
 
     def _search(self, context: Context) -> Suggestion:
         # the trust region follows the daemon's incumbent (the start until it has one), under today's policy
         incumbent = self.policy.enforce(context.incumbent if context.incumbent is not None else self.start)
-        held = self._converged
+        held = self.search.converged
         if held is not None:
             if load_moved(held.offered_eps, context.offered_eps):
-                self._reopen(f"load moved {held.offered_eps:.0f} → {context.offered_eps:.0f} ev/s", modelled=True)
+                self._reopen(Reopening(Reopened.LOAD_MOVED,
+                                       f"load moved {held.offered_eps:.0f} → {context.offered_eps:.0f} ev/s"))
             elif incumbent != held.config:
-                self._reopen("the daemon's incumbent changed")
+                self._reopen(Reopening(Reopened.INCUMBENT_CHANGED, "the daemon's incumbent changed"))
             else:
                 return self._hold(incumbent, held.p95_s, held.reason, held.noise_s)
+        search = self.search
         center = self.cube.encode(incumbent)
-        pool = self._pool(center, context, self.length, incumbent)
+        pool = self._pool(center, context, search.region.length, incumbent)
         inc_features = self._features(incumbent, context)[None, :]
         inc_p95 = float(self._predict_p95(inc_features, [0.0], incumbent)[0][0])
         measured_s = self._measured_p95(incumbent, context, inc_p95)
         noise_s, dof = self._window_noise(context, measured_s, inc_features)
         self._noise_s = noise_s
         if not np.any(pool.safe):
-            self.length = max(self.length / self.settings.region_factor, self.settings.length_min)
-            return self._hold(incumbent, inc_p95, f"no candidate predicted safe in trust region {self.length:.2f}",
-                              noise_s)
+            search.region.narrow(self.settings)
+            why = f"no candidate predicted safe in trust region {search.region.length:.2f}"
+            return self._hold(incumbent, inc_p95, why, noise_s)
         # Before the trust region collapses, the optimistic gain (what the model hopes for); after, the expected.
         # After a load move, the models have searched this ground before: only the gain they expect at the new
         # load justifies a change (their optimism there is only the load's novelty). Far from capacity, the same
@@ -419,9 +351,10 @@ class SafeBayesLearner:
         # models are unsure.
         s = self.settings
         far_from_capacity = float(self._margin_gp.predict(inc_features)[0][0]) >= s.far_spare
-        expected = self._exhausted or self._known_ground or (far_from_capacity and self._searched >= s.min_search)
+        expected = (search.phase is Phase.EXHAUSTED or search.known_ground
+                    or (far_from_capacity and search.windows >= s.min_search))
         promise = self._promise(pool, inc_p95, expected=expected)
-        if far_from_capacity and not expected and self._searched >= s.free_hope:
+        if far_from_capacity and not expected and search.windows >= s.free_hope:
             # there a step the models expect to be slower only moved a config that had come near its final
             promise = np.where(pool.mean <= inc_p95, promise, -np.inf)
         limit = gain_threshold(measured_s, noise_s, s)
@@ -435,12 +368,13 @@ class SafeBayesLearner:
                 return self._hold(incumbent, inc_p95, f"{below}, the noise {noise_s * 1e3:.1f} ms the models' guess: "
                                                       "measure the incumbent again to know it", noise_s)
             safe_share = float(np.mean(pool.safe))
-            if not self._exhausted and self._searched < s.min_search and safe_share < s.safe_share_settled:
+            if (search.phase is Phase.SEARCHING and not search.known_ground and search.windows < s.min_search
+                    and safe_share < s.safe_share_settled):
                 # A young search that knows little around the incumbent safe: measure where the models are least
                 # sure, among the configs that could be faster at all, so that the safe set grows (SafeOpt's
                 # expanders) and models of a few windows see where they have not looked. Where most of the trust
                 # region is known safe already, such a window only moves the config.
-                why = (f"{below}, {safe_share:.0%} of the trust region known safe after {self._searched} < "
+                why = (f"{below}, {safe_share:.0%} of the trust region known safe after {search.windows} < "
                        f"{s.min_search} windows: explore the most uncertain")
                 could_gain = pool.safe & (pool.optimistic < inc_p95)
                 if not np.any(could_gain):
@@ -451,14 +385,15 @@ class SafeBayesLearner:
                 # The trust region is a box around the incumbent; the safe set reaches beyond it. Stop only when
                 # nothing safe anywhere promises more than the threshold (even optimistically, but on known ground).
                 wide = self._pool(center, context, s.length_max, incumbent)
-                wide_promise = self._promise(wide, inc_p95, expected=self._known_ground or far_from_capacity)
+                wide_promise = self._promise(wide, inc_p95, expected=search.known_ground or far_from_capacity)
                 if float(np.max(wide_promise)) <= threshold:
-                    self._converged = _Converged(incumbent, context.offered_eps, measured_s, noise_s,
-                                                 max(best, float(np.max(wide_promise)), 0.0), limit)
-                    return self._hold(incumbent, inc_p95, self._converged.reason, noise_s)
-                self.length, self._exhausted = s.length_init, False  # search again from a fresh trust region
+                    held = Converged(incumbent, context.offered_eps, measured_s, noise_s,
+                                     max(best, float(np.max(wide_promise)), 0.0), limit)
+                    search.converge(held)
+                    return self._hold(incumbent, inc_p95, held.reason, noise_s)
+                search.widen(s)  # search again from a trust region of the initial side
                 pool, promise = wide, wide_promise
-                beyond = "a predicted" if self._known_ground else "an optimistic"
+                beyond = "a predicted" if search.known_ground else "an optimistic"
                 why = (f"{below} in the trust region, but beyond it {beyond} gain {{gain_ms:.1f}} ms: "
                        "widen the trust region")
                 order = np.argsort(-promise)[: int(np.sum(promise > threshold))]
@@ -473,7 +408,7 @@ class SafeBayesLearner:
         self._current = self.cube.decode(pool.cand[i], base=incumbent)
         return Suggestion(self._current,
                           f"{why.format(gain_ms=promise[i] * 1e3)}: predicted P95 {pool.mean[i]:.3f}s vs incumbent "
-                          f"{inc_p95:.3f}s, margin LCB {lcb:+.3f}, trust region {self.length:.2f}, "
+                          f"{inc_p95:.3f}s, margin LCB {lcb:+.3f}, trust region {search.region.length:.2f}, "
                           f"{int(pool.safe.sum())}/{len(pool.safe)} safe",
                           {"p95_s": float(pool.mean[i]), "p95_lower_s": float(pool.optimistic[i]),
                            "margin": float(pool.m_mean[i]), "margin_lcb": float(lcb), "noise_s": noise_s,
@@ -483,7 +418,7 @@ class SafeBayesLearner:
         """Candidates in a box of side `length` around `center` (and stage-by-stage moves in it), scored; untuned
         values from `base`."""
         s = self.settings
-        cand = np.vstack([self._candidates(center, length), self._stage_moves(center, context, length, base)])
+        cand = np.vstack([candidates(center, length, self.rng, s), self._stage_moves(center, context, length, base)])
         inputs = np.column_stack([cand, np.full(len(cand), context_feature(context.offered_eps, s))])
         chunks = np.array_split(inputs, max(1, len(inputs) // s.score_chunk))
         scored = list(self.parallel_map(partial(self._score_chunk, base=base), chunks))
@@ -595,21 +530,3 @@ class SafeBayesLearner:
             singles.append(single)
             together[dims] = values
         return np.array(singles + [together]) if moves else np.empty((0, center.size))
-
-    def _candidates(self, center: np.ndarray, length: float) -> np.ndarray:
-        """Points in the trust region around `center`, a few dimensions perturbed at a time."""
-        d = self.cube.dims
-        rng = self.rng
-        count = self.settings.candidates
-        p = min(1.0, self.settings.perturbed_dims / max(d, 1))
-        mask = rng.uniform(size=(count, d)) < p
-        mask[np.arange(count), rng.integers(0, d, count)] |= ~mask.any(axis=1)
-        lo = np.clip(center - length / 2, 0.0, 1.0)
-        hi = np.clip(center + length / 2, 0.0, 1.0)
-        points = np.where(mask, rng.uniform(lo, hi, size=(count, d)), center)
-        # each dimension alone at either edge of the region: a uniform draw in a few dimensions at once rarely lands
-        # on a cliff at the end of a range (the last millisecond of max_backoff)
-        edges = np.repeat(center[None, :], 2 * d, axis=0)
-        edges[np.arange(d), np.arange(d)] = lo
-        edges[d + np.arange(d), np.arange(d)] = hi
-        return np.vstack([center[None, :], points, edges])

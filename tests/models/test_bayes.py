@@ -174,10 +174,10 @@ def test_the_trust_region_is_centred_on_the_daemons_incumbent(seed):
     _run(learner, Synthetic(cube), 6)
     # the daemon's incumbent, farther from where the learner measured than half its trust region
     incumbent = cube.decode(np.full(3, 0.5), base=PIPELINE_SPACE.defaults())
-    learner.length = 0.4  # narrower than the distance (how it got there is another test's)
+    learner.search.region.length = 0.4  # narrower than the distance (how it got there is another test's)
     suggestion = learner.suggest(Context(CTX.offered_eps, incumbent))
     reach = np.abs(cube.encode(suggestion.config) - cube.encode(incumbent))
-    length = learner.length
+    length = learner.search.region.length
     assert np.all(reach <= length / 2 + 1e-3), (reach, length, suggestion.reason)
 
 

@@ -210,7 +210,7 @@ def test_every_strategy_judges_a_window_short_of_its_input_with_a_growing_backlo
         learner.tell(tried, Context(window.offered_eps), window, verdict)
         judged[name] = learner
     # the Bayesian learner counts an infeasible window as several failures: its trust region shrinks at once
-    assert judged["pipetune"].length < judged["pipetune"].settings.length_init
+    assert judged["pipetune"].search.region.length < judged["pipetune"].settings.length_init
     # the paper's sweep keeps its best config: the tried one's lower P95 does not count
     assert judged["ovat"].best == start
     # Optuna's constraint is violated (> 0 is infeasible to Optuna)
@@ -234,4 +234,4 @@ def test_a_strategy_told_a_feasible_verdict_takes_the_window():
     bayes = build_learner("pipetune", cube, start)
     bayes.suggest(Context(window.offered_eps))
     bayes.tell(tried, Context(window.offered_eps), window, verdict)
-    assert bayes.length == bayes.settings.length_init
+    assert bayes.search.region.length == bayes.settings.length_init
