@@ -1,10 +1,11 @@
 """The adapter seam (one per component) and the versioned config store every adapter shares.
 
-An adapter patches a component's own config files with parameter values (`patch`: only the tuned keys
-change, every other byte stays as the operator wrote it), checks them with the component's own validator
-where it has one (`validate`), puts them in force
+An adapter reads what a component's own config files hold (`read`) and patches them with parameter values
+(`patch`: only the tuned keys change, every other byte stays as the operator wrote it), checks them with the
+component's own validator where it has one (`validate`), puts them in force
 (`apply`, through a `Runtime` or the component's admin API) and says whether the component is well
-(`health`). The store keeps every version on disk, so a restarted agent knows what is in force.
+(`health`). The store keeps every version's values on disk, so a restarted agent knows what is in force; never
+a file's whole text, which would undo what the operator changed since.
 """
 
 from __future__ import annotations
@@ -59,8 +60,14 @@ class Adapter(Protocol):
     name: str
     params: tuple[Param, ...]  # each with the cost of changing it on this node (live, reload, restart)
 
-    def patch(self, config: Config) -> dict[Path, str]:
-        """Every file the adapter manages (absolute path) -> its text with `config`'s values."""
+    def read(self) -> dict[str, Value]:
+        """What the component's files hold now for its parameters (what it reads where they set none)."""
+        ...
+
+    def patch(self, config: Config, base: Config | None = None) -> dict[Path, str]:
+        """Every file the adapter manages (absolute path) -> its text with `config`'s values rebased onto the file
+        as it is on disk now (agents/rebase.py: `base` the values in force; `RebaseConflict` for a key changed by
+        hand since)."""
         ...
 
     def validate(self, files: Mapping[Path, str]) -> None:
@@ -109,13 +116,15 @@ class Version:
 
     version: int
     params: dict[str, Value]
-    files: dict[str, str]  # absolute path -> the whole text in force with this version
     previous: int | None  # the version in force before this one (what a rollback returns to)
     status: str = "pending"  # pending | applied | rolled_back | rejected
     message: str = ""
     action: str = ""
     elapsed_s: float = 0.0
     at: float = field(default_factory=time.time)
+
+
+_VERSION_FIELDS = frozenset(Version.__dataclass_fields__)
 
 
 class ConfigStore:
@@ -131,9 +140,10 @@ class ConfigStore:
 
     def get(self, version: int) -> Version | None:
         try:
-            return Version(**json.loads(self.path(version).read_text()))
+            stored = json.loads(self.path(version).read_text())
         except FileNotFoundError:
             return None
+        return Version(**{k: v for k, v in stored.items() if k in _VERSION_FIELDS})  # an older agent's kept `files`
 
     def put(self, record: Version) -> None:
         atomic_write(self.path(record.version), json.dumps(asdict(record), indent=1))

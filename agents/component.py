@@ -1,8 +1,16 @@
-"""One managed component: validate → patch the component's files → the component's check → atomic write → reload or
-restart → health → success, or rollback to the version in force. One change at a time.
+"""One managed component: validate → rebase the version's tuned keys onto the component's files → the
+component's check → atomic write → reload or restart → health → success, or rollback to the version in force.
+One change at a time.
 
 Versions are numbered by the caller; a new change must be above every version stored. A version
 already decided (applied, rejected, rolled back) answers the same again: a retried request is safe.
+
+Every write of a component's files is a rebase of a version's values onto the files as they are on disk then
+(agents/rebase.py), never a stored text: what the operator edits while the agent runs stays through changes,
+rollbacks and restarts, and a restart on an unchanged version rewrites nothing. A rebase that finds a tuned key
+changed by hand, or a file that no longer reads, is refused and the component held: nothing is written, the audit
+log's `held` entry names the key, file and line, and `state()` says so until a rebase succeeds again. A stopped
+component held so is started on its files as they are (they are the operator's).
 """
 
 from __future__ import annotations
@@ -14,7 +22,8 @@ from pathlib import Path
 from typing import Mapping
 
 from agents.adapter import Adapter, ConfigStore, Runtime, ValidationFailed, Version, write_files
-from models.space import ChangeCost, Config, ParamError, SearchSpace, Value
+from agents.rebase import RebaseConflict
+from models.space import ChangeCost, Config, Param, ParamError, SearchSpace, Value
 
 
 class ChangeRefused(Exception):
@@ -58,7 +67,8 @@ class ManagedComponent:
         self.runtime = runtime
         self.store = store
         self.space = SearchSpace(adapter.params)
-        self.initial = self.space.config(initial)
+        self.given = dict(initial)  # agent.yaml's starting values: the first version writes them
+        self.held: str | None = None  # why the last rebase was refused; None since one succeeded
         self.health_timeout_s = health_timeout_s
         self.settle_s = settle_s
         self._lock = threading.Lock()
@@ -68,31 +78,47 @@ class ManagedComponent:
         return self.adapter.name
 
     def start(self) -> None:
-        """Bring the component to the stored current version (version 0 from agent.yaml on first start).
+        """Bring the component to the stored current version. The first version is what the component's files
+        hold (its own default where they set none) with agent.yaml's starting values: it writes nothing else.
 
-        A change that was under way when the agent stopped is undone: the files of the version in force
-        go back and the component is restarted on them, so the agent and the component agree.
+        A change that was under way when the agent stopped is undone: the keys it wrote go back to the version in
+        force and the component is restarted, so the agent and the component agree.
         """
         with self._lock:
             current = self.store.current()
             if current is None:
-                record = self._record(0, dict(self.initial), None)
-                self._check(record)
-                self._put_in_force(record, ChangeCost.RESTART)
-                record.status, record.action = "applied", "started"
-                self.store.put(record)
-                self.store.set_current(0)
-                self.store.audit("started", version=0, params=record.params)
+                self._start_first()
                 return
             record = self._current_record()
             interrupted = self.store.pending()
             if interrupted is not None:
+                undone = self.store.get(interrupted)
                 self.store.audit("recovered", interrupted=interrupted, restored=record.version)
                 self.store.path(interrupted).unlink(missing_ok=True)
-                self._put_in_force(record, ChangeCost.RESTART)
+                self._put_in_force(record, ChangeCost.RESTART, undone.params if undone else record.params,
+                                   during="recovery", held_ok=True)
                 self.store.set_pending(None)
             else:
                 self._restart_if_stopped(record, "not running at agent start")
+
+    def _start_first(self) -> None:
+        found = {k: v for k, v in self.adapter.read().items() if k in self.space}
+        # Audited: file values out of range (the first version writes the default over them), and agent.yaml
+        # values of parameters the adapter does not manage on this node (not used).
+        notes = {"out_of_range": sorted(k for k, v in found.items() if not _accepts(self.space[k], v)),
+                 "not_managed": sorted(k for k in self.given if k not in self.space)}
+        params = dict(self.space.config({k: v for k, v in self.given.items() if k in self.space},
+                                        base=self.space.config({k: v for k, v in found.items()
+                                                                if k not in notes["out_of_range"]})))
+        record = Version(0, params, None)
+        checked = self.adapter.patch(Config(params), None)
+        self._check(checked)
+        _, written = self._put_in_force(record, ChangeCost.RESTART, None, during="first start", checked=checked)
+        record.status, record.action = "applied", "started"
+        self.store.put(record)
+        self.store.set_current(0)
+        self.store.audit("started", version=0, params=record.params, wrote=written,
+                         **{name: keys for name, keys in notes.items() if keys})
 
     def keep_running(self) -> bool:
         """Restart the version in force if its process stopped outside a change; True when it was restarted.
@@ -108,10 +134,13 @@ class ManagedComponent:
                 return False
 
     def _restart_if_stopped(self, record: Version, reason: str) -> bool:
+        """Restart a stopped component on its files, rewriting nothing: they hold the version in force (or what
+        the operator changed by hand since, which is held and kept)."""
         if self.runtime is None or self.runtime.running():
             return False
-        self._put_in_force(record, ChangeCost.RESTART)
-        self.store.audit("restarted", version=record.version, reason=reason)
+        self._put_in_force(record, ChangeCost.RESTART, record.params, during=reason, held_ok=True)
+        self.store.audit("restarted", version=record.version, reason=reason,
+                         files="as they are, held" if self.held else "as they are")
         return True
 
     def _current_record(self) -> Version:
@@ -121,17 +150,13 @@ class ManagedComponent:
             raise RuntimeError(f"{self.name}: no stored current version in {self.store.root}")
         return record
 
-    def _record(self, version: int, params: dict[str, Value], previous: int | None) -> Version:
-        files = self.adapter.patch(Config(params))
-        return Version(version, params, {str(path): text for path, text in files.items()}, previous)
-
     def state(self) -> dict[str, object]:
         """Version in force, its parameters, health and runtime: what GET /components/{name} shows."""
         record = self._current_record()
         health = self.adapter.health()
         describe = getattr(self.runtime, "describe", None)
         return {"name": self.name, "version": record.version, "highest_version": self.store.highest(),
-                "params": record.params, "change_in_progress": self._lock.locked(),
+                "params": record.params, "change_in_progress": self._lock.locked(), "held": self.held,
                 "health": {"ok": health.ok, "detail": health.detail},
                 "runtime": describe() if describe else None,
                 "params_allowed": {p.name: {"allowed": p.allowed(), "cost": p.cost.value} for p in self.adapter.params}}
@@ -150,19 +175,23 @@ class ManagedComponent:
             if version <= self.store.highest():
                 raise ChangeRefused(409, f"version {version} is not above {self.name}'s highest version "
                                          f"{self.store.highest()}", highest_version=self.store.highest())
+            record = Version(version, wanted, current.version)
             try:
                 # The operator's files are read now: one that is gone or no longer parses refuses the change.
-                record = self._record(version, wanted, current.version)
+                checked = self._rebased(wanted, current.params, f"change to version {version}")
                 if wanted == current.params:
                     record.status, record.action = "applied", "unchanged"
                     return self._commit(record, 0.0)
-                self._check(record)
+                self._check(checked)
+            except RebaseConflict as err:
+                raise ChangeRefused(409, f"{self.name} is held, version {version} not applied: {err}",
+                                    version=current.version, held=str(err)) from None
             except ValidationFailed as err:
-                record = Version(version, wanted, {}, current.version, status="rejected", message=str(err))
+                record = Version(version, wanted, current.version, status="rejected", message=str(err))
                 self.store.put(record)
                 self.store.audit("rejected", version=version, reason=str(err))
                 return self._result(record, version)
-            return self._switch(record, current, self._cost(current.params, wanted))
+            return self._switch(record, current, self._cost(current.params, wanted), checked)
 
     def rollback(self) -> ChangeResult:
         """Go back to the version that was in force before the current one."""
@@ -171,11 +200,18 @@ class ManagedComponent:
             previous = self.store.get(current.previous) if current.previous is not None else None
             if previous is None:
                 raise ChangeRefused(409, f"{self.name} has no earlier version to roll back to", version=current.version)
+            try:  # before anything stops: a rollback over an operator's edit is refused, the component untouched
+                self._rebased(previous.params, current.params, f"rollback to version {previous.version}")
+            except ValidationFailed as err:
+                raise ChangeRefused(409, f"{self.name} is held, not rolled back to version {previous.version}: "
+                                         f"{err}", version=current.version, held=str(err)) from None
             started = time.monotonic()
             try:
-                self._put_in_force(previous, self._cost(current.params, previous.params))
+                self._put_in_force(previous, self._cost(current.params, previous.params), current.params,
+                                   during=f"rollback to version {previous.version}")
             except Exception as err:  # the earlier version fails too: put the current one back
-                self._put_in_force(current, ChangeCost.RESTART)
+                self._put_in_force(current, ChangeCost.RESTART, previous.params, during="restoring after a rollback",
+                                   held_ok=True)
                 raise ChangeRefused(502, f"rolling {self.name} back to version {previous.version} failed, "
                                          f"version {current.version} is back in force: {err}") from None
             self.store.set_current(previous.version)
@@ -199,11 +235,33 @@ class ManagedComponent:
     def _cost(self, old: Mapping[str, Value], new: Mapping[str, Value]) -> ChangeCost:
         return ChangeCost.dearest(self.space[k].cost for k in new if old.get(k) != new[k])
 
-    def _check(self, record: Version) -> None:
-        """The component's own check judges the version's files before any is written in place."""
-        self.adapter.validate(_paths(record.files))
+    def _check(self, files: Mapping[Path, str]) -> None:
+        """The component's own check judges the files before any is written in place."""
+        self.adapter.validate(files)
 
-    def _switch(self, record: Version, current: Version, cost: ChangeCost) -> ChangeResult:
+    def _config(self, params: Mapping[str, Value]) -> Config:
+        """`params` over the parameters the adapter manages now: one a stored version lacks (managed since the
+        agent last started) at what the files hold."""
+        known = {k: v for k, v in params.items() if k in self.space}
+        base = None if len(known) == len(self.space.params) else self.space.config(
+            {k: v for k, v in self.adapter.read().items() if k in self.space and _accepts(self.space[k], v)})
+        return self.space.config(known, base=base)
+
+    def _rebased(self, target: Mapping[str, Value], base: Mapping[str, Value] | None, during: str) -> dict[Path, str]:
+        """Every managed file with `target`'s values rebased onto it as it is now (`base`: the values in force; None:
+        any value may be replaced). A refusal holds the component: audited once, and raised."""
+        try:
+            files = self.adapter.patch(self._config(target), None if base is None else self._config(base))
+        except ValidationFailed as err:
+            if self.held != str(err):
+                self.store.audit("held", version=self.store.current(), during=during, reason=str(err))
+            self.held = str(err)
+            raise
+        self.held = None
+        return files
+
+    def _switch(self, record: Version, current: Version, cost: ChangeCost, checked: Mapping[Path, str]
+                ) -> ChangeResult:
         """Write, apply, check health; on any failure put `current` back and report why."""
         self.store.put(record)
         self.store.set_pending(record.version)
@@ -211,11 +269,13 @@ class ManagedComponent:
                          changes={k: v for k, v in record.params.items() if current.params.get(k) != v})
         started = time.monotonic()
         try:
-            record.action = self._put_in_force(record, cost)
+            record.action, _ = self._put_in_force(record, cost, current.params, during=f"version {record.version}",
+                                                  checked=checked)
         except Exception as err:  # whatever went wrong, the component must not stay on a half-applied change
             reason = f"{type(err).__name__}: {err}" if not isinstance(err, Unhealthy) else str(err)
             try:
-                self._put_in_force(current, ChangeCost.RESTART)
+                self._put_in_force(current, ChangeCost.RESTART, record.params, during=f"restoring version "
+                                   f"{current.version}", held_ok=True)
                 restored = f"version {current.version} is back in force"
             except Exception as again:  # reported, never hidden: the operator has to step in
                 restored = f"restoring version {current.version} failed too: {again}"
@@ -235,16 +295,29 @@ class ManagedComponent:
         self.store.audit("applied", version=record.version, action=record.action, elapsed_s=round(elapsed_s, 3))
         return self._result(record, record.version)
 
-    def _put_in_force(self, record: Version, cost: ChangeCost) -> str:
-        """Write the version's files, apply them, wait until the component is healthy; returns the action.
-        A change that restarts the component stops it before its files are written: one that watches its
-        own files (Filebeat's input reload) must not put them in force itself first, half-way."""
+    def _put_in_force(self, record: Version, cost: ChangeCost, base: Mapping[str, Value] | None, *, during: str,
+                      checked: Mapping[Path, str] | None = None, held_ok: bool = False) -> tuple[str, list[str]]:
+        """Rebase the version's values onto the files as they are now, write the files that change, apply, wait
+        until the component is healthy; returns the action and the files written.
+
+        A change that restarts the component stops it before its files are rebased and written: one that watches
+        its own files (Filebeat's input reload) must not put them in force itself first, half-way, and an edit the
+        operator makes meanwhile is rebased onto. Files that differ from the `checked` ones are checked again.
+        `held_ok`: a refused rebase writes nothing and the component starts on its files as they are."""
         if cost is ChangeCost.RESTART and self.runtime is not None:
             self.runtime.stop()
-        write_files(_paths(record.files))
+        try:
+            files = self._rebased(record.params, base, during)
+        except ValidationFailed:
+            if not held_ok:
+                raise
+            files = {}
+        if checked is not None and files != checked:
+            self._check(files)
+        written = _write_changed(files)
         applied = self.adapter.apply(Config(record.params), self.runtime, cost)
         self._wait_healthy()
-        return applied.action
+        return applied.action, written
 
     def _wait_healthy(self) -> None:
         """Healthy, and still running and healthy `settle_s` later; a component that exits fails at once."""
@@ -271,5 +344,16 @@ class ManagedComponent:
                             record.params)
 
 
-def _paths(files: Mapping[str, str]) -> dict[Path, str]:
-    return {Path(name): text for name, text in files.items()}
+def _write_changed(files: Mapping[Path, str]) -> list[str]:
+    """Write the files whose text differs from what is on disk; the ones written."""
+    changed = {path: text for path, text in files.items() if not path.exists() or path.read_text() != text}
+    write_files(changed)
+    return sorted(str(path) for path in changed)
+
+
+def _accepts(param: Param, value: Value) -> bool:
+    try:
+        param.validate(value)
+    except ParamError:
+        return False
+    return True

@@ -1,8 +1,9 @@
 """`pipetune agent init`: look at what a node runs, write an agent.yaml that manages it and a 0600 token.
 
 Every file named is read and understood before anything is written; an error names the file and line.
-The starting values are read from the operator's own files, so the agent's first version rewrites none
-of the values they hold (a tuned key a file lacks is added, with pipetune's default: the component's).
+The starting values are read from the operator's own files, so the agent's first version rewrites none of the
+values they hold and adds no key they lack (the agent reads such a key as the component's own default for it:
+agents/filebeat/patch.py FILESTREAM_DEFAULTS). A Filebeat key holding what pipetune cannot tune from is left alone.
 """
 
 from __future__ import annotations
@@ -18,14 +19,14 @@ import yaml
 from ruamel.yaml.nodes import MappingNode, ScalarNode
 
 from agents.adapter import atomic_write
+from agents.filebeat import patch as filebeat_patch
 from agents.filebeat.adapter import FilebeatAdapter
-from agents.filebeat.render import go_seconds
-from agents.filebeat.patch import (DURATIONS, INPUT_KEYS, OUTPUT_KEYS, QUEUE_KEYS, FilebeatConfigError, FilebeatFiles,
-                                   InputSelector)
+from agents.filebeat.patch import FilebeatConfigError, InputSelector
 from agents.kafka.broker import KafkaBrokerAdapter, cluster_brokers
 from agents.logstash.adapter import LogstashAdapter
 from agents.logstash.conf import LogstashConfigError, read_plugins
 from agents.logstash.patch import OUTPUT_PREFIX, PIPELINE_KEYS
+from agents.rebase import OnDisk, same
 from agents.yaml_patch import YamlPatchError, compose, lookup
 from models.space import PIPELINE_SPACE, ChangeCost, Param, ParamError, Value
 
@@ -46,35 +47,29 @@ class Managed:
 
 def _starting(param: str, written: str, where: str, notes: list[str]) -> Value | None:
     """The value a file holds for `param`, if pipetune can take it as its starting value."""
-    value: object = go_seconds(written) if param in DURATIONS else written
     try:
-        if value is None:
-            raise ParamError(param, written, PIPELINE_SPACE[param].allowed())
-        return PIPELINE_SPACE[param].validate(value)
+        return PIPELINE_SPACE[param].validate(written)
     except ParamError as err:
         notes.append(f"{where}: {param}={written} cannot be tuned from ({err.allowed}); the first version writes "
                      f"{PIPELINE_SPACE[param].default}")
         return None
 
 
-def _filebeat_values(files: FilebeatFiles, notes: list[str]) -> dict[str, Value]:
-    """Starting values from the first selected input, `queue.mem` and the output, where they are written."""
-    found: dict[str, Value] = {}
-    roots = {path: compose(path.read_text(), str(path)) for path in files.files()}
-    first = files.inputs[0]
-    inputs = roots[first.file] if first.file != files.config else lookup(roots[first.file], "filebeat.inputs")
-    item = inputs.value[first.index]
-    keys = {p: names[0 if first.type == "log" else 1] for p, names in INPUT_KEYS.items()}
-    written = {p: (lookup(item, key), f"{first.file}") for p, key in keys.items() if key is not None}
-    written |= {p: (lookup(roots[files.config], key), str(files.config)) for p, key in QUEUE_KEYS.items()}
-    written |= {p: (lookup(roots[files.config], f"output.{files.output}.{key}"), str(files.config))
-                for p, key in OUTPUT_KEYS.items()}
-    for param, (node, path) in written.items():
-        if isinstance(node, ScalarNode):
-            value = _starting(param, str(node.value), f"{path}:{node.start_mark.line + 1}", notes)
-            if value is not None:
-                found[param] = value
-    return found
+def _filebeat_values(adapter: FilebeatAdapter, notes: list[str]) -> dict[str, Value]:
+    """Starting values: what the files write for each parameter the agent manages (the first selected input's,
+    `queue.mem`'s and the output's); the notes say what it leaves alone and where selected inputs disagree."""
+    found: dict[str, list[OnDisk]] = {}
+    for key in filebeat_patch.on_disk(adapter.files):
+        found.setdefault(key.param, []).append(key)
+    notes += [f"{param} is left as it is: {why}" for param, why in adapter.left_alone.items()]
+    for param, keys in found.items():
+        if param not in adapter.left_alone and any(not same(k.value, keys[0].value) for k in keys):
+            said = "; ".join(f"{k.where}: {k.written if k.written is not None else f'not set ({k.value:g})'}"
+                             for k in keys)
+            notes.append(f"the selected inputs disagree on {param} ({said}): the agent's first version writes the "
+                         f"first one's value into the others (select one input, or make them agree, to keep them)")
+    return {param: keys[0].value for param, keys in found.items()  # type: ignore[misc]
+            if param not in adapter.left_alone and keys[0].written is not None}
 
 
 def _http_port(config: Path) -> int | None:
@@ -111,7 +106,7 @@ def filebeat(config: Path, binary: Path, selectors: list[InputSelector]) -> Mana
     adapter = FilebeatAdapter(config, selectors, binary, http_port=http_port)
     files = adapter.files
     notes: list[str] = []
-    params = _filebeat_values(files, notes)
+    params = _filebeat_values(adapter, notes)
     argv = [str(binary), "-c", str(config), "--path.config", str(config.parent)]
     entry = {"name": "filebeat", "kind": "filebeat", "binary": str(binary), "config": str(config),
              "inputs": [{"id": s.id} if s.id is not None else {"path": s.path_glob} for s in selectors],

@@ -239,8 +239,11 @@ def autotune_command(
     if summary:
         summary["final"]["config"] = dict(final)
         print_summary(err, summary)
-    changed = preset("defaults").diff(final)
-    err.print("final config vs defaults: " + (", ".join(f"{k} {a:.4g} → {b:.4g}" if isinstance(b, float) else
+    # Live, the start is the operator's own config as the agents read it (their files' values, or what the
+    # component reads where they set none), not pipetune's defaults.
+    baseline, called = (started_from, "the config the run started from") if live else (preset("defaults"), "defaults")
+    changed = baseline.diff(final)
+    err.print(f"final config vs {called}: " + (", ".join(f"{k} {a:.4g} → {b:.4g}" if isinstance(b, float) else
                                                          f"{k} {a} → {b}" for k, (a, b) in changed.items()) or "unchanged"))
     err.print(f"rollbacks {daemon.rollbacks}, seconds in guardrail violation {daemon.violation_s:g} "
               f"of {daemon.t_s:g} {'wall-clock' if live else 'simulated'}")

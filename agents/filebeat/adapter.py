@@ -23,8 +23,9 @@ import yaml
 from agents.adapter import Applied, Health, Runtime, ValidationFailed, read_text, restart_if_needed, run_check
 from agents.filebeat import patch as filebeat_patch
 from agents.filebeat.patch import FilebeatFiles, InputSelector
+from agents.rebase import OnDisk
 from agents.yaml_patch import YamlPatchError, key_splits
-from models.space import PIPELINE_PARAMS, ChangeCost, Config, Param
+from models.space import PIPELINE_PARAMS, PIPELINE_SPACE, ChangeCost, Config, Param, Value
 
 PARAMS = tuple(p for p in PIPELINE_PARAMS if p.component == "filebeat")
 
@@ -41,11 +42,26 @@ class FilebeatAdapter:
         self.http_port = http_port
         self.runtime = runtime
         self.check_timeout_s = check_timeout_s
-        self.params: tuple[Param, ...] = PARAMS
+        self.left_alone = _left_alone(filebeat_patch.on_disk(self.files))
+        self.params: tuple[Param, ...] = tuple(p for p in PARAMS if p.name not in self.left_alone)
 
-    def patch(self, config: Config) -> dict[Path, str]:
+    def read(self) -> dict[str, Value]:
+        """What the files hold now for each parameter (the first selected input's; what Filebeat reads for its
+        input type where it sets none)."""
         try:
-            changed = filebeat_patch.patch(self.files, {p.name: config[p.name] for p in self.params})
+            found = filebeat_patch.on_disk(self.files)
+        except (YamlPatchError, OSError) as err:  # the operator changed or removed a file since the agent started
+            raise ValidationFailed(str(err)) from None
+        first: dict[str, Value] = {}
+        for key in found:
+            if key.value is not None and key.param not in self.left_alone:
+                first.setdefault(key.param, key.value)
+        return first
+
+    def patch(self, config: Config, base: Config | None = None) -> dict[Path, str]:
+        try:
+            changed = filebeat_patch.patch(self.files, {p.name: config[p.name] for p in self.params},
+                                           None if base is None else {p.name: base[p.name] for p in self.params})
         except (YamlPatchError, OSError) as err:  # the operator changed or removed a file since the agent started
             raise ValidationFailed(str(err)) from None
         return {path: changed[path] if path in changed else read_text(path) for path in self.files.files()}
@@ -91,6 +107,21 @@ class FilebeatAdapter:
                 return Health(response.status == 200, f"GET {url}: {response.status}")
         except OSError as err:
             return Health(False, f"GET {url}: {err}")
+
+
+def _left_alone(found: list[OnDisk]) -> dict[str, str]:
+    """Parameters whose keys hold what pipetune cannot tune from (a value outside the parameter's range, or
+    not one it reads), and why: the agent leaves them as they are rather than write a value over them."""
+    why = {}
+    for key in found:
+        param = PIPELINE_SPACE[key.param]
+        said = f"{key.where}: {key.written if key.written is not None else 'not set'}"
+        if key.value is None:
+            why.setdefault(key.param, f"{said}, not a value pipetune reads")
+        elif not param.low <= float(key.value) <= param.high:  # type: ignore[arg-type, operator]
+            reads = "" if key.written is not None else f" (Filebeat reads {key.value:g}{param.unit})"
+            why.setdefault(key.param, f"{said}{reads}, where pipetune takes {param.allowed()}")
+    return why
 
 
 def _located(mapping: dict, dotted: str) -> tuple[dict, str] | None:

@@ -2,8 +2,10 @@
 
 `discover` reads filebeat.yml and the input files it loads (`filebeat.config.inputs`), finds the inputs
 the agent is told to tune (by filestream `id`, or by a glob over a `log` input's paths) and the output
-in use. `patch` then rewrites only the tuned keys of those inputs, of `queue.mem` and of that output,
-leaving every other byte of every file as it was.
+in use. `patch` then rewrites only the tuned keys of those inputs, of `queue.mem` and of that output that do
+not hold their new values yet, leaving every other byte of every file as it was; given the values the agent last
+wrote, it refuses to overwrite a key changed by hand since (agents/rebase.py). `on_disk` says what each tuned key
+holds now: where a file sets none, what Filebeat reads for that input type.
 """
 
 from __future__ import annotations
@@ -12,13 +14,15 @@ import fnmatch
 import glob
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Iterable, Mapping
 
+import yaml
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from agents.filebeat.render import duration_value
+from agents.filebeat.render import duration_value, go_seconds
+from agents.rebase import OnDisk, to_rewrite
 from agents.yaml_patch import Edit, YamlPatchError, apply, compose, edits_for, line_of, lookup
-from models.space import Value
+from models.space import PIPELINE_SPACE, Value
 
 # pipetune's parameter -> the key a `log` input spells it with, and a `filestream` input.
 INPUT_KEYS: dict[str, tuple[str | None, str | None]] = {
@@ -38,6 +42,10 @@ OUTPUT_KEYS = {"filebeat.output.bulk_max_size": "bulk_max_size", "filebeat.outpu
 DURATIONS = frozenset({"filebeat.scan_frequency", "filebeat.backoff", "filebeat.max_backoff",
                        "filebeat.close_inactive", "filebeat.multiline.timeout", "filebeat.queue.mem.flush.timeout"})
 OUTPUTS = ("kafka", "logstash")
+# What a filestream input of Filebeat 7.17 reads where it sets none, when it differs from the `log` input's (the
+# parameters' defaults): filebeat/input/filestream/config.go defaultConfig(). Its backoff starts at 2s, and it never
+# closes an idle file (close.on_state_change.inactive 0).
+FILESTREAM_DEFAULTS: dict[str, Value] = {"filebeat.backoff": 2.0, "filebeat.close_inactive": 0.0}
 
 
 class FilebeatConfigError(ValueError):
@@ -154,36 +162,94 @@ def _value(param: str, value: Value) -> Value:
     return duration_value(param, value) if param in DURATIONS else value
 
 
-def _input_edits(text: str, tuned: TunedInput, item: MappingNode, values: Mapping[str, Value]) -> list[Edit]:
-    keys = {}
-    for param, value in values.items():
-        if param not in INPUT_KEYS:
-            continue
-        key = INPUT_KEYS[param][0 if tuned.type == "log" else 1]
-        if key is not None:
-            keys[key] = _value(param, value)
-    edits = edits_for(text, item, keys, str(tuned.file))
-    timeout = values.get("filebeat.multiline.timeout")
+def _as_read(param: str, value: Value) -> Value:
+    """`value` as Filebeat reads it back once written (a duration as rounded by `_value`)."""
+    return go_seconds(str(_value(param, value))) if param in DURATIONS else value  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class _Key:
+    """One tuned key of one file: the mapping it is (or would be) written in, and what Filebeat reads without it."""
+
+    param: str
+    file: Path
+    holder: MappingNode
+    key: str
+    default: Value
+
+
+def _default(param: str, input_type: str | None) -> Value:
+    return FILESTREAM_DEFAULTS.get(param, PIPELINE_SPACE[param].default) if input_type == "filestream" \
+        else PIPELINE_SPACE[param].default
+
+
+def _multiline_parsers(item: MappingNode) -> list[MappingNode]:
     parsers = lookup(item, "parsers")
-    if tuned.type == "filestream" and timeout is not None and isinstance(parsers, SequenceNode):
-        for parser in parsers.value:
-            multiline = lookup(parser, "multiline") if isinstance(parser, MappingNode) else None
-            if isinstance(multiline, MappingNode):
-                edits += edits_for(text, multiline, {"timeout": _value("filebeat.multiline.timeout", timeout)},
-                                   str(tuned.file))
-    return edits
+    found = [lookup(parser, "multiline") for parser in parsers.value if isinstance(parser, MappingNode)] \
+        if isinstance(parsers, SequenceNode) else []
+    return [multiline for multiline in found if isinstance(multiline, MappingNode)]
 
 
-def patch(files: FilebeatFiles, values: Mapping[str, Value]) -> dict[Path, str]:
-    """The new text of each file `values` change (files left as they are are not in the result)."""
-    texts = {path: path.read_text() for path in files.files()}
-    edits: dict[Path, list[Edit]] = {path: [] for path in texts}
-    roots = {path: compose(text, str(path)) for path, text in texts.items()}
+def _keys(files: FilebeatFiles, roots: Mapping[Path, Node], params: Iterable[str]) -> list[_Key]:
+    """Where each of `params` is tuned: in every selected input, `queue.mem` and the output in use."""
+    params = set(params)
+    keys = []
     for tuned in files.inputs:
-        inputs = roots[tuned.file] if tuned.file != files.config else lookup(roots[tuned.file], "filebeat.inputs")
-        edits[tuned.file] += _input_edits(texts[tuned.file], tuned, inputs.value[tuned.index], values)
-    top = {QUEUE_KEYS[p]: _value(p, v) for p, v in values.items() if p in QUEUE_KEYS}
-    top |= {f"output.{files.output}.{OUTPUT_KEYS[p]}": v for p, v in values.items()
-            if p in OUTPUT_KEYS and not (p == "filebeat.output.pipelining" and files.output != "logstash")}
-    edits[files.config] += edits_for(texts[files.config], roots[files.config], top, str(files.config))
+        root = roots[tuned.file]
+        item = (root if tuned.file != files.config else lookup(root, "filebeat.inputs")).value[tuned.index]
+        for param, names in INPUT_KEYS.items():
+            key = names[0 if tuned.type == "log" else 1]
+            if key is not None and param in params:
+                keys.append(_Key(param, tuned.file, item, key, _default(param, tuned.type)))
+        if tuned.type == "filestream" and "filebeat.multiline.timeout" in params:
+            keys += [_Key("filebeat.multiline.timeout", tuned.file, multiline, "timeout",
+                          _default("filebeat.multiline.timeout", tuned.type)) for multiline in _multiline_parsers(item)]
+    top = QUEUE_KEYS | {p: f"output.{files.output}.{key}" for p, key in OUTPUT_KEYS.items()
+                        if not (p == "filebeat.output.pipelining" and files.output != "logstash")}
+    return keys + [_Key(p, files.config, roots[files.config], key, _default(p, None))  # type: ignore[arg-type]
+                   for p, key in top.items() if p in params]
+
+
+def _on_disk(key: _Key, text: str) -> OnDisk:
+    node = lookup(key.holder, key.key)
+    if node is None:
+        return OnDisk(key.param, f"{key.file}:{line_of(key.holder)} {key.key}", None, key.default)
+    written = text[node.start_mark.index:node.end_mark.index]
+    loaded = yaml.safe_load(written) if isinstance(node, ScalarNode) else None
+    number = isinstance(loaded, (int, float)) and not isinstance(loaded, bool)
+    if key.param in DURATIONS:
+        value = float(loaded) if number else go_seconds(loaded) if isinstance(loaded, str) else None
+    else:
+        value = loaded if number else None
+    return OnDisk(key.param, f"{key.file}:{line_of(node)} {key.key}", written, value)
+
+
+def _composed(files: FilebeatFiles) -> tuple[dict[Path, str], dict[Path, Node]]:
+    texts = {path: path.read_text() for path in files.files()}
+    return texts, {path: compose(text, str(path)) for path, text in texts.items()}
+
+
+def on_disk(files: FilebeatFiles) -> list[OnDisk]:
+    """Every tuned key as the files have it now, the first selected input's first."""
+    texts, roots = _composed(files)
+    return [_on_disk(key, texts[key.file]) for key in _keys(files, roots, PIPELINE_SPACE.params)]
+
+
+def patch(files: FilebeatFiles, values: Mapping[str, Value], base: Mapping[str, Value] | None = None
+          ) -> dict[Path, str]:
+    """The new text of each file `values` change (files left as they are are not in the result): `values`
+    rebased onto the files as they are now (agents/rebase.py), `base` the values the agent last wrote."""
+    texts, roots = _composed(files)
+    keys = _keys(files, roots, values)
+    found = [_on_disk(key, texts[key.file]) for key in keys]
+    written = None if base is None else {p: _as_read(p, base[p]) for p in values}
+    rewrite = {id(d) for d in to_rewrite(found, {p: _as_read(p, v) for p, v in values.items()}, written)}
+    holders: dict[int, tuple[Path, MappingNode, dict[str, Value]]] = {}
+    for key, disk in zip(keys, found):
+        if id(disk) in rewrite:
+            holders.setdefault(id(key.holder), (key.file, key.holder, {}))[2][key.key] = _value(key.param,
+                                                                                              values[key.param])
+    edits: dict[Path, list[Edit]] = {}
+    for path, holder, settings in holders.values():
+        edits.setdefault(path, []).extend(edits_for(texts[path], holder, settings, str(path)))
     return {path: apply(texts[path], found) for path, found in edits.items() if found}

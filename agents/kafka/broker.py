@@ -11,7 +11,7 @@ from kafka import KafkaAdminClient
 from kafka.admin import ConfigResource, ConfigResourceType
 
 from agents.adapter import Applied, Health, Runtime, ValidationFailed
-from models.space import PIPELINE_PARAMS, ChangeCost, Config, Param
+from models.space import PIPELINE_PARAMS, ChangeCost, Config, Param, Value
 
 PREFIX = "kafka.broker."
 FILE = "broker-dynamic.properties"
@@ -49,8 +49,14 @@ class KafkaBrokerAdapter:
     def _resource(self, configs: dict[str, str] | None) -> ConfigResource:
         return ConfigResource(ConfigResourceType.BROKER, str(self.broker_id), configs=configs)
 
-    def patch(self, config: Config) -> dict[Path, str]:
-        """The broker keeps these configs itself: the file is only the agent's record of what it sent."""
+    def read(self) -> dict[str, Value]:
+        """Nothing: the broker keeps its configs itself, and agent.yaml's starting values are what it reported
+        to `agent init`."""
+        return {}
+
+    def patch(self, config: Config, base: Config | None = None) -> dict[Path, str]:
+        """The broker keeps these configs itself: the file is only the agent's record of what it sent, so there
+        is no operator's file to rebase onto (`base` is not needed)."""
         lines = [f"{p.name.removeprefix(PREFIX)}={config[p.name]}" for p in self.params]
         return {self.record: "# per-broker dynamic configs, set through the admin API\n" + "\n".join(lines) + "\n"}
 

@@ -16,6 +16,7 @@ from confluent_kafka import Consumer, KafkaException, Producer
 
 from agents.adapter import Applied, Health, Runtime, ValidationFailed, read_text, restart_if_needed
 from agents.kafka import properties_file
+from agents.rebase import OnDisk, to_rewrite
 from models.space import PIPELINE_SPACE, ChangeCost, Config, Param, Value
 
 FILE = "consumer.properties"  # the name the testbed gives the probe's file
@@ -79,9 +80,29 @@ class KafkaClientAdapter:
         self.health_url = health_url
         self.runtime = runtime
 
-    def patch(self, config: Config) -> dict[Path, str]:
-        values = {self.names[p.name]: self._text(p, config[p.name]) for p in self.params}
-        return {self.properties: properties_file.patch(read_text(self.properties), values)}
+    def _on_disk(self, text: str) -> list[OnDisk]:
+        last = {entry.key: entry for entry in properties_file.entries(text)}
+        found = []
+        for param in self.params:
+            name = self.names[param.name]
+            entry = last.get(name)
+            where = f"{self.properties}:{entry.line} {name}" if entry else f"{self.properties} {name}"
+            found.append(OnDisk(param.name, where, entry.value if entry else None,
+                                _read_as(param, entry.value) if entry else param.default))
+        return found
+
+    def read(self) -> dict[str, Value]:
+        """What the properties file holds now for each parameter (the parameter's default where it sets none)."""
+        return {key.param: key.value for key in self._on_disk(read_text(self.properties)) if key.value is not None}
+
+    def patch(self, config: Config, base: Config | None = None) -> dict[Path, str]:
+        """The properties file with `config`'s values rebased onto it as it is now (agents/rebase.py)."""
+        text = read_text(self.properties)
+        target = {p.name: _read_as(p, self._text(p, config[p.name])) for p in self.params}
+        written = None if base is None else {p.name: _read_as(p, self._text(p, base[p.name])) for p in self.params}
+        rewrite = to_rewrite(self._on_disk(text), target, written)
+        values = {self.names[key.param]: self._text(PIPELINE_SPACE[key.param], config[key.param]) for key in rewrite}
+        return {self.properties: properties_file.patch(text, values)}
 
     def _text(self, param: Param, value: Value) -> str:
         if param.kind == "categorical":
@@ -112,6 +133,14 @@ class KafkaClientAdapter:
                 return Health(response.status == 200, f"GET {self.health_url}: {response.status}")
         except OSError as err:
             return Health(False, f"GET {self.health_url}: {err}")
+
+
+def _read_as(param: Param, text: str) -> Value | None:
+    """A property's text as the parameter's value; None when it is not one."""
+    try:
+        return text if param.kind == "categorical" else int(text) if param.kind == "int" else float(text)
+    except ValueError:
+        return None
 
 
 class KafkaConsumerAdapter(KafkaClientAdapter):

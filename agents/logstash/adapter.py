@@ -20,7 +20,7 @@ from agents.logstash import patch as logstash_patch
 from agents.logstash.conf import LogstashConfigError, read_plugins
 from agents.logstash.patch import LogstashFiles
 from agents.yaml_patch import YamlPatchError, compose
-from models.space import PIPELINE_PARAMS, ChangeCost, Config, Param
+from models.space import PIPELINE_PARAMS, ChangeCost, Config, Param, Value
 
 PIPELINES_FILE = "pipelines.yml"
 
@@ -44,9 +44,17 @@ class LogstashAdapter:
     def pipeline_id(self) -> str:
         return self.files.pipeline_id
 
-    def patch(self, config: Config) -> dict[Path, str]:
+    def read(self) -> dict[str, Value]:
+        """What the files hold now for each parameter (what Logstash reads where they set none)."""
         try:
-            changed = logstash_patch.patch(self.files, {p.name: config[p.name] for p in self.params})
+            return {key.param: key.value for key in logstash_patch.on_disk(self.files) if key.value is not None}
+        except (LogstashConfigError, YamlPatchError, OSError) as err:  # a file changed or removed since the start
+            raise ValidationFailed(str(err)) from None
+
+    def patch(self, config: Config, base: Config | None = None) -> dict[Path, str]:
+        try:
+            changed = logstash_patch.patch(self.files, {p.name: config[p.name] for p in self.params},
+                                           None if base is None else {p.name: base[p.name] for p in self.params})
         except (LogstashConfigError, YamlPatchError, OSError) as err:  # a file changed or removed since the start
             raise ValidationFailed(str(err)) from None
         return {path: changed[path] if path in changed else read_text(path)

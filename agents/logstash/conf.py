@@ -35,6 +35,11 @@ class Setting:
     end: int
     text: str  # the value as written
 
+    @property
+    def value(self) -> str:
+        """The value as Logstash reads it (quotes and escapes removed)."""
+        return _unquoted(self.text)
+
 
 @dataclass
 class Plugin:
@@ -49,7 +54,7 @@ class Plugin:
     @property
     def id(self) -> str | None:
         setting = self.settings.get("id")
-        return None if setting is None else _unquoted(setting.text)
+        return None if setting is None else setting.value
 
 
 def _unquoted(text: str) -> str:

@@ -1,6 +1,7 @@
 """The agent changing a real Filebeat process: validation, Filebeat's own check, every change a restart,
 rollback of a component that dies, idempotent and serialised requests, the audit log; input changes
-under load lose no line."""
+under load lose no line; an operator's edit made while the agent runs survives a restart, a rollback and the
+agent's own start, and a tuned key edited by hand is held, not overwritten."""
 
 from __future__ import annotations
 
@@ -251,3 +252,80 @@ def test_a_component_killed_outside_a_change_is_restarted_on_the_version_in_forc
     assert agent.pid() not in (None, pid) and state["health"]["ok"]
     assert state["version"] == 1 and state["params"]["filebeat.queue.mem.events"] == 8192
     assert agent.main_file() == in_force
+
+
+# An operator's edit made while the agent runs, of keys the agent does not tune: a comment and a setting.
+EDIT = ("  required_acks: 1\n", "  required_acks: 1\n  # raised by hand for the big events (ticket 4711)\n"
+                                "  max_message_bytes: 2000000\n")
+
+
+def _edit(path: Path, old: str, new: str) -> str:
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new))
+    return text.replace(old, new)
+
+
+def _wait_for(agent: Agent, event: str, count: int, timeout_s: float = 30) -> list[dict]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = [entry for entry in agent.client.audit("filebeat") if entry["event"] == event]
+        if len(found) >= count:
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"no {count} {event!r} audit entries within {timeout_s} s")
+
+
+def test_an_operators_edit_survives_the_restart_that_loads_it(agent):
+    """Issue 39: the operator restarted Filebeat to load an edit, and the agent's supervisor started it again on
+    the whole file it had stored, erasing the edit without a word."""
+    assert agent.client.put_config("filebeat", 1, {"filebeat.queue.mem.events": 8192}).status == "applied"
+    edited = _edit(agent.config_dir / "filebeat.yml", *EDIT)
+    os.kill(agent.pid(), signal.SIGKILL)
+    [restarted] = _wait_for(agent, "restarted", 1)
+    assert agent.main_file() == edited and agent.client.component("filebeat")["health"]["ok"]
+    assert (restarted["reason"], restarted["files"]) == ("found not running", "as they are")
+
+
+def test_a_rollback_rebases_onto_the_operators_edit(agent):
+    agent.client.put_config("filebeat", 1, {"filebeat.queue.mem.events": 8192})
+    agent.client.put_config("filebeat", 2, {"filebeat.queue.mem.events": 16384, "filebeat.backoff": 0.02})
+    edited = _edit(agent.config_dir / "filebeat.yml", *EDIT)
+    back = agent.client.rollback("filebeat")
+    assert (back.status, back.version) == ("applied", 1)
+    assert agent.main_file() == edited.replace("events: 16384", "events: 8192")
+    [entry] = yaml.safe_load((agent.config_dir / "inputs.d" / "replay.yml").read_text())
+    assert entry["backoff.init"] == "10ms" and agent.client.component("filebeat")["health"]["ok"]
+
+
+def test_an_agent_that_starts_and_finds_filebeat_stopped_keeps_the_operators_edit(installed, tmp_path):
+    config = filebeat_agent_config(tmp_path, installed.filebeat)
+    first = Agent(config)
+    try:
+        assert first.client.put_config("filebeat", 1, {"filebeat.queue.mem.events": 8192}).status == "applied"
+    finally:
+        first.close()  # stops Filebeat too
+    edited = _edit(first.config_dir / "filebeat.yml", *EDIT)
+    again = Agent(config)
+    try:
+        state = again.client.component("filebeat")
+        assert state["version"] == 1 and state["health"]["ok"] and again.main_file() == edited
+        assert again.client.audit("filebeat")[-1]["reason"] == "not running at agent start"
+    finally:
+        again.close()
+
+
+def test_a_tuned_key_edited_by_hand_is_held_not_overwritten(agent):
+    assert agent.client.put_config("filebeat", 1, {"filebeat.queue.mem.events": 8192}).status == "applied"
+    inputs = agent.config_dir / "inputs.d" / "replay.yml"
+    edited = _edit(inputs, "backoff.init: 10ms", "backoff.init: 3s")
+    with pytest.raises(AgentError) as refused:
+        agent.client.rollback("filebeat")
+    assert refused.value.status == 409
+    said = refused.value.detail["held"]
+    assert f"{inputs}:" in said and "backoff.init is 3s on disk" in said and "filebeat.backoff 0.01 s" in said
+    os.kill(agent.pid(), signal.SIGKILL)  # and the restart that loads it keeps it too
+    _wait_for(agent, "restarted", 1)
+    assert inputs.read_text() == edited and agent.client.component("filebeat")["health"]["ok"]
+    assert [e["event"] for e in agent.client.audit("filebeat")][-2:] == ["held", "restarted"]
+    assert agent.client.component("filebeat")["version"] == 1

@@ -41,26 +41,31 @@ def operator_text(directory: Path, bootstrap: str, topic: str) -> str:
     return text.replace("/var/log/app/*.log", str(directory / "logs" / "app" / "*.log"))
 
 
+def _agent(installed, tmp_path: Path, text: str, input_id: str, params: dict) -> tuple[ServedAgent, Path]:
+    """A served agent tuning input `input_id` of the operator's config `text`, starting Filebeat itself."""
+    (tmp_path / "logs" / "app").mkdir(parents=True)
+    (tmp_path / "logs" / "access.log").touch()
+    config = tmp_path / "filebeat.yml"
+    config.write_text(text)
+    config.chmod(0o600)  # Filebeat refuses a config others can write
+    [agent_port] = free_ports(1)
+    argv = [str(installed.filebeat), "-c", str(config), "--path.home", str(tmp_path / "home"), "--path.config",
+            str(tmp_path), "--path.data", str(tmp_path / "data"), "--path.logs", str(tmp_path / "fblogs")]
+    return ServedAgent(AgentConfig.model_validate({
+        "state_dir": str(tmp_path / "state"), "port": agent_port, "health_timeout_s": 30, "settle_s": 1.0,
+        "components": [{"name": "filebeat", "kind": "filebeat", "binary": str(installed.filebeat),
+                        "config": str(config), "inputs": [{"id": input_id}], "params": params,
+                        "runtime": {"kind": "process", "argv": argv, "stop_timeout_s": 10}}]})), config
+
+
 def _section(text: str, start: str, end: str) -> str:
     return text[text.index(start):text.index(end)]
 
 
 @pytest.fixture
 def operator_node(installed, testbed, kafka_topic, tmp_path) -> Iterator[tuple[ServedAgent, Path]]:
-    (tmp_path / "logs" / "app").mkdir(parents=True)
-    (tmp_path / "logs" / "access.log").touch()
-    config = tmp_path / "filebeat.yml"
-    config.write_text(operator_text(tmp_path, testbed.bootstrap, kafka_topic))
-    config.chmod(0o600)  # Filebeat refuses a config others can write
-    [agent_port] = free_ports(1)
-    argv = [str(installed.filebeat), "-c", str(config), "--path.home", str(tmp_path / "home"),
-            "--path.config", str(tmp_path), "--path.data", str(tmp_path / "data"), "--path.logs", str(tmp_path / "fblogs")]
-    agent = ServedAgent(AgentConfig.model_validate({
-        "state_dir": str(tmp_path / "state"), "port": agent_port, "health_timeout_s": 30, "settle_s": 1.0,
-        "components": [{"name": "filebeat", "kind": "filebeat", "binary": str(installed.filebeat),
-                        "config": str(config), "inputs": [{"id": "nginx-access"}],
-                        "params": {"filebeat.scan_frequency": 10, "filebeat.backoff": 1, "filebeat.max_backoff": 10},
-                        "runtime": {"kind": "process", "argv": argv, "stop_timeout_s": 10}}]}))
+    agent, config = _agent(installed, tmp_path, operator_text(tmp_path, testbed.bootstrap, kafka_topic), "nginx-access",
+                           {"filebeat.scan_frequency": 10, "filebeat.backoff": 1, "filebeat.max_backoff": 10})
     try:
         yield agent, config
     finally:
@@ -127,3 +132,23 @@ def test_an_operators_filebeat_is_tuned_in_place_and_ships(operator_node, instal
     assert shipped is not None, f"{needle} never reached {kafka_topic}"
     assert shipped["request_id"] == needle  # the ndjson parser of the operator's input ran
     assert "name" in shipped["host"]  # and the global add_host_metadata
+
+
+def test_the_agents_first_start_writes_nothing_into_the_operators_filebeat(installed, tmp_path):
+    """Issue 39: on its first start the agent wrote the log input's defaults into a filestream input
+    (`backoff.init: 1s` where Filebeat's filestream waits 2s, `close.on_state_change.inactive: 300s`) and moved the
+    operator's P95 before any decision. The `app-errors` input sets none of the tuned keys."""
+    text = operator_text(tmp_path, "127.0.0.1:1", "web")  # Filebeat runs without reaching its brokers
+    agent, config = _agent(installed, tmp_path, text, "app-errors", {})
+    try:
+        state = agent.client.component("filebeat")
+        assert state["version"] == 0 and state["health"]["ok"]
+        assert config.read_text() == text  # byte for byte
+        assert state["params"]["filebeat.backoff"] == 2.0 and state["params"]["filebeat.multiline.timeout"] == 5.0
+        assert "filebeat.close_inactive" not in state["params_allowed"]  # filestream's 0s (never) is left alone
+        change = agent.client.put_config("filebeat", 1, {"filebeat.queue.mem.flush.timeout": 0.1})
+        assert change.status == "applied", change.message
+        assert [line for line in config.read_text().splitlines() if line not in text.splitlines()] == \
+            ["  flush.timeout: 100ms"]
+    finally:
+        agent.close()

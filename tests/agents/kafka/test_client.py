@@ -9,7 +9,6 @@ import pytest
 
 from agents.adapter import ConfigStore, ValidationFailed
 from agents.component import ManagedComponent
-from agents.kafka import properties_file
 from agents.kafka.client import KafkaConsumerAdapter, KafkaProducerAdapter, check_properties, create_producer
 from models.learning import TUNED_BY_TOPOLOGY
 from models.presets import PRESETS, preset
@@ -50,22 +49,22 @@ def test_producer_parameters_recreate_the_client_and_are_not_tuned():
         assert {n: preset(name)[n] for n in names} == {n: PIPELINE_SPACE[n].default for n in names}
 
 
-def test_the_defaults_patched_into_an_empty_file_are_what_the_replay_sink_sends_with(tmp_path):
+def test_an_empty_file_reads_as_what_the_replay_sink_sends_with_and_the_defaults_write_nothing_into_it(tmp_path):
     adapter = producer(tmp_path)
-    [(path, text)] = adapter.patch(PIPELINE_SPACE.defaults()).items()
-    assert path == tmp_path / "producer.properties"
-    assert properties_file.read(text) == PRODUCER_DEFAULTS
+    found = adapter.read()
+    assert {adapter.names[p]: adapter._text(PIPELINE_SPACE[p], v) for p, v in found.items()} == PRODUCER_DEFAULTS
+    assert adapter.patch(PIPELINE_SPACE.defaults()) == {tmp_path / "producer.properties": ""}
 
 
 def test_linger_keeps_its_fraction_while_whole_number_properties_are_rounded(tmp_path):
     config = PIPELINE_SPACE.config({"kafka.producer.linger.ms": 2.5, "kafka.producer.acks": "all",
                                     "kafka.consumer.fetch.max.wait.ms": 20.4})
     produced = producer(tmp_path).patch(config)[tmp_path / "producer.properties"].splitlines()
-    assert produced == ["linger.ms=2.5", "batch.size=16384", "acks=all", "compression.type=none"]
+    assert produced == ["linger.ms=2.5", "acks=all"]  # the others hold their defaults: not written
     (tmp_path / "consumer.properties").write_text("")
     consumer = KafkaConsumerAdapter("probe", tmp_path / "consumer.properties", "http://127.0.0.1:1/")
     consumed = consumer.patch(config)[tmp_path / "consumer.properties"]
-    assert consumed.splitlines() == ["fetch.min.bytes=1", "fetch.wait.max.ms=20"]
+    assert consumed.splitlines() == ["fetch.wait.max.ms=20"]
 
 
 def test_the_operators_file_keeps_every_other_byte(tmp_path):
@@ -75,8 +74,7 @@ def test_the_operators_file_keeps_every_other_byte(tmp_path):
     config = PIPELINE_SPACE.config({"kafka.producer.linger.ms": 20, "kafka.producer.acks": "all"})
     patched = adapter.patch(config)[tmp_path / "producer.properties"]
     assert patched == ("# producer of the web tier\nbootstrap.servers = k1:9093,k2:9093\nlinger.ms: 20\n"
-                       "security.protocol=SASL_SSL\n\n! tuned by hand\nacks=all\n"
-                       "batch.size=16384\ncompression.type=none\n")
+                       "security.protocol=SASL_SSL\n\n! tuned by hand\nacks=all\n")
 
 
 def test_a_missing_properties_file_is_named(tmp_path):
