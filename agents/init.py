@@ -31,6 +31,7 @@ from agents.yaml_patch import YamlPatchError, compose, lookup
 from models.space import PIPELINE_SPACE, ChangeCost, Param, ParamError, Value
 
 METRICS_TOKEN = "metrics-token"  # beside the token: the one Prometheus scrapes /metrics with
+DEFAULT_PORT = 8765  # the agent's; `agent init --port` for a node where it is taken (or that runs two agents)
 
 
 class InitError(ValueError):
@@ -173,13 +174,13 @@ def write_token(path: Path) -> None:
     atomic_write(path, secrets.token_urlsafe(32) + "\n", mode=0o600)
 
 
-def write(out: Path, components: list[Managed]) -> tuple[Path, Path]:
-    """agent.yaml, the token and the metrics token (`METRICS_TOKEN`, for Prometheus: it reads /metrics only),
-    each 0600, in `out`; refuses to replace an agent.yaml that is there."""
+def write(out: Path, components: list[Managed], port: int = DEFAULT_PORT) -> tuple[Path, Path]:
+    """agent.yaml (the agent listening on loopback at `port`), the token and the metrics token (`METRICS_TOKEN`,
+    for Prometheus: it reads /metrics only), each 0600, in `out`; refuses to replace an agent.yaml that is there."""
     agent_yaml, token = out / "agent.yaml", out / "token"
     if agent_yaml.exists():
         raise InitError(f"{agent_yaml} exists: remove it or give another --out")
-    document = {"state_dir": str((out / "state").resolve()), "host": "127.0.0.1", "port": 8765,
+    document = {"state_dir": str((out / "state").resolve()), "host": "127.0.0.1", "port": port,
                 "components": [c.entry for c in components]}
     out.mkdir(parents=True, exist_ok=True)
     write_token(token)
@@ -190,7 +191,7 @@ def write(out: Path, components: list[Managed]) -> tuple[Path, Path]:
 
 def init(out: Path, filebeat_config: Path, filebeat_binary: Path | None, selectors: list[InputSelector], *,
          logstash_settings: Path | None = None, pipeline_id: str | None = None, output_id: str | None = None,
-         kafka_bootstrap: str | None = None) -> tuple[Path, Path, list[str]]:
+         kafka_bootstrap: str | None = None, port: int = DEFAULT_PORT) -> tuple[Path, Path, list[str]]:
     """Find what the node runs, write agent.yaml and the token; (agent.yaml, token, what it will manage).
     Raises `InitError` (nothing written) for a file or flag it cannot use."""
     try:
@@ -204,7 +205,7 @@ def init(out: Path, filebeat_config: Path, filebeat_binary: Path | None, selecto
             components.append(logstash(logstash_settings, pipeline_id, output_id))
         if kafka_bootstrap is not None:
             components.append(kafka_broker(kafka_bootstrap))
-        agent_yaml, token = write(out, components)
+        agent_yaml, token = write(out, components, port)
     except (FilebeatConfigError, LogstashConfigError, YamlPatchError) as err:
         raise InitError(str(err)) from None
     except OSError as err:

@@ -13,7 +13,7 @@ from typer.core import TyperGroup
 
 from agents.config import AgentConfigError, load_agent_config
 from agents.filebeat.patch import InputSelector
-from agents.init import METRICS_TOKEN, InitError, init
+from agents.init import DEFAULT_PORT, METRICS_TOKEN, InitError, init
 from agents.service import create_app
 from cli.listening import INSECURE_HTTP, TLS_CERT, TLS_KEY, tls_options
 
@@ -74,13 +74,14 @@ def init_command(
     output_id: str | None = typer.Option(None, "--output-id", help="the id of the kafka output to tune"),
     kafka_bootstrap: str | None = typer.Option(None, "--kafka-bootstrap", help="HOST:PORT of the broker on this node"),
     out: Path = typer.Option(Path("pipetune-agent"), "--out", help="where agent.yaml, the token and the state go"),
+    port: int = typer.Option(DEFAULT_PORT, "--port", min=1, max=65535, help="the port the agent listens on"),
 ) -> None:
     """Look at what this node runs; write agent.yaml and 0600 tokens; print what the agent will manage."""
     selectors = [InputSelector(id=i) for i in input_id] + [InputSelector(path_glob=g) for g in input_path]
     try:
         agent_yaml, token, summary = init(out, filebeat_config, filebeat_binary, selectors,
                                           logstash_settings=logstash_settings, pipeline_id=pipeline_id,
-                                          output_id=output_id, kafka_bootstrap=kafka_bootstrap)
+                                          output_id=output_id, kafka_bootstrap=kafka_bootstrap, port=port)
     except InitError as err:
         typer.echo(f"pipetune agent init: {err}", err=True)
         raise typer.Exit(2) from None

@@ -1,4 +1,7 @@
-"""`python -m agents.probe`: the probe as a long-running process (the testbed starts it)."""
+"""`python -m agents.probe`: the probe as a long-running process (the testbed starts it; on an operator's pipeline,
+the operator does: docs/agents.md). `--manifests` and `--reports` are for pipetune's own replay only: its runs
+announced in manifests and reported on with the ledger; without them the probe measures whatever the topic
+carries."""
 
 from __future__ import annotations
 
@@ -27,8 +30,9 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--topic", required=True)
     parser.add_argument("--group-id", default="pipetune-probe")
     parser.add_argument("--metrics-port", type=int, required=True, help="Prometheus metrics on 127.0.0.1:PORT")
-    parser.add_argument("--manifests", type=Path, required=True, help="directory of replay manifests")
-    parser.add_argument("--reports", type=Path, required=True, help="directory the run reports go to")
+    parser.add_argument("--manifests", type=Path, help="directory of replay manifests (pipetune's replay only)")
+    parser.add_argument("--reports", type=Path, help="directory the run reports and the ledger's checkpoint go to "
+                                                     "(with --manifests)")
     parser.add_argument("--late-after-s", type=float, default=10.0)
     parser.add_argument("--consumer-properties", type=Path, metavar="FILE",
                         help="librdkafka settings (name=value lines), read at start: the agent renders them")
@@ -51,7 +55,10 @@ def _arguments() -> argparse.Namespace:
                       help="a heartbeat sequence gap is lost once it stays open this long")
     when.add_argument("--clock-offsets", type=Path, metavar="FILE",
                       help="per-node clock offsets (JSON the controller writes), re-read when it changes")
-    return parser.parse_args()
+    args = parser.parse_args()
+    if (args.manifests is None) != (args.reports is None):
+        parser.error("--manifests and --reports go together (pipetune's replay runs), or neither")
+    return args
 
 
 def probe_options(args: argparse.Namespace) -> ProbeOptions:
@@ -75,10 +82,12 @@ def main() -> None:
     pid_files = dict(item.split("=", 1) for item in args.cpu_of)
     metrics.registry.register(ProcessCpuCollector({name: Path(path) for name, path in pid_files.items()}))
     # A recreated probe (the agent restarts it to change its consumer settings) carries on counting.
-    checkpoint = args.reports / "ledger.checkpoint"
-    ledger = Ledger.load(checkpoint, args.late_after_s)
-    args.manifests.mkdir(parents=True, exist_ok=True)
-    tracker = RunTracker(ledger, metrics, args.manifests, args.reports)
+    checkpoint = args.reports / "ledger.checkpoint" if args.reports else None
+    ledger = Ledger.load(checkpoint, args.late_after_s) if checkpoint else Ledger(args.late_after_s)
+    tracker = None
+    if args.manifests:
+        args.manifests.mkdir(parents=True, exist_ok=True)
+        tracker = RunTracker(ledger, metrics, args.manifests, args.reports)
     settings = consumer_settings(args.bootstrap, args.group_id)
     if args.consumer_properties:
         settings |= properties_file.read(args.consumer_properties.read_text())
@@ -93,16 +102,18 @@ def main() -> None:
 
     def bookkeeping() -> None:
         probe.reader.end_pass()
-        tracker.scan()
-        with probe.lock:
-            tracker.write_reports(time.time())
+        if tracker:
+            tracker.scan()
+            with probe.lock:
+                tracker.write_reports(time.time())
 
     try:
         probe.run(stop, bookkeeping)
     finally:
         probe.close()  # commits the consumer's offsets: the checkpoint holds exactly what came before them
-        with probe.lock:
-            ledger.save(checkpoint, time.time())
+        if checkpoint:
+            with probe.lock:
+                ledger.save(checkpoint, time.time())
 
 
 if __name__ == "__main__":

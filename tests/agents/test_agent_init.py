@@ -109,6 +109,18 @@ def test_init_prints_what_it_manages_and_refuses_to_replace_an_agent_yaml(node, 
     assert not (tmp_path / "other").exists()
 
 
+def test_init_writes_the_port_it_is_given(node, tmp_path):
+    args = ("--filebeat-config", str(node / "filebeat.yml"), "--filebeat-binary", str(node / "filebeat-bin"),
+            "--input-id", "nginx-access")
+    given = _cli(*args, "--port", "18765", "--out", str(tmp_path / "given"))
+    assert given.returncode == 0, given.stderr
+    assert load_agent_config(tmp_path / "given" / "agent.yaml").port == 18765
+    assert load_agent_config(init(tmp_path / "default", node / "filebeat.yml", node / "filebeat-bin",
+                                  [InputSelector(id="nginx-access")])[0]).port == 8765
+    refused = _cli(*args, "--port", "70000", "--out", str(tmp_path / "refused"))
+    assert refused.returncode == 2 and "--port" in refused.stderr and not (tmp_path / "refused").exists()
+
+
 def test_init_needs_an_input_to_tune(node, tmp_path):
     with pytest.raises(InitError, match="--input-id ID"):
         init(tmp_path / "out", node / "filebeat.yml", node / "filebeat-bin", [])
