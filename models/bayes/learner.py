@@ -83,19 +83,21 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from models.bayes.history import History, log_var
-from models.bayes.inputs import context_feature, features, offered_eps_of
-from models.bayes.noise import alike_repeats, pooled_noise_s, threshold as gain_threshold
-from models.bayes.phase import Converged, Phase, Reopened, Reopening, fresh_search
+from models.bayes import rules
+from models.bayes.history import History
+from models.bayes.inputs import context_feature, features
+from models.bayes.noise import Threshold, alike_repeats, pooled_noise_s, threshold
+from models.bayes.phase import Converged, Phase, Reopened, Reopening, SearchState, fresh_search
+from models.bayes.rules import Pool
 from models.bayes.settings import LearnerSettings
-from models.bayes.surrogate import Surrogate, latency_model, margin_model
+from models.bayes.stages import StageModels
+from models.bayes.surrogate import margin_model
 from models.bayes.trust_region import candidates
 from models.headroom import spare_margins
-from models.latency_bounds import stage_ceiling_s, stage_floor_s, stage_wait_s
-from models.learning import WHOLE_PIPELINE, Context, Suggestion, TunedCube, load_moved
+from models.learning import Context, Suggestion, TunedCube, load_moved
 from models.observation import Observation
 from models.policy import Policy
-from models.screen import TwinScreen, screen_bar
+from models.screen import TwinScreen
 from models.space import Config
 from models.verdict import BreachKind, Drain, Verdict, output_margin
 
@@ -103,30 +105,48 @@ MapFn = Callable[[Callable, Iterable], Iterable]
 
 
 @dataclass(frozen=True)
-class _BoundScales:
-    """How far a stage's latency bounds hold on the measured windows: the floor scaled down and the ceiling up
-    until no window contradicts them (a pipeline unlike the components they assume, a window slowed by a
-    restart), so neither ever overrules a measurement."""
+class _Look:
+    """What one window's decision starts from: the incumbent and its coordinates, the trust region's scored
+    candidates, the incumbent's predicted and measured P95, a window's noise there and the repeated windows it
+    rests on, whether the incumbent is far from capacity, and the gain a change must promise."""
 
-    floor: float = 1.0
-    ceiling: float = 1.0
+    incumbent: Config
+    context: Context
+    center: np.ndarray
+    pool: Pool
+    p95_s: float
+    measured_s: float
+    noise_s: float
+    dof: int
+    far_from_capacity: bool
+    limit: Threshold
 
 
 @dataclass(frozen=True)
-class _Pool:
-    """Candidates (unit cube) with their predicted P95, its optimistic bound, the margin's mean and std, and
-    whether each is predicted safe."""
+class _Ranking:
+    """A pool's candidates scored by the gain that counts (expected or optimistic)."""
 
-    cand: np.ndarray
-    mean: np.ndarray
-    optimistic: np.ndarray
-    m_mean: np.ndarray
-    m_std: np.ndarray
-    safe: np.ndarray
+    pool: Pool
+    gains_s: np.ndarray
+    expected: bool
+
+    @property
+    def kind(self) -> str:
+        return "predicted" if self.expected else "optimistic"
+
+    @property
+    def best_s(self) -> float:
+        return float(np.max(self.gains_s))
+
+    def below(self, limit: Threshold) -> str:
+        return f"best {self.kind} gain {self.best_s * 1e3:.1f} ms < {limit.gain_s * 1e3:.1f} ms"
 
 
 class SafeBayesLearner:
-    """Minimise P95 subject to throughput keeping up, safely, around the incumbent."""
+    """Minimise P95 subject to throughput keeping up, safely, around the incumbent.
+
+    `settings` are what it is told (`LearnerSettings`); what it learns is its history, its models and where its
+    search stands (`search`: phase, trust region, windows, why it re-opened)."""
 
     def __init__(self, cube: TunedCube, start: Config, *, stage_params: Mapping[str, Sequence[str]] | None = None,
                  seed: int = 0, screen: TwinScreen | None = None, parallel_map: MapFn = map,
@@ -134,15 +154,16 @@ class SafeBayesLearner:
         self.cube = cube
         self.start = cube.policy.enforce(start)
         self.settings = settings
-        self.rng = np.random.default_rng(seed)
         self.seed = seed
-        self.parallel_map = parallel_map
-        self.screen = screen
-        self.history = History()
+        self.rng = np.random.default_rng(seed)
         self.stage_params = dict(stage_params) if stage_params else None
+        self.screen = screen
+        self.parallel_map = parallel_map
+        # learned state
+        self.history = History()
         self._new_models()
-        self._current = self.start
-        self.search = fresh_search(settings)  # phase, trust region, windows, why it re-opened
+        self.search: SearchState = fresh_search(settings)
+        self._current = self.start  # the config the pipeline runs (last told or proposed)
         self._noise_s = 0.0  # the last estimate of a window's noise
         self._resolution_s = settings.finest_s  # the latest window's latency step (`latency_resolution_s`)
         self._told = 0
@@ -152,12 +173,23 @@ class SafeBayesLearner:
     def policy(self) -> Policy:
         return self.cube.policy
 
+    @property
+    def margin_floor(self) -> float:
+        return self.policy.min_throughput_ratio - 1.0
+
+    @property
+    def converged(self) -> bool:
+        """Whether the search has stopped: the incumbent is held until something re-opens it."""
+        return self.search.phase is Phase.CONVERGED
+
     def _new_models(self) -> None:
-        self.stage_dims = self.cube.stage_dims(self.stage_params)
-        self._stage_gps: dict[str, Surrogate] = {}
-        self._stage_base_s: dict[str, float] = {}  # what each stage takes besides its waits (`_stage_log_p95`)
-        self._bound_scales: dict[str, _BoundScales] = {}
+        self.stages = StageModels(self.cube, self.stage_params, self.settings, self.seed)
         self._margin_gp = margin_model(self.cube.dims + 1, self.settings, self.seed)
+
+    def _features(self, config: Config, context: Context) -> np.ndarray:
+        return features(self.cube, config, context, self.settings)
+
+    # --- telling ---------------------------------------------------------------------------------------------
 
     def update_policy(self, policy: Policy) -> None:
         """Adopt new bounds and pins: re-encode every observation in the new cube and refit."""
@@ -170,64 +202,51 @@ class SafeBayesLearner:
             self._fit()
         self._reopen(Reopening(Reopened.POLICY_CHANGED, "the policy changed"))
 
-    @property
-    def margin_floor(self) -> float:
-        return self.policy.min_throughput_ratio - 1.0
-
-    def _features(self, config: Config, context: Context) -> np.ndarray:
-        return features(self.cube, config, context, self.settings)
-
-    def _stage_values(self, observation: Observation) -> dict[str, float]:
-        if set(self.stage_dims) == {WHOLE_PIPELINE}:
-            return {WHOLE_PIPELINE: math.log(max(observation.p95_s, self._resolution_s))}
-        return {stage: math.log(max(observation.stage_p95_s[stage], self._resolution_s))
-                for stage in self.stage_dims if stage in observation.stage_p95_s}
-
     def tell(self, config: Config, context: Context, observation: Observation, verdict: Verdict) -> None:
         self._current = config
         self._resolution_s = max(observation.latency_resolution_s, self.settings.finest_s)
         if verdict.drain is not Drain.NONE:
             # Its P95 is the queue left from before (a rollback's, a slow config's), its ratio above 1 the drain:
-            # neither is the config's. Told as the config's, one such window set the noise of every later window
-            # at ~1.7 s near capacity, and the search stopped 60 % off the best it had found the way to.
+            # neither is the config's, and told as the config's they set the noise of every later window.
             return
         self.search.windows += 1
-        h = self.history
+        stage_log_p95 = self.stages.told(observation, self._resolution_s)
+        self.history.add(config, context, self._features(config, context), stage_log_p95,
+                         self._told_margin(config, observation, verdict), observation, verdict.ok,
+                         self._screened.get(config, math.nan))
+        self.history.keep(self.settings.history_recent, self.settings.history_best)
+        self._told += 1
+        self._watch_held(config, context, observation, verdict)
+        if self.search.region.update(verdict.ok, observation.p95_s, self._noise_s, self.settings):
+            self.search.collapse()
+        self._fit()
+
+    def _told_margin(self, config: Config, observation: Observation, verdict: Verdict) -> float:
+        """The margin the throughput model learns of a window: `output_margin`, or below the floor, by as much as
+        the window broke a throughput rule by, where it broke one (a window can breach the backlog rule with a
+        ratio above 1: its output drained the queue it had let grow, or a micro-batch fell due)."""
         margin = max(output_margin(observation, self.policy, config), -1.0)
         behind = sum(b.excess for b in verdict.breaches if b.kind is not BreachKind.CEILING)
         if behind > 0:
-            # A window can breach the backlog rule with a ratio above 1 (its output drained the queue it had let
-            # grow, or a micro-batch fell due): told its ratio, the margin model would vouch for it. It is told
-            # below the floor instead, by as much as it broke the rule by.
             margin = min(margin, self.margin_floor * (1.0 + behind))
-        h.configs.append(config)
-        h.contexts.append(context)
-        h.x.append(self._features(config, context))
-        h.stage_log_p95.append(self._stage_values(observation))
-        h.margin.append(margin)
-        share = observation.busiest_cpu_share
-        h.cpu_share.append(math.nan if share is None else share)
-        h.p95_s.append(observation.p95_s)
-        h.p95_log_var.append(log_var(observation))
-        h.feasible.append(verdict.ok)
-        h.twin_ratio.append(self._screened.get(config, math.nan))
-        h.keep(self.settings.history_recent, self.settings.history_best)
-        self._told += 1
+        return margin
+
+    def _watch_held(self, config: Config, context: Context, observation: Observation, verdict: Verdict) -> None:
+        """While converged, re-open the search when a window breaks a guardrail or the held incumbent's P95 drifts."""
         held = self.search.converged
-        if held is not None and not verdict.ok:
+        if held is None:
+            return
+        if not verdict.ok:
             self._reopen(Reopening(Reopened.GUARDRAIL, f"guardrail: {'; '.join(verdict.messages)}"))
-        elif held is not None and config == held.config and not load_moved(held.offered_eps, context.offered_eps):
+        elif config == held.config and not load_moved(held.offered_eps, context.offered_eps):
             held.since.append(observation.p95_s)
             drift = held.drift(self.settings)
             if drift is not None:
                 self._reopen(drift)
-        if self.search.region.update(verdict.ok, observation.p95_s, self._noise_s, self.settings):
-            self.search.collapse()  # nothing found beyond the noise however close it looked: go by what is expected
-        self._fit()
 
     def _reopen(self, reopening: Reopening) -> None:
         """Search again from a fresh trust region, if the search has stopped or collapsed: something changed that
-        the models it stopped by did not see (`SearchState.known_ground`: a load move, which they take as input)."""
+        the models it stopped by did not see."""
         if self.search.phase is not Phase.SEARCHING:
             self.search = fresh_search(self.settings, reopening)
 
@@ -235,74 +254,12 @@ class SafeBayesLearner:
         h = self.history
         x = np.array(h.x)
         # Hyperparameters settle after a few windows; refitting them on every window made tell() take seconds.
-        optimize = self._told <= self.settings.refit_every or self._told % self.settings.refit_every == 0
-        context_col = x.shape[1] - 1
-        for stage, dims in self.stage_dims.items():
-            rows = [i for i, values in enumerate(h.stage_log_p95) if stage in values]
-            if not rows:
-                continue
-            columns = np.append(dims, context_col)
-            log_p95 = np.array([h.stage_log_p95[i][stage] for i in rows])
-            waits_s = self._stage_wait_s(stage, x[rows], self.start)
-            self._stage_base_s[stage] = max(float(np.median(np.exp(log_p95) - waits_s)), self._resolution_s)
-            gp = self._stage_gps.setdefault(stage, latency_model(len(columns), self.settings, self.seed))
-            gp.fit(x[np.ix_(rows, columns)], log_p95 - np.log(self._stage_base_s[stage] + waits_s), optimize,
-                   np.array([h.p95_log_var[i] for i in rows]))
+        every = self.settings.refit_every
+        optimize = self._told <= every or self._told % every == 0
+        self.stages.fit(h, x, self.start, self._resolution_s, optimize)
         self._margin_gp.fit(x, spare_margins(h.cpu_share, h.margin, self.margin_floor), optimize)
-        self._bound_scales = {stage: self._measured_bound_scales(stage) for stage in self._stage_gps}
 
-    def _measured_bound_scales(self, stage: str) -> _BoundScales:
-        """How far `stage`'s bounds (`latency_bounds`) hold on its measured windows."""
-        h = self.history
-        rows = [i for i, values in enumerate(h.stage_log_p95) if stage in values]
-        measured_s = np.exp([h.stage_log_p95[i][stage] for i in rows])
-
-        def value_of(name: str) -> np.ndarray:
-            return np.array([float(h.configs[i][name]) for i in rows])
-
-        floors_s = np.broadcast_to(stage_floor_s(stage, value_of), measured_s.shape)
-        ceilings_s = np.maximum(np.broadcast_to(stage_ceiling_s(stage, value_of), measured_s.shape), self._resolution_s)
-        waits = floors_s > 0
-        floor = float(min(1.0, np.min(measured_s[waits] / floors_s[waits]))) if np.any(waits) else 1.0
-        return _BoundScales(floor=floor, ceiling=float(max(1.0, np.max(measured_s / ceilings_s))))
-
-    def _stage_p95(self, stage: str, features: np.ndarray, kappas: Sequence[float], base: Config) -> list[np.ndarray]:
-        """`stage`'s predicted P95 (κ = 0) or its optimistic bound (κ > 0) at each row of `features` (values the
-        cube does not tune from `base`), one array per κ from one prediction of the stage's model, within what the
-        config's own waits allow (`latency_bounds`), as far as the measured windows bear that out, and never below
-        the resolution: a gain no window could show."""
-        mean, std = self._stage_log_p95(stage, features, base)
-        value_of = partial(self.cube.values, features[:, :-1], base=base)
-        scales = self._bound_scales.get(stage, _BoundScales())
-        floor_s = np.maximum(np.multiply(stage_floor_s(stage, value_of), scales.floor), self._resolution_s)
-        ceiling_s = np.maximum(np.multiply(stage_ceiling_s(stage, value_of), scales.ceiling), floor_s)
-        return [np.clip(np.exp(mean - kappa * std), floor_s, ceiling_s) for kappa in kappas]
-
-    def _stage_wait_s(self, stage: str, features: np.ndarray, base: Config) -> np.ndarray:
-        """What `stage`'s own timers make an event sit out at each row of `features` (`latency_bounds.stage_wait_s`);
-        none for the whole pipeline, whose P95 no one wait of its config moves one for one."""
-        if stage == WHOLE_PIPELINE:
-            return np.zeros(len(features))
-        names = [self.cube.names[i] for i in self.stage_dims[stage]]
-        value_of = partial(self.cube.values, features[:, :-1], base=base)
-        offered_eps = offered_eps_of(features[:, -1], self.settings)
-        return np.broadcast_to(stage_wait_s(names, value_of, offered_eps), len(features))
-
-    def _stage_log_p95(self, stage: str, features: np.ndarray, base: Config) -> tuple[np.ndarray, np.ndarray]:
-        """`stage`'s log P95 at each row of `features`, mean and std: the model's residual over the stage's prior,
-        log(what it takes besides its waits + its config's waits), so that away from what was measured a shorter
-        wait is still expected to be faster."""
-        columns = np.append(self.stage_dims[stage], features.shape[1] - 1)
-        mean, std = self._stage_gps[stage].predict(features[:, columns])
-        return mean + np.log(self._stage_base_s[stage] + self._stage_wait_s(stage, features, base)), std
-
-    def _predict_p95(self, features: np.ndarray, kappas: Sequence[float], base: Config) -> list[np.ndarray]:
-        """Σ over stages of `_stage_p95`: the predicted P95 (κ = 0) or its optimistic bound (κ > 0), per κ."""
-        totals = [np.zeros(len(features)) for _ in kappas]
-        for stage in self._stage_gps:
-            for total, stage_p95 in zip(totals, self._stage_p95(stage, features, kappas, base)):
-                total += stage_p95
-        return totals
+    # --- suggesting ------------------------------------------------------------------------------------------
 
     def suggest(self, context: Context) -> Suggestion:
         if not self.history.configs:
@@ -314,128 +271,152 @@ class SafeBayesLearner:
             self.search.announced = True
         return suggestion
 
-    @property
-    def converged(self) -> bool:
-        """Whether the search has stopped: the incumbent is held until a shift re-opens it."""
-        return self.search.phase is Phase.CONVERGED
-
     def _search(self, context: Context) -> Suggestion:
+        """One window's decision: the rules of `rules`, in order (docs/learner.md, "Phases")."""
         # the trust region follows the daemon's incumbent (the start until it has one), under today's policy
         incumbent = self.policy.enforce(context.incumbent if context.incumbent is not None else self.start)
-        held = self.search.converged
-        if held is not None:
-            if load_moved(held.offered_eps, context.offered_eps):
-                self._reopen(Reopening(Reopened.LOAD_MOVED,
-                                       f"load moved {held.offered_eps:.0f} → {context.offered_eps:.0f} ev/s"))
-            elif incumbent != held.config:
-                self._reopen(Reopening(Reopened.INCUMBENT_CHANGED, "the daemon's incumbent changed"))
-            else:
-                return self._hold(incumbent, held.p95_s, held.reason, held.noise_s)
-        search = self.search
+        if self.search.phase is Phase.CONVERGED:
+            reopening = rules.reopening(self.search.converged, incumbent, context.offered_eps)
+            if reopening is None:
+                return self._hold_converged(incumbent)
+            self._reopen(reopening)
+        look = self._look(incumbent, context)
+        if not np.any(look.pool.safe):
+            return self._narrow(look)
+        ranking = self._rank_in_region(look)
+        if ranking.best_s > look.limit.gain_s:
+            return self._propose_in_region(look, ranking)
+        if rules.noise_unknown(look.dof, self.settings):
+            return self._measure_the_noise(look, ranking)
+        if rules.young(self.search, float(np.mean(look.pool.safe)), self.settings):
+            return self._explore_most_uncertain(look, ranking)
+        return self._widen_or_converge(look, ranking)
+
+    def _look(self, incumbent: Config, context: Context) -> _Look:
+        """Score the trust region around `incumbent` and measure the incumbent: its predicted P95, its measured one,
+        the noise of a window there, how far it is from capacity and the gain a change must promise."""
+        s = self.settings
         center = self.cube.encode(incumbent)
-        pool = self._pool(center, context, search.region.length, incumbent)
+        pool = self._pool(center, context, self.search.region.length, incumbent)
         inc_features = self._features(incumbent, context)[None, :]
-        inc_p95 = float(self._predict_p95(inc_features, [0.0], incumbent)[0][0])
-        measured_s = self._measured_p95(incumbent, context, inc_p95)
+        p95_s = float(self.stages.predict_p95(inc_features, [0.0], incumbent, self._resolution_s)[0][0])
+        measured_s = self._measured_p95(incumbent, context, p95_s)
         noise_s, dof = self._window_noise(context, measured_s, inc_features)
         self._noise_s = noise_s
-        if not np.any(pool.safe):
-            search.region.narrow(self.settings)
-            why = f"no candidate predicted safe in trust region {search.region.length:.2f}"
-            return self._hold(incumbent, inc_p95, why, noise_s)
-        # Before the trust region collapses, the optimistic gain (what the model hopes for); after, the expected.
-        # After a load move, the models have searched this ground before: only the gain they expect at the new
-        # load justifies a change (their optimism there is only the load's novelty). Far from capacity, the same
-        # once the search has looked around: there a step off what the models expect breaks nothing and gains
-        # little, and hoping on kept the config moving for tens of windows; near it, the gains hide where the
-        # models are unsure.
-        s = self.settings
         far_from_capacity = float(self._margin_gp.predict(inc_features)[0][0]) >= s.far_spare
-        expected = (search.phase is Phase.EXHAUSTED or search.known_ground
-                    or (far_from_capacity and search.windows >= s.min_search))
-        promise = self._promise(pool, inc_p95, expected=expected)
-        if far_from_capacity and not expected and search.windows >= s.free_hope:
-            # there a step the models expect to be slower only moved a config that had come near its final
-            promise = np.where(pool.mean <= inc_p95, promise, -np.inf)
-        limit = gain_threshold(measured_s, noise_s, s)
-        threshold = limit.gain_s
-        best = float(np.max(promise))
-        kind = "predicted" if expected else "optimistic"
-        why = f"{kind} gain {{gain_ms:.1f}} ms > {threshold * 1e3:.1f} ms ({limit.why})"
-        if best <= threshold:
-            below = f"best {kind} gain {best * 1e3:.1f} ms < {threshold * 1e3:.1f} ms"
-            if dof < s.noise_dof:  # before stopping, know the noise: measure the incumbent itself again
-                return self._hold(incumbent, inc_p95, f"{below}, the noise {noise_s * 1e3:.1f} ms the models' guess: "
-                                                      "measure the incumbent again to know it", noise_s)
-            safe_share = float(np.mean(pool.safe))
-            if (search.phase is Phase.SEARCHING and not search.known_ground and search.windows < s.min_search
-                    and safe_share < s.safe_share_settled):
-                # A young search that knows little around the incumbent safe: measure where the models are least
-                # sure, among the configs that could be faster at all, so that the safe set grows (SafeOpt's
-                # expanders) and models of a few windows see where they have not looked. Where most of the trust
-                # region is known safe already, such a window only moves the config.
-                why = (f"{below}, {safe_share:.0%} of the trust region known safe after {search.windows} < "
-                       f"{s.min_search} windows: explore the most uncertain")
-                could_gain = pool.safe & (pool.optimistic < inc_p95)
-                if not np.any(could_gain):
-                    return self._hold(incumbent, inc_p95, f"{below}, and no safe config could be faster", noise_s)
-                order = np.argsort(-np.where(could_gain, pool.mean - pool.optimistic + pool.m_std, -np.inf)
-                                   )[: int(could_gain.sum())]
-            else:
-                # The trust region is a box around the incumbent; the safe set reaches beyond it. Stop only when
-                # nothing safe anywhere promises more than the threshold (even optimistically, but on known ground).
-                wide = self._pool(center, context, s.length_max, incumbent)
-                wide_promise = self._promise(wide, inc_p95, expected=search.known_ground or far_from_capacity)
-                if float(np.max(wide_promise)) <= threshold:
-                    held = Converged(incumbent, context.offered_eps, measured_s, noise_s,
-                                     max(best, float(np.max(wide_promise)), 0.0), limit)
-                    search.converge(held)
-                    return self._hold(incumbent, inc_p95, held.reason, noise_s)
-                search.widen(s)  # search again from a trust region of the initial side
-                pool, promise = wide, wide_promise
-                beyond = "a predicted" if search.known_ground else "an optimistic"
-                why = (f"{below} in the trust region, but beyond it {beyond} gain {{gain_ms:.1f}} ms: "
-                       "widen the trust region")
-                order = np.argsort(-promise)[: int(np.sum(promise > threshold))]
-        else:
-            order = np.argsort(-promise)[: int(np.sum(promise > threshold))]
-        i = self._first_passing(order, pool.cand, incumbent, context)
-        if i is None:
-            return self._hold(incumbent, inc_p95, f"the twin expects none of the "
-                                                  f"{min(len(order), s.screen_top)} best candidates to keep up",
-                              noise_s)
-        lcb = pool.m_mean[i] - s.beta * pool.m_std[i]
-        self._current = self.cube.decode(pool.cand[i], base=incumbent)
-        return Suggestion(self._current,
-                          f"{why.format(gain_ms=promise[i] * 1e3)}: predicted P95 {pool.mean[i]:.3f}s vs incumbent "
-                          f"{inc_p95:.3f}s, margin LCB {lcb:+.3f}, trust region {search.region.length:.2f}, "
-                          f"{int(pool.safe.sum())}/{len(pool.safe)} safe",
-                          {"p95_s": float(pool.mean[i]), "p95_lower_s": float(pool.optimistic[i]),
-                           "margin": float(pool.m_mean[i]), "margin_lcb": float(lcb), "noise_s": noise_s,
-                           "incumbent_p95_s": inc_p95})
+        return _Look(incumbent, context, center, pool, p95_s, measured_s, noise_s, dof, far_from_capacity,
+                     threshold(measured_s, noise_s, s))
 
-    def _pool(self, center: np.ndarray, context: Context, length: float, base: Config) -> _Pool:
-        """Candidates in a box of side `length` around `center` (and stage-by-stage moves in it), scored; untuned
-        values from `base`."""
+    def _narrow(self, look: _Look) -> Suggestion:
+        """No candidate is predicted safe: halve the trust region and hold."""
+        self.search.region.narrow(self.settings)
+        return self._hold(look, f"no candidate predicted safe in trust region {self.search.region.length:.2f}")
+
+    def _rank_in_region(self, look: _Look) -> _Ranking:
+        """The trust region's candidates by the gain that counts now (`rules.expects_only`), far from capacity only
+        where no loss is expected (`rules.no_loss`)."""
+        expected = rules.expects_only(self.search, look.far_from_capacity, self.settings)
+        gains_s = rules.no_loss(self._gains(look.pool, look.p95_s, expected), look.pool, look.p95_s,
+                                look.far_from_capacity, expected, self.search.windows, self.settings)
+        return _Ranking(look.pool, gains_s, expected)
+
+    def _propose_in_region(self, look: _Look, ranking: _Ranking) -> Suggestion:
+        """Something in the trust region beats the threshold: propose the best of those the twin lets through."""
+        return self._propose(look, ranking, rules.ranked(ranking.gains_s, look.limit.gain_s),
+                             f"{ranking.kind} gain {{gain_ms:.1f}} ms > {look.limit.gain_s * 1e3:.1f} ms "
+                             f"({look.limit.why})")
+
+    def _measure_the_noise(self, look: _Look, ranking: _Ranking) -> Suggestion:
+        """Nothing beats a threshold set by the models' guess of the noise: measure the incumbent again."""
+        return self._hold(look, f"{ranking.below(look.limit)}, the noise {look.noise_s * 1e3:.1f} ms the models' "
+                                "guess: measure the incumbent again to know it")
+
+    def _explore_most_uncertain(self, look: _Look, ranking: _Ranking) -> Suggestion:
+        """A young search that knows little around the incumbent safe measures where the models are least sure among
+        the configs that could be faster (`rules.expanders`), so that the safe set grows."""
+        below = ranking.below(look.limit)
+        order = rules.expanders(look.pool, look.p95_s)
+        if order is None:
+            return self._hold(look, f"{below}, and no safe config could be faster")
+        return self._propose(look, ranking, order,
+                             f"{below}, {float(np.mean(look.pool.safe)):.0%} of the trust region known safe after "
+                             f"{self.search.windows} < {self.settings.min_search} windows: explore the most uncertain")
+
+    def _widen_or_converge(self, look: _Look, ranking: _Ranking) -> Suggestion:
+        """The trust region is a box around the incumbent; the safe set reaches beyond it, and near capacity the big
+        gains lie there. Look over every safe config (a box as wide as the cube): if something there beats the
+        threshold, widen the trust region again and propose it; if nothing does, converge and hold."""
+        wide = self._pool(look.center, look.context, self.settings.length_max, look.incumbent)
+        expected = rules.beyond_expects_only(self.search, look.far_from_capacity)
+        beyond = _Ranking(wide, self._gains(wide, look.p95_s, expected), expected)
+        if beyond.best_s <= look.limit.gain_s:
+            held = Converged(look.incumbent, look.context.offered_eps, look.measured_s, look.noise_s,
+                             max(ranking.best_s, beyond.best_s, 0.0), look.limit)
+            self.search.converge(held)
+            return self._hold(look, held.reason)
+        self.search.widen(self.settings)
+        kind = "a predicted" if self.search.known_ground else "an optimistic"
+        return self._propose(look, beyond, rules.ranked(beyond.gains_s, look.limit.gain_s),
+                             f"{ranking.below(look.limit)} in the trust region, but beyond it {kind} gain "
+                             "{gain_ms:.1f} ms: widen the trust region")
+
+    def _propose(self, look: _Look, ranking: _Ranking, order: np.ndarray, why: str) -> Suggestion:
+        """The best-ranked candidate of `order` the twin lets through (`why` takes its gain), or hold."""
+        pool = ranking.pool
+        i = self._screened_pick(order, pool.cand, look.incumbent, look.context)
+        if i is None:
+            top = min(len(order), self.settings.screen_top)
+            return self._hold(look, f"the twin expects none of the {top} best candidates to keep up")
+        lcb = pool.m_mean[i] - self.settings.beta * pool.m_std[i]
+        self._current = self.cube.decode(pool.cand[i], base=look.incumbent)
+        return Suggestion(self._current,
+                          f"{why.format(gain_ms=ranking.gains_s[i] * 1e3)}: predicted P95 {pool.mean[i]:.3f}s vs "
+                          f"incumbent {look.p95_s:.3f}s, margin LCB {lcb:+.3f}, trust region "
+                          f"{self.search.region.length:.2f}, {int(pool.safe.sum())}/{len(pool.safe)} safe",
+                          {"p95_s": float(pool.mean[i]), "p95_lower_s": float(pool.optimistic[i]),
+                           "margin": float(pool.m_mean[i]), "margin_lcb": float(lcb), "noise_s": look.noise_s,
+                           "incumbent_p95_s": look.p95_s})
+
+    def _hold(self, look: _Look, why: str) -> Suggestion:
+        return self._keep(look.incumbent, look.p95_s, why, look.noise_s)
+
+    def _hold_converged(self, incumbent: Config) -> Suggestion:
+        held = self.search.converged
+        return self._keep(incumbent, held.p95_s, held.reason, held.noise_s)
+
+    def _keep(self, incumbent: Config, p95_s: float, why: str, noise_s: float) -> Suggestion:
+        self._current = incumbent
+        return Suggestion(incumbent, f"{why}: keep the incumbent",
+                          {"p95_s": p95_s, "noise_s": noise_s, "incumbent_p95_s": p95_s})
+
+    # --- scoring ---------------------------------------------------------------------------------------------
+
+    def _pool(self, center: np.ndarray, context: Context, length: float, base: Config) -> Pool:
+        """Candidates in a box of side `length` around `center` (TuRBO's, then stage by stage), scored; untuned
+        values from `base`. Safe: the margin's lower bound clears the floor (SafeOpt), and under a P95 ceiling the
+        P95's upper bound stays below it."""
         s = self.settings
-        cand = np.vstack([candidates(center, length, self.rng, s), self._stage_moves(center, context, length, base)])
-        inputs = np.column_stack([cand, np.full(len(cand), context_feature(context.offered_eps, s))])
+        feature = context_feature(context.offered_eps, s)
+        cand = np.vstack([candidates(center, length, self.rng, s),
+                          self.stages.best_moves(center, feature, length, base, self.rng, self._resolution_s)])
+        inputs = np.column_stack([cand, np.full(len(cand), feature)])
         chunks = np.array_split(inputs, max(1, len(inputs) // s.score_chunk))
         scored = list(self.parallel_map(partial(self._score_chunk, base=base), chunks))
-        mean, optimistic, m_mean, m_std = (np.concatenate([s[k] for s in scored]) for k in range(4))
+        mean, optimistic, m_mean, m_std = (np.concatenate([part[k] for part in scored]) for k in range(4))
         safe = m_mean - s.beta * m_std >= self.margin_floor
         if self.policy.p95_ceiling_s is not None:
-            safe &= self._predict_p95(inputs, [-s.beta], base)[0] <= self.policy.p95_ceiling_s
-        return _Pool(cand, mean, optimistic, m_mean, m_std, safe)
+            safe &= self.stages.predict_p95(inputs, [-s.beta], base, self._resolution_s)[0] <= self.policy.p95_ceiling_s
+        return Pool(cand, mean, optimistic, m_mean, m_std, safe)
 
-    def _promise(self, pool: _Pool, inc_p95: float, expected: bool) -> np.ndarray:
-        """Each candidate's gain over the incumbent's predicted P95 (expected, or optimistic), a restart's
-        discounted; -inf where not safe."""
-        promise = inc_p95 - (pool.mean if expected else pool.optimistic)
-        moved = np.abs(pool.cand - self.cube.encode(self._current))[:, self.cube.restart_mask()]
-        restarts = np.any(moved > self.settings.moved_tolerance, axis=1)
-        promise = np.where(restarts, promise * self.settings.restart_discount, promise)  # a restart must promise more
-        return np.where(pool.safe, promise, -np.inf)
+    def _score_chunk(self, inputs: np.ndarray, base: Config) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        mean, optimistic = self.stages.predict_p95(inputs, [0.0, self.settings.kappa], base, self._resolution_s)
+        m_mean, m_std = self._margin_gp.predict(inputs)
+        return mean, optimistic, m_mean, m_std
+
+    def _gains(self, pool: Pool, incumbent_p95_s: float, expected: bool) -> np.ndarray:
+        restarts = rules.restarting(pool.cand, self.cube.encode(self._current), self.cube.restart_mask(),
+                                    self.settings)
+        return rules.gains(pool, incumbent_p95_s, expected, restarts, self.settings)
 
     def _incumbent_p95s(self, incumbent: Config, context: Context) -> list[float]:
         """The P95 of the incumbent's feasible windows at about this load."""
@@ -448,38 +429,26 @@ class SafeBayesLearner:
         repeats = self._incumbent_p95s(incumbent, context)
         return float(np.mean(repeats)) if repeats else predicted_s
 
-    def _window_noise(self, context: Context, p95_s: float, features: np.ndarray) -> tuple[float, int]:
+    def _window_noise(self, context: Context, p95_s: float, inc_features: np.ndarray) -> tuple[float, int]:
         """A window's P95 noise (s) at the incumbent (its P95 `p95_s`, measured where it can be), and how many
         repeated windows it rests on.
 
-        Once `noise_dof` repeated windows exist: the relative spread of the P95 of every config measured more
-        than once at about this load with a P95 like the incumbent's (the incumbent above all: the daemon
-        holds it), pooled and robust to a stray window. Before: the stage models' noise terms (each stage's
-        P95 × its log-noise deviation, in quadrature), which also take in what the models do not fit yet, so
-        they overstate the noise. Either way never below `noise_floor` of the P95 nor half the step the latest
-        window states for its latencies (a millisecond live, a coarser event time's, none on the twin): live
-        repeats can agree to the millisecond, and a gain no window resolves must not count.
+        Once `noise_dof` repeated windows exist: the pooled relative spread of configs like the incumbent
+        (`noise.pooled_noise_s`). Before: the stage models' noise terms. Either way never below `noise_floor` of
+        the P95 nor half the step the latest window states for its latencies (a millisecond live, none on the
+        twin): live repeats can agree to the millisecond, and a gain no window resolves must not count.
         """
         s = self.settings
         floor_s = max(p95_s * s.noise_floor, self._resolution_s / 2)
         repeats = alike_repeats(self.history, context.offered_eps, p95_s, s)
         dof = sum(len(g) - 1 for g in repeats)
         if dof < s.noise_dof:
-            modelled = 0.0  # variance
-            for stage, gp in self._stage_gps.items():
-                mean, _ = self._stage_log_p95(stage, features, self._current)
-                modelled += float(np.exp(mean[0])) ** 2 * gp.noise_var
-            return max(math.sqrt(modelled), floor_s), dof
+            return max(self.stages.noise_s(inc_features, self._current), floor_s), dof
         return max(pooled_noise_s(repeats, p95_s, s), floor_s), dof
 
-    def _hold(self, incumbent: Config, inc_p95: float, why: str, noise_s: float) -> Suggestion:
-        self._current = incumbent
-        return Suggestion(incumbent, f"{why}: keep the incumbent",
-                          {"p95_s": inc_p95, "noise_s": noise_s, "incumbent_p95_s": inc_p95})
-
-    def _first_passing(self, order: np.ndarray, cand: np.ndarray, incumbent: Config, context: Context) -> int | None:
-        """The best-ranked candidate the twin expects to keep up as well as the incumbent, or else within a step of
-        every config the pipeline was measured keeping up (`screen_bar`); the best one, without a screen."""
+    def _screened_pick(self, order: np.ndarray, cand: np.ndarray, incumbent: Config, context: Context) -> int | None:
+        """The best-ranked candidate the twin lets through (`rules.screen_pick`), after simulating the incumbent and
+        the `screen_top` best; the best one, without a screen."""
         if self.screen is None:
             return int(order[0])
         top = [int(k) for k in order[: self.settings.screen_top]]
@@ -489,44 +458,5 @@ class SafeBayesLearner:
         h = self.history
         here = [(r, m >= self.margin_floor) for r, m, ctx in zip(h.twin_ratio, h.margin, h.contexts)
                 if math.isfinite(r) and not load_moved(ctx.offered_eps, context.offered_eps)]
-        fell_behind = [r for r, kept_up in here if not kept_up]
-        floor = self.policy.min_throughput_ratio
-        for bar in (screen_bar([ratios[0]], fell_behind, floor, step=1.0),
-                    screen_bar([ratios[0]] + [r for r, kept_up in here if kept_up], fell_behind, floor)):
-            passing = next((k for k, ratio in zip(top, ratios[1:]) if ratio >= bar), None)
-            if passing is not None:
-                return passing
-        return None
-
-    def _score_chunk(self, features: np.ndarray, base: Config) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        mean, optimistic = self._predict_p95(features, [0.0, self.settings.kappa], base)
-        m_mean, m_std = self._margin_gp.predict(features)
-        return mean, optimistic, m_mean, m_std
-
-    def _stage_moves(self, center: np.ndarray, context: Context, length: float, base: Config) -> np.ndarray:
-        """Candidates built stage by stage, as an additive model allows (Add-GP-UCB's idea).
-
-        For each stage, the move of only its own parameters that its model finds most promising; then
-        each such move alone, and all of them together.
-        """
-        per_stage = self.settings.stage_moves
-        lo = np.clip(center - length / 2, 0.0, 1.0)
-        hi = np.clip(center + length / 2, 0.0, 1.0)
-        moves = []
-        for stage in self._stage_gps:
-            dims = self.stage_dims[stage]
-            if dims.size == 0:
-                continue
-            trial = np.tile(center, (per_stage, 1))
-            trial[:, dims] = self.rng.uniform(lo[dims], hi[dims], size=(per_stage, dims.size))
-            features = np.column_stack([trial, np.full(per_stage, context_feature(context.offered_eps, self.settings))])
-            best = trial[int(np.argmin(self._stage_p95(stage, features, [self.settings.kappa], base)[0]))]
-            moves.append((dims, best[dims]))
-        together = center.copy()
-        singles = []
-        for dims, values in moves:
-            single = center.copy()
-            single[dims] = values
-            singles.append(single)
-            together[dims] = values
-        return np.array(singles + [together]) if moves else np.empty((0, center.size))
+        return rules.screen_pick(top, ratios[1:], ratios[0], [r for r, kept_up in here if kept_up],
+                                 [r for r, kept_up in here if not kept_up], self.policy.min_throughput_ratio)

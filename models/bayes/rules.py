@@ -1,0 +1,130 @@
+"""The rules one window's decision is made of, each a small pure function over the scored candidates.
+
+`SafeBayesLearner._search` applies them in order: hold while converged, unless something re-opens the search
+(`reopening`); pick which gain counts (`expects_only`) and score it (`gains`), far from capacity only where no
+loss is expected (`no_loss`); if nothing beats the threshold, first know the noise (`noise_unknown`), then
+grow the safe set while the search is young (`young`, `expanders`), else look beyond the trust region
+(`beyond_expects_only`) and widen or converge; rank what beats the threshold (`ranked`) and let the twin's
+pre-screen pick the first it expects to keep up (`screen_pick`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from models.bayes.phase import Converged, Phase, Reopened, Reopening, SearchState
+from models.bayes.settings import LearnerSettings
+from models.learning import load_moved
+from models.screen import screen_bar
+from models.space import Config
+
+
+@dataclass(frozen=True)
+class Pool:
+    """Candidates (unit cube) with their predicted P95, its optimistic bound, the margin's mean and std, and
+    whether each is predicted safe."""
+
+    cand: np.ndarray
+    mean: np.ndarray
+    optimistic: np.ndarray
+    m_mean: np.ndarray
+    m_std: np.ndarray
+    safe: np.ndarray
+
+
+def reopening(held: Converged, incumbent: Config, offered_eps: float) -> Reopening | None:
+    """While converged, hold the incumbent until the load moves beyond `LOAD_SHIFT` (the load is the models'
+    context input, as in CGP-UCB: they predict the new load, but a search must look) or the daemon holds another
+    incumbent; the re-opening then, else None."""
+    if load_moved(held.offered_eps, offered_eps):
+        return Reopening(Reopened.LOAD_MOVED, f"load moved {held.offered_eps:.0f} → {offered_eps:.0f} ev/s")
+    if incumbent != held.config:
+        return Reopening(Reopened.INCUMBENT_CHANGED, "the daemon's incumbent changed")
+    return None
+
+
+def expects_only(search: SearchState, far_from_capacity: bool, s: LearnerSettings) -> bool:
+    """Whether only the gain the models expect counts (κ = 0), not the optimistic one (GP-UCB's lower bound): once
+    the trust region collapsed (TuRBO: nothing found however close it looked), on known ground (a load move), and
+    far from capacity once the search measured `min_search` windows: there a step off what the models expect
+    breaks nothing and gains little, while near capacity the gains hide where the models are unsure."""
+    return (search.phase is Phase.EXHAUSTED or search.known_ground
+            or (far_from_capacity and search.windows >= s.min_search))
+
+
+def gains(pool: Pool, incumbent_p95_s: float, expected: bool, restarts: np.ndarray, s: LearnerSettings) -> np.ndarray:
+    """Each candidate's gain over the incumbent's predicted P95, expected or optimistic (the P95's lower bound,
+    GP-UCB's optimism); a candidate that restarts a component (`restarts`) must promise more: its gain is
+    × `restart_discount`. -inf where not safe (SafeOpt: only the safe set is proposed)."""
+    gain = incumbent_p95_s - (pool.mean if expected else pool.optimistic)
+    gain = np.where(restarts, gain * s.restart_discount, gain)
+    return np.where(pool.safe, gain, -np.inf)
+
+
+def restarting(cand: np.ndarray, current: np.ndarray, restart_mask: np.ndarray, s: LearnerSettings) -> np.ndarray:
+    """Which candidates change a dimension that restarts a component, from the `current` config's coordinates."""
+    return np.any(np.abs(cand - current)[:, restart_mask] > s.moved_tolerance, axis=1)
+
+
+def no_loss(gain: np.ndarray, pool: Pool, incumbent_p95_s: float, far_from_capacity: bool, expected: bool,
+            windows: int, s: LearnerSettings) -> np.ndarray:
+    """Far from capacity, once a search measured `free_hope` windows, an optimistic step only goes where the
+    models expect no loss (predicted P95 ≤ the incumbent's): there a step the models expect to be slower only
+    moved a config that had come near its final. The gains, -inf where the rule bars a candidate."""
+    if far_from_capacity and not expected and windows >= s.free_hope:
+        return np.where(pool.mean <= incumbent_p95_s, gain, -np.inf)
+    return gain
+
+
+def noise_unknown(dof: int, s: LearnerSettings) -> bool:
+    """Whether the noise still rests on fewer than `noise_dof` repeated windows: before a search stops, it measures
+    the incumbent again, so that the threshold it stops by is the noise's, not the models' guess."""
+    return dof < s.noise_dof
+
+
+def young(search: SearchState, safe_share: float, s: LearnerSettings) -> bool:
+    """Whether the search is young and knows little around the incumbent safe (SafeOpt's expansion phase): in its
+    first `min_search` windows, not collapsed, not on known ground, under `safe_share_settled` of the trust region
+    predicted safe. Where much of it is safe already, a window spent growing the safe set only moves the config."""
+    return (search.phase is Phase.SEARCHING and not search.known_ground and search.windows < s.min_search
+            and safe_share < s.safe_share_settled)
+
+
+def expanders(pool: Pool, incumbent_p95_s: float) -> np.ndarray | None:
+    """SafeOpt's expanders, approximately: among safe candidates that could be faster at all (optimistic P95 below
+    the incumbent's), most uncertain first (P95's spread + the margin's std), so the safe set grows where models
+    of a few windows have not looked; None when no safe candidate could be faster."""
+    could_gain = pool.safe & (pool.optimistic < incumbent_p95_s)
+    if not np.any(could_gain):
+        return None
+    return np.argsort(-np.where(could_gain, pool.mean - pool.optimistic + pool.m_std, -np.inf))[: int(could_gain.sum())]
+
+
+def beyond_expects_only(search: SearchState, far_from_capacity: bool) -> bool:
+    """Whether only expected gains count beyond the trust region (in a box as wide as the cube), where the safe set
+    reaches past the box and, near capacity, the big gains lie: on known ground, or far from capacity; otherwise
+    the optimistic gain, as in a young search."""
+    return search.known_ground or far_from_capacity
+
+
+def ranked(gain: np.ndarray, threshold_s: float) -> np.ndarray:
+    """The candidates whose gain beats the threshold, best first."""
+    return np.argsort(-gain)[: int(np.sum(gain > threshold_s))]
+
+
+def screen_pick(top: Sequence[int], ratios: Sequence[float], incumbent_ratio: float, kept_up: Sequence[float],
+                fell_behind: Sequence[float], min_throughput_ratio: float) -> int | None:
+    """The first of the best-ranked candidates `top` whose twin ratio (`ratios`) clears the bar (`screen_bar`):
+    first the bar of the incumbent's own twin ratio, then, where none does, within a step of every config the
+    pipeline was measured keeping up (`kept_up`); never below one that fell behind (`fell_behind`, the twin's
+    ratios of configs measured at about this load). None where no candidate clears either."""
+    bars = (screen_bar([incumbent_ratio], fell_behind, min_throughput_ratio, step=1.0),
+            screen_bar([incumbent_ratio, *kept_up], fell_behind, min_throughput_ratio))
+    for bar in bars:
+        passing = next((k for k, ratio in zip(top, ratios) if ratio >= bar), None)
+        if passing is not None:
+            return passing
+    return None
