@@ -1,4 +1,4 @@
-"""The safe Bayesian learner (`SafeBayesLearner`), its settings and the phases of its search."""
+"""The safe Bayesian learner (`SafeBayesLearner`), its settings and the phases of its search; docs/learner.md."""
 
 from models.bayes.learner import MapFn, SafeBayesLearner
 from models.bayes.phase import Phase, Reopened

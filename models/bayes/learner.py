@@ -1,77 +1,30 @@
-"""The safe Bayesian learner: stage-wise GP surrogates, safe acquisition, a trust region around the incumbent.
+"""The safe Bayesian learner: minimise the pipeline's P95 subject to throughput keeping up with the load.
 
-- Latency is modelled stage by stage, as the paper decomposes it (T_E2E ≈ Σ stages): one Gaussian
-  process (scikit-learn; Matérn 5/2, one length scale per dimension, a noise term) per pipeline stage
-  for log stage-P95, over only the parameters that move that stage (`STAGE_PARAMS`) plus the offered
-  load (log-scaled) as a context input. Each is a function of two to four inputs, which a few windows
-  pin down; their sum predicts the end-to-end P95. Without stage data the whole pipeline is one stage.
-  Each stage's prediction stays within what the config's own waits allow (`latency_bounds`): no less than half
-  its interval (a harvester's backoff, Spark's trigger), no more than its longest wait (max(backoff,
-  max_backoff)), each bound scaled until no measured window contradicts it.
-  A window whose measurement states its own uncertainty (`Observation.p95_sd_s`: a canary judgement's
-  interval) is that much noisier a point to the models, so a loose judgement moves them less.
-- Throughput is modelled by one GP over every tuned parameter for the margin (`output_margin`: output / offered
-  − 1, the config's buffered batch counted as shipped, never above 0); a window that breached a throughput rule
-  is told below the floor whatever its ratio. Where the nodes report their CPU, a window that kept up is told the
-  share of the capacity it left unused instead of 0 (`headroom`): far from busy, the model vouches for configs
-  further from those measured, and the safe set grows in leaps, not a step a window. A window that drained a
-  queue left from before it (`Verdict.drain`) is told to no model: its P95 and ratio are the past's.
-- Safety: a candidate is proposed only if the margin GP's lower confidence bound clears the policy's
-  floor (margin ≥ min_throughput_ratio − 1) and, with a P95 ceiling, the predicted P95's upper bound
-  stays under it. The margin GP's prior mean is 0 with a fixed prior spread, so far from every
-  observation the bound fails and the learner expands the safe set outward from the configs it has
-  seen work (SafeOpt's idea); the first config is the running one, never a random one.
-- Trust region (TuRBO's idea): candidates are drawn in a box of side `length` around the daemon's
-  incumbent (`Context.incumbent`), perturbing a few dimensions at a time, and each dimension alone at either
-  edge of the box (where a cliff at the end of a range hides); the box doubles after
-  successive improvements and halves after successive failures; an infeasible window (its `Verdict`)
-  counts as several failures.
-- Pre-screening (optional): the best few candidates are simulated on a twin (`TwinScreen`, fanned out
-  through `parallel_map`); only one the twin expects to keep up, with headroom, is proposed. Each window
-  measured is told what the twin expected of its config, and those calibrate the twin (`screen_bar`):
-  a candidate must reach the floor, or where the twin doubts the incumbent, the incumbent's own twin ratio;
-  where none of the best few does, it may come within a step of the weakest config the pipeline showed
-  keeping up. It never ranks below one that fell behind, unless the twin ranked that one above a config that
-  kept up. A twin misjudged near capacity then lets the search walk towards smaller batches a step at a time
-  instead of holding where it first doubts.
-- Acquisition: the optimistic gain, incumbent's predicted P95 minus the candidate's lower bound
-  (Σ exp(μ − κσ) over stages). A candidate that restarts a component (Filebeat, the sink) must promise
-  more: its gain is multiplied by `restart_discount`. Restart dimensions are perturbed as often as any
-  other: most are (every Filebeat key), and perturbing them less starved the search. Once the trust
-  region has collapsed (no gain found however close it looked), the expected gain (κ = 0) replaces the
-  optimistic one; so it does once the search measured `min_search` windows when the margin model expects the
-  incumbent to leave `far_spare` of the capacity unused: far from capacity, hoping on kept the config moving
-  for tens of windows around a flat optimum. Before that, after `free_hope` windows, an optimistic step there
-  must also be to a config the models expect no slower than the incumbent: filebeat-kafka steady stepped
-  three times to configs expected 50 % slower after its P95 had come near its final.
-- Converge and stay: a change is proposed only when its gain exceeds `confidence_z` × the noise of a
-  window (the pooled spread of repeated windows, the stage models' noise terms before there are any; never
-  below half the step the window states for its latencies, `Observation.latency_resolution_s`: 1 ms or
-  coarser on a live pipeline, nothing on the twin, whose latencies are exact; a gain no window can resolve
-  is none), nor than `min_gain` of the incumbent's P95: a gain so small is not worth touching the pipeline.
-  No stage latency counts below that step either: under it, the models see nothing.
-  When nothing in the trust region does, the noise rests on `noise_dof` repeated windows and no safe set is left
-  to grow (below), the learner looks once more over every safe config (a box as wide as the cube, optimistic
-  gains): the trust region is a box around the incumbent, the safe set reaches beyond it, and near capacity the
-  big gains lie there. If something there promises more than the threshold, the trust region widens again; if
-  nothing does, the learner holds the incumbent and says so ("converged: best predicted gain 0.8 ms < 6.0 ms
-  (2 × noise 3.0 ms)"), without scoring again, until something happens: the load moves beyond `LOAD_SHIFT`, a
-  window breaches the guardrails, the incumbent's P95 drifts beyond `drift_z` × the noise and `drift_min` of
-  itself, or the policy changes. Then the search re-opens from a fresh trust region and says why. The load is an
-  input of every model, so after a load move the search may stop again at once, and only the gain the models
-  expect at the new load (κ = 0, in the trust region and beyond) justifies a change: their optimism there is the
-  novelty of the load, not of the configs. The other causes are changes the models never saw: the search hopes
-  optimistically again.
-- Each stage's model learns its log P95 over a prior: log(what the stage takes besides its waits + the waits
-  its config's timers make an event sit out, `latency_bounds.stage_wait_s`). A stage measured only at long
-  waits (a 1 s backoff, a 0.4 s flush timeout) then expects a shorter one to be faster by as much, beyond where
-  it measured; with a constant prior it expected the mean of what it had seen there, and near capacity, where
-  a 3 s sink makes every change promise 5 % of that, the search stopped with most of a second of waits left.
-- While a search is young (`min_search` windows) and under `safe_share_settled` of its trust region is known
-  safe, a window in which nothing promises more than the threshold measures where the models are least sure
-  among configs that could be faster, so that the safe set grows (SafeOpt's expanders). Where the safe set is
-  large already (far from capacity, the spare CPU of every window makes it so), such windows only moved a config
-  that had come near its final, one in a few of them into a rollback.
+It is Bayesian optimisation with Gaussian processes (scikit-learn), made safe and local:
+- Models. Latency is modelled stage by stage, an additive model (Add-GP-UCB, Kandasamy et al. 2015): per
+  stage a GP of log P95 over the parameters that move that stage, around a prior of the waits its timers
+  impose (`stages`). Throughput is one GP of the output margin (output / offered − 1, the spare CPU of a
+  window that kept up added, `headroom`) over every tuned parameter. The offered load is an input of
+  every model, a context the learner does not choose (contextual GP bandits, Krause & Ong 2011).
+- Safety (SafeOpt, Sui et al. 2015). A candidate is proposed only where the margin's lower confidence
+  bound clears the policy's floor (and, with a P95 ceiling, the P95's upper bound stays under it). The
+  margin's prior mean is 0 with a fixed spread, so far from every measured window nothing is known safe
+  and the safe set grows outward from configs seen to keep up; the first config is the running one.
+- Trust region (TuRBO, Eriksson et al. 2019). Candidates are drawn in a box around the daemon's
+  incumbent (`trust_region`); the box doubles after successive improvements and halves after successive
+  failures, an infeasible window counting as several.
+- Acquisition (GP-UCB, Srinivas et al. 2010). A candidate's gain is the incumbent's predicted P95 minus
+  the candidate's optimistic P95 (each stage's exp(μ − κσ), summed), or its expected P95 (κ = 0) in the
+  phases where only expectations count; a change that restarts a component must promise more.
+- Converge and stay. A change is proposed only when its gain beats a threshold: `confidence_z` × the
+  noise of a window and `min_gain` of the P95 (`noise`). When nothing safe, in the trust region or beyond
+  it, beats it, the learner holds the incumbent (`Phase.CONVERGED`) until the load moves, a guardrail
+  breaks, the incumbent's P95 drifts or the policy changes (`Reopened`); the search then opens again.
+- Pre-screening (optional). The best few candidates are simulated on a twin (`TwinScreen`) and only
+  one it expects to keep up is proposed (`rules.screen_pick`).
+
+`_search` makes one window's decision from the rules in `rules`, each a named function. Every number is in
+`LearnerSettings`; docs/learner.md describes the learner in full.
 """
 
 from __future__ import annotations

@@ -465,7 +465,7 @@ def test_no_gain_below_the_resolution_of_a_window_justifies_a_change():
 def test_windows_of_exact_latencies_are_judged_by_the_noise_they_show_and_a_gain_must_be_worth_a_change():
     # The twin's latencies are exact: its windows resolve what a millisecond stamp cannot, and the learner, told
     # so, takes the noise its repeated windows show (1 % of the P95 at least), not half a millisecond. Twice
-    # that would let a 2 % gain change the config; a change must promise 5 % of the P95 (`MIN_GAIN`).
+    # that would let a 2 % gain change the config; a change must promise 5 % of the P95 (`min_gain`).
     _, stamped, _ = _search_a_flat_fast_pipeline(resolution_s=0.001)
     learner, exact, _ = _search_a_flat_fast_pipeline(resolution_s=0.0)
     assert exact.predicted["noise_s"] < 0.0001 and stamped.predicted["noise_s"] >= 0.0005
