@@ -244,12 +244,14 @@ def patch(files: FilebeatFiles, values: Mapping[str, Value], base: Mapping[str, 
     found = [_on_disk(key, texts[key.file]) for key in keys]
     written = None if base is None else {p: _as_read(p, base[p]) for p in values}
     rewrite = {id(d) for d in to_rewrite(found, {p: _as_read(p, v) for p, v in values.items()}, written)}
-    holders: dict[int, tuple[Path, MappingNode, dict[str, Value]]] = {}
+    # The keys to rewrite, by the mapping they are written in: one edit of a mapping adds its new keys in order.
+    by_holder: dict[int, list[_Key]] = {}
     for key, disk in zip(keys, found):
         if id(disk) in rewrite:
-            holders.setdefault(id(key.holder), (key.file, key.holder, {}))[2][key.key] = _value(key.param,
-                                                                                              values[key.param])
+            by_holder.setdefault(id(key.holder), []).append(key)
     edits: dict[Path, list[Edit]] = {}
-    for path, holder, settings in holders.values():
-        edits.setdefault(path, []).extend(edits_for(texts[path], holder, settings, str(path)))
-    return {path: apply(texts[path], found) for path, found in edits.items() if found}
+    for same_holder in by_holder.values():
+        first = same_holder[0]
+        settings = {key.key: _value(key.param, values[key.param]) for key in same_holder}
+        edits.setdefault(first.file, []).extend(edits_for(texts[first.file], first.holder, settings, str(first.file)))
+    return {path: apply(texts[path], file_edits) for path, file_edits in edits.items() if file_edits}
