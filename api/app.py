@@ -99,11 +99,13 @@ def _checked(policy: Policy) -> Policy:
     return policy.model_copy(update={"pins": {k: PIPELINE_SPACE[k].validate(v) for k, v in policy.pins.items()}})
 
 
-def _override_values(body: OverrideRequest, policy: Policy) -> tuple[dict[str, Value], list[str]]:
+def _override_values(body: OverrideRequest, policy: Policy, pool: str, managed: list[str] | None
+                     ) -> tuple[dict[str, Value], list[str]]:
     """The override's values validated against each Param's hard limits, and which leave the policy's bounds.
 
-    Raises 422 for a value outside hard limits, and for one outside the policy's bounds or against a
-    pin unless the request sets `override_bounds`.
+    Raises 422 for a value outside hard limits or for a parameter no agent of the pool applies (`managed`, from the
+    daemon's status; None: every one), and for one outside the policy's bounds or against a pin unless the request
+    sets `override_bounds`.
     """
     values: dict[str, Value] = {}
     errors, outside = [], []
@@ -117,6 +119,10 @@ def _override_values(body: OverrideRequest, policy: Policy) -> tuple[dict[str, V
             value = values[name] = PIPELINE_SPACE[name].validate(raw)
         except ParamError as exc:
             errors.append((loc, str(exc), "param_range"))
+            continue
+        if managed is not None and name not in managed:
+            errors.append((loc, f"no agent of pool {pool} manages {name}: the daemon holds it at the running "
+                                "config's value", "param_held"))
             continue
         if name in policy.pins and PIPELINE_SPACE[name].validate(policy.pins[name]) != value:
             outside.append((loc, f"{name} is pinned at {policy.pins[name]!r} by the policy; "
@@ -311,7 +317,8 @@ def _pool_router(pools: Pools, resolve: Callable[..., PoolDir], require_token: A
                  summary="Force parameters for ttl_s seconds (applied at the next decision, guardrails still apply)")
     def add_override(request: Request, body: OverrideRequest, store: StateStore = _STORE) -> dict:
         with lock:
-            values, outside = _override_values(body, policy_now(store))
+            space = store.load_status().get("tuned_space") or {}
+            values, outside = _override_values(body, policy_now(store), request.state.pool.name, space.get("managed"))
             override = store.add_override(values, body.ttl_s, body.reason, override_bounds=body.override_bounds)
             audit(store, request, "override_added", id=override.id, params=values, ttl_s=body.ttl_s,
                   reason=body.reason, override_bounds=body.override_bounds, outside_policy=outside)

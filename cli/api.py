@@ -106,6 +106,7 @@ def _print_status(pool: str, nodes: list[str] | None, status: dict) -> None:
     rows = [("mode", status["mode"] + (" (paused)" if status["paused"] else "")),
             ("nodes", _nodes(nodes, status.get("nodes") or {})),
             ("rollout", _rollout(status.get("rollout"))),
+            *_space_rows(status.get("tuned_space"), status.get("current_config") or {}),
             ("window", _num(status.get("window"), 0)),
             ("last window", f"P95 {_num(observed.get('p95_s'))} s, out/in {_num(observed.get('throughput_ratio'))}, "
                             f"{last.get('action', '–')}: {last.get('reason', '')}"),
@@ -133,6 +134,18 @@ def _nodes(names: list[str] | None, versions: dict[str, dict | None]) -> str:
 
     listed = list(names or []) + [n for n in versions if n not in (names or [])]
     return "; ".join(f"{node}: {running(node)}" for node in listed) or "–"
+
+
+def _space_rows(space: dict | None, config: dict) -> list[tuple[str, str]]:
+    """What the learner tunes, grouped by the agent's component that applies it, and what it holds and why."""
+    if not space:
+        return [("tuned", "–")]
+    by: dict[str, list[str]] = {}
+    for param, appliers in space["tuned"].items():
+        by.setdefault(", ".join(appliers), []).append(param)
+    held = "; ".join(f"{param} {config.get(param, '–')} ({why})" for param, why in space["held"].items())
+    return [("tuned", "; ".join(f"{', '.join(params)} by {who}" for who, params in by.items())),
+            ("held", held or "none")]
 
 
 def _rollout(rollout: dict | None) -> str:

@@ -21,15 +21,16 @@ from cli.api import require_token
 from cli.autotune_view import WindowNumbers, WindowView, new_plot_path, plot_run, pool_line, print_summary
 from cli.listening import tls_options
 from controller.daemon import Daemon, PersistentError
-from controller.deployment import (Deployment, DeploymentError, is_deployment_file, load_deployment, pool_pipeline,
-                                   pool_pipelines)
+from controller.deployment import (Deployment, DeploymentError, is_deployment_file, load_deployment, pool_managers,
+                                   pool_pipeline, pool_pipelines)
 from controller.deployment import live_pipeline as deployment_pipeline
 from controller.fresh_windows import measure_fresh
 from controller.live import LivePipeline
 from controller.pipelines import PipelineUnavailable
 from controller.pools import PoolRunner, pool_runs, relearn
 from controller.realizer import Driven
-from controller.state import Decision, StateStore, load_pool_dirs, plan_pool_dirs, save_pool_dirs
+from controller.state import DEFAULT_POOL, Decision, StateStore, load_pool_dirs, plan_pool_dirs, save_pool_dirs
+from controller.tuned_space import NothingToTune, TunedSpace
 from controller.tuning_run import LearnerSetup, tuning_learner, twin_pipeline
 from models.learning import Learner
 from models.listening import ListenFlags
@@ -174,9 +175,11 @@ def autotune_command(
                         api=(token, api_host, api_port, scheme, api_ssl) if api_port is not None else None)
         return
     driven = Driven.direct(live, live.node_versions) if live else None
+    pool, managers = DEFAULT_POOL, None  # the twin takes every parameter
     if described is not None:  # the API names the pool and lists its nodes
         save_pool_dirs(directory, plan_pool_dirs(directory, {p.name: p.nodes for p in described.pool_specs()}))
         (only,) = described.pool_specs()
+        pool, managers = only.name, live.managers()
         if len(only.nodes) > 1:  # several nodes: each change canary first, its rollout kept with the state
             live.close()
             driven = pool_pipeline(described, only, directory)
@@ -188,18 +191,23 @@ def autotune_command(
     resumed_incumbent = store.load_incumbent()
     start = resumed_incumbent.config if resumed_incumbent else \
         driven.pipeline.current() if driven else preset("defaults")
+    setup = LearnerSetup(strategy, policy, start, cal.topology, seed, screen=cal, managers=managers, pool=pool)
+    try:
+        space = setup.space()
+    except NothingToTune as exc:
+        raise typer.BadParameter(str(exc), param_hint="--pipeline") from None
 
     # Ray is imported only here: it takes seconds, and every other subcommand should start at once.
     from controller.ray_learner import start_ray
 
     err.print(f"[dim]starting Ray{' at ' + ray_address if ray_address else ''}; state in {directory}[/]")
     start_ray(ray_address)
-    learner = tuning_learner(LearnerSetup(strategy, policy, start, cal.topology, seed, screen=cal), remote=True)
+    learner = tuning_learner(setup, remote=True)
     workload = WorkloadSpec(profile, rate, seed=seed)
     driven = driven or Driven.direct(twin_pipeline(start, cal, workload, windows or TWIN_WINDOWS, window))
     tuned = driven.pipeline
     started_from = tuned.current()
-    daemon = Daemon(tuned, learner, policy, window_s=window, store=store, realizer=driven.realizer)
+    daemon = Daemon(tuned, learner, policy, window_s=window, store=store, realizer=driven.realizer, space=space)
     learner.on_restore = partial(relearn, daemon)  # an actor lost with its Ray node is taught again from the store
     resumed = daemon.resume()
     if api_port is not None:
@@ -245,6 +253,9 @@ def autotune_command(
     changed = baseline.diff(final)
     err.print(f"final config vs {called}: " + (", ".join(f"{k} {a:.4g} → {b:.4g}" if isinstance(b, float) else
                                                          f"{k} {a} → {b}" for k, (a, b) in changed.items()) or "unchanged"))
+    if space.held:
+        err.print("held, not tuned: " + "; ".join(f"{k} {final[k]:.4g} ({why})" if isinstance(final[k], float) else
+                                                  f"{k} {final[k]} ({why})" for k, why in space.held.items()))
     err.print(f"rollbacks {daemon.rollbacks}, seconds in guardrail violation {daemon.violation_s:g} "
               f"of {daemon.t_s:g} {'wall-clock' if live else 'simulated'}")
     if ledger:
@@ -295,10 +306,12 @@ def _autotune_pools(deployment: Deployment, spec: PipelineSpec | None, setup: Po
 
     index = {run.name: i for i, run in enumerate(runs)}
 
-    def learner(pool: str, start: Config, policy: Policy) -> Learner:
+    def learner(pool: str, start: Config, policy: Policy) -> tuple[Learner, TunedSpace]:
         cal = setup.calibration
-        return tuning_learner(LearnerSetup(setup.strategy, policy, start, cal.topology, setup.seed, screen=cal),
-                              remote=True, node_id=node_for(index[pool]))
+        tuning = LearnerSetup(setup.strategy, policy, start, cal.topology, setup.seed, screen=cal,
+                              managers=pool_managers(deployment, pool), pool=pool)
+        space = tuning.space()  # NothingToTune ends this pool's run, naming what its agents manage
+        return tuning_learner(tuning, remote=True, node_id=node_for(index[pool])), space
 
     runner = PoolRunner(runs, learner, setup.policy, window_s=setup.window_s)
     if api is not None:

@@ -41,6 +41,7 @@ from controller.clocks import offset_reports, offset_warnings
 from controller.pipelines import Measured, PipelineUnavailable
 from controller.realizer import Direct, Outcome, OutcomeKind, Realizer
 from controller.state import Action, Decision, GuardrailReport, Incumbent, LearnerReport, Override, StateStore, Status
+from controller.tuned_space import TunedSpace
 from models.clock_offset import ClockOffset
 from models.event_time import below_resolution
 from models.learning import Context, Learner, load_moved
@@ -124,12 +125,14 @@ def _change(old: Config, new: Config) -> dict[str, list[Value]]:
 
 class Daemon:
     """Drives one pipeline with one learner under one policy; `realizer` puts its decisions in force (by
-    default `Direct`: applied to `pipeline` at once, which must then be a `Pipeline`)."""
+    default `Direct`: applied to `pipeline` at once, which must then be a `Pipeline`). `space` says what the
+    pool's agents apply: every other parameter stays at the running config's value, whatever decides a change."""
 
     def __init__(self, pipeline: Measured, learner: Learner, policy: Policy, *, window_s: float,
                  store: StateStore | None = None, metrics: DaemonMetrics | None = None, name: str = "pipeline",
-                 realizer: Realizer | None = None) -> None:
+                 realizer: Realizer | None = None, space: TunedSpace | None = None) -> None:
         self.name = name
+        self.space = space
         self.pipeline = pipeline
         self.realizer = realizer if realizer is not None else Direct(pipeline)
         self.learner = learner
@@ -217,7 +220,8 @@ class Daemon:
             return self._record(self._unavailable(err))
         verdict = self._judge(collected)
         choice = self._decide(collected, verdict)
-        decision = self._realize(collected.config, choice.target, self._decision(collected, verdict, choice))
+        target = self.space.hold(choice.target, collected.config) if self.space else choice.target
+        decision = self._realize(collected.config, target, self._decision(collected, verdict, choice))
         return self._record(decision, choice.vetoed)
 
     def _collect(self) -> Collected:
@@ -449,6 +453,7 @@ class Daemon:
                                       violation_s=self.violation_s),
             overrides=[o.report(o.id in self._vetoed) for o in (self.store.overrides() if self.store else [])],
             clock_offsets=offset_reports(self.clock_offsets), nodes=nodes.versions, rollout=nodes.rollout,
+            tuned_space=self.space.report() if self.space else None,
             learner=LearnerReport(observations=self.told, last_reason=last.reason if last else ""))
 
     def revert(self, config: Config) -> Decision:

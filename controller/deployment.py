@@ -19,11 +19,12 @@ from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, ValidationError, 
 
 from agents.client import AgentClient
 from controller.kafka_lag import GroupLag, LagWatch
-from controller.live import LivePipeline
+from controller.live import LivePipeline, managers
 from controller.realizer import Driven
 from controller.rollout import CanaryPool, LivePoolWindows
 from controller.state import DEFAULT_POOL, PoolDir, plan_pool_dirs
 from controller.telemetry import PrometheusTelemetry
+from controller.tuned_space import Managers
 from models.presets import preset
 from models.rollout import plan_rollout
 from models.space import PIPELINE_SPACE, Config, ParamError, Value
@@ -79,7 +80,8 @@ class PoolSpec(_Spec):
 
 
 class StartConfig(_Spec):
-    """The config to assume at start: a named preset with single parameters overridden."""
+    """The config to assume at start: a named preset with single parameters overridden. It fills the parameters no
+    agent takes, which the daemon holds at these values: it never searches them (`controller.tuned_space`)."""
 
     preset: str = "defaults"
     set: dict[str, Value] = {}
@@ -214,6 +216,17 @@ def live_pipeline(deployment: Deployment, pool: str | None = None) -> LivePipeli
     telemetry = PrometheusTelemetry(str(deployment.prometheus.url).rstrip("/"), deployment.latency.source, lag,
                                     nodes=tuple(deployment.pool(pool).nodes) if scoped else None)
     return LivePipeline(agents, telemetry, deployment.config.config(), deployment.latency.clock_offsets_file)
+
+
+def pool_managers(deployment: Deployment, pool: str) -> Managers:
+    """Each parameter some agent of `pool` takes -> who takes it ("node/component"), asked of its agents now;
+    `PipelineUnavailable` when one does not answer, `OSError` when a token file cannot be read."""
+    agents = [agent_client(node) for node in deployment.nodes if node.name in deployment.pool(pool).nodes]
+    try:
+        return managers(agents)
+    finally:
+        for agent in agents:
+            agent.close()
 
 
 def pool_pipeline(deployment: Deployment, pool: PoolSpec, directory: Path) -> Driven:

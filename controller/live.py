@@ -94,6 +94,10 @@ class LivePipeline:
                 in_force |= component["params"]
         return Config({**self._base, **in_force})
 
+    def managers(self) -> dict[str, tuple[str, ...]]:
+        """Each parameter some component of these agents takes -> who takes it, as "node/component"."""
+        return managers(self.agents)
+
     def node_versions(self) -> dict[str, dict[str, int] | None]:
         """Each node's components and the config version each runs; None for a node whose agent does not answer."""
         versions: dict[str, dict[str, int] | None] = {}
@@ -118,6 +122,17 @@ class LivePipeline:
         observation = self.telemetry.window(start, time.time())
         return replace(observation, stage_p95_s=_twin_stages(observation.stage_p95_s),
                        stage_mean_s=_twin_stages(observation.stage_mean_s), clock_offsets=offsets)
+
+
+def managers(agents: Iterable[AgentClient]) -> dict[str, tuple[str, ...]]:
+    """Each parameter a component of `agents` takes (its `params_allowed`) -> each one that takes it, as
+    "node/component"; `PipelineUnavailable` when an agent does not answer."""
+    taken: dict[str, tuple[str, ...]] = {}
+    for agent in agents:
+        for name, params in owned_params(_ask(agent, agent.components)).items():
+            for param in sorted(params):
+                taken[param] = (*taken.get(param, ()), f"{agent.node}/{name}")
+    return taken
 
 
 def _ask(agent: AgentClient, request: Callable[[], T]) -> T:

@@ -21,12 +21,14 @@ from controller.pipelines import Measured, PipelineUnavailable
 from controller.ray_learner import RemoteLearner
 from controller.realizer import Driven, Realizer
 from controller.state import Decision, PoolDir, StateStore, save_pool_dirs
+from controller.tuned_space import TunedSpace
 from models.learning import Learner
 from models.policy import Policy
 from models.space import Config
 
-# Builds a pool's learner from the config it starts on and the policy it follows (a Ray actor in the daemon).
-LearnerFactory = Callable[[str, Config, Policy], Learner]
+# Builds a pool's learner from the config it starts on and the policy it follows (a Ray actor in the daemon), with
+# the pool's tuned space (None: every parameter is applied, as on the twin); asks the pool's agents what they apply.
+LearnerFactory = Callable[[str, Config, Policy], tuple[Learner, TunedSpace | None]]
 
 
 @dataclass
@@ -92,16 +94,17 @@ class PoolRunner:
     def _prepare(self, run: PoolRun) -> Daemon | None:
         """The pool's daemon, once its pipeline says what it runs (None if stopped before it did)."""
         while not self.stop.is_set():
+            policy = run.store.load_policy() or self.policy
+            incumbent = run.store.load_incumbent()
             try:
                 run.started_from = run.pipeline.current()
+                learner, space = self.learner_for(run.name, incumbent.config if incumbent else run.started_from,
+                                                  policy)
             except PipelineUnavailable:
                 self.stop.wait(self.window_s)  # nothing to tune until its agents answer: ask again a window later
                 continue
-            policy = run.store.load_policy() or self.policy
-            incumbent = run.store.load_incumbent()
-            learner = self.learner_for(run.name, incumbent.config if incumbent else run.started_from, policy)
             daemon = Daemon(run.pipeline, learner, policy, window_s=self.window_s, store=run.store,
-                            metrics=run.metrics, name=run.name, realizer=run.realizer)
+                            metrics=run.metrics, name=run.name, realizer=run.realizer, space=space)
             daemon.stop = self.stop
             if isinstance(learner, RemoteLearner):  # lost with its Ray node, it is taught again from the store
                 learner.on_restore = partial(relearn, daemon)

@@ -159,6 +159,17 @@ class ClockOffsetReport(BaseModel):
     warning: str | None = Field(None, description="set above 50 ms: latencies from this node are corrected by it")
 
 
+class TunedSpaceReport(BaseModel):
+    """What the pool's learner searches and which agent applies each; what it holds at the running config's value
+    and why (`controller.tuned_space`)."""
+
+    tuned: dict[str, list[str]] = Field(description="parameter the learner searches -> each agent's component that "
+                                                    "applies it (node/component; twin on the twin)")
+    held: dict[str, str] = Field(description="parameter the learner would search -> why it is held instead")
+    managed: list[str] | None = Field(description="every parameter some agent of the pool applies (null: the twin, "
+                                                  "which takes all); any other is held at the running config's value")
+
+
 class Status(BaseModel):
     """The daemon's report of itself (status.json); null fields until it has run a window."""
 
@@ -179,6 +190,8 @@ class Status(BaseModel):
         default_factory=dict, description="node -> the config version each of its components runs (null: unknown, "
                                           "its agent did not answer); empty on the twin")
     rollout: RolloutReport | None = Field(default=None, description="a pool of several nodes: its canary rollout")
+    tuned_space: TunedSpaceReport | None = Field(default=None, description="what is tuned, by which agent, and what "
+                                                                           "is held and why")
 
 
 @dataclass

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from controller.pipelines import TwinPipeline
+from controller.state import DEFAULT_POOL
+from controller.tuned_space import Managers, TunedSpace, tuned_space
 from models.learning import Learner, TunedCube, tuned_names
 from models.policy import Policy
 from models.screen import TwinScreen
@@ -30,7 +32,8 @@ def twin_load_s(windows: int, window_s: float) -> float:
 
 @dataclass(frozen=True)
 class LearnerSetup:
-    """Which strategy learns what, from where, and on which twin it pre-screens candidates (None: none)."""
+    """Which strategy learns what, from where, and on which twin it pre-screens candidates (None: none); what the
+    pool's agents apply (None: the twin, which takes every parameter)."""
 
     strategy: str
     policy: Policy
@@ -38,12 +41,19 @@ class LearnerSetup:
     topology: str
     seed: int = 0
     screen: Calibration | None = None
+    managers: Managers | None = None
+    pool: str = DEFAULT_POOL
+
+    def space(self) -> TunedSpace:
+        """What the learner searches: the policy's (else the topology's) parameters that some agent of the pool
+        applies; `NothingToTune` when there is none."""
+        return tuned_space(tuned_names(self.policy, self.topology), self.managers, self.pool)
 
 
 def tuning_learner(setup: LearnerSetup, *, remote: bool, node_id: str | None = None) -> Learner:
     """The learner of `setup`: a Ray actor (`remote`, the daemon's; on Ray node `node_id` when given) or in this
     process (inside a Ray task)."""
-    cube = TunedCube(tuned_names(setup.policy, setup.topology), setup.policy)
+    cube = TunedCube(setup.space().tuned, setup.policy)
     screen = TwinScreen(setup.screen) if setup.screen is not None else None
     if remote:
         # Ray is imported only here: it takes seconds, and commands that never tune should start at once.

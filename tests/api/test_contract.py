@@ -7,7 +7,7 @@ from fastapi.testclient import TestClient
 from prometheus_client import CollectorRegistry, Counter
 
 from api.app import create_app
-from controller.state import Decision, IncumbentReport, StateStore, Status
+from controller.state import Decision, IncumbentReport, StateStore, Status, TunedSpaceReport
 from tests.api.conftest import AUTH, TOKEN
 
 MUTATIONS = [
@@ -168,6 +168,21 @@ def test_override_outside_the_policy_needs_override_bounds_and_is_audited(client
     assert made.status_code == 201 and made.json()["override_bounds"] is True
     [entry] = [e for e in store.audit() if e["action"] == "override_added"]
     assert entry["override_bounds"] is True and entry["outside_policy"] == list(params) and entry["reason"] == "forced"
+
+
+def test_an_override_of_a_parameter_no_agent_applies_is_refused_naming_the_pool(client: TestClient,
+                                                                              store: StateStore) -> None:
+    """Nothing would put it in force: the daemon holds what no agent of the pool manages, whatever the flag."""
+    space = TunedSpaceReport(tuned={"filebeat.backoff": ["edge-1/filebeat"]}, held={}, managed=["filebeat.backoff"])
+    store.save_status(Status(mode="auto", paused=False, tuned_space=space))
+    request = {"params": {"filebeat.backoff": 0.5, "kafka.consumer.fetch.max.wait.ms": 100}, "ttl_s": 60,
+               "reason": "r", "override_bounds": True}
+    refused = client.post("/overrides", json=request, headers=AUTH)
+    assert refused.status_code == 422
+    [error] = refused.json()["detail"]
+    assert error["loc"] == ["body", "params", "kafka.consumer.fetch.max.wait.ms"]
+    assert error["msg"].startswith("no agent of pool default manages kafka.consumer.fetch.max.wait.ms")
+    assert store.overrides() == []
 
 
 def test_override_within_the_policy_needs_no_flag(client: TestClient) -> None:

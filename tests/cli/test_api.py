@@ -19,7 +19,8 @@ from typer.testing import CliRunner
 from api.app import create_app
 from api.server import serve_in_thread
 from cli.main import app
-from controller.state import Action, ClockOffsetReport, Decision, StateStore, Status, plan_pool_dirs, save_pool_dirs
+from controller.state import (Action, ClockOffsetReport, Decision, StateStore, Status, TunedSpaceReport, plan_pool_dirs,
+                              save_pool_dirs)
 from tests.conftest import free_ports
 
 TOKEN = "cli-test-token"
@@ -230,6 +231,19 @@ def test_status_shows_every_nodes_clock_offset_and_warns_above_50_ms(served) -> 
     store.save_status(Status(mode="auto", paused=False, clock_offsets=offsets))
     shown = flat(cli(url, "status").output)
     assert "n1 +200 ms ± 1 (WARNING: above 50 ms)" in shown and "n2 -3 ms ± 1" in shown
+
+
+def test_status_lists_what_is_tuned_by_which_agent_and_what_is_held_and_why(served) -> None:
+    url, store = served
+    space = TunedSpaceReport(tuned={"filebeat.backoff": ["edge-1/filebeat"],
+                                    "filebeat.scan_frequency": ["edge-1/filebeat"]},
+                             held={"kafka.consumer.fetch.max.wait.ms": "no agent of pool default manages it"},
+                             managed=["filebeat.backoff", "filebeat.scan_frequency"])
+    store.save_status(Status(mode="auto", paused=False, tuned_space=space,
+                             current_config={"kafka.consumer.fetch.max.wait.ms": 250}))
+    shown = " ".join(cli(url, "status").output.replace("│", " ").split())  # a cell's wrapped lines joined
+    assert "tuned filebeat.backoff, filebeat.scan_frequency by edge-1/filebeat" in shown
+    assert "held kafka.consumer.fetch.max.wait.ms 250 (no agent of pool default manages it)" in shown
 
 
 @pytest.fixture

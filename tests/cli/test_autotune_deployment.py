@@ -17,7 +17,9 @@ from agents.service import create_app
 from api.server import serve_in_thread
 from cli.main import app
 from controller.state import StateStore, load_pool_dirs
+from tests.agents.conftest import TOKEN, ServedAgent
 from tests.conftest import free_ports, write_deployment
+from tests.controller.test_tuned_space import stand_in_filebeat
 
 runner = CliRunner()
 
@@ -58,19 +60,46 @@ def test_load_is_refused_on_the_twin():
     assert result.exit_code == 2 and "--load is for a --pipeline FILE" in said
 
 
+def test_a_pool_whose_agents_manage_nothing_the_learner_tunes_is_exit_2_naming_them(tmp_path):
+    (port,) = free_ports(1)
+    config = AgentConfig.model_validate({"state_dir": str(tmp_path / "agent"), "port": port, "components": [
+        {"name": "broker", "kind": "kafka", "bootstrap": "127.0.0.1:1"}]})
+    server = serve_in_thread(create_app(config, "secret", components={}), "127.0.0.1", port)  # it manages nothing
+    path = write_deployment(tmp_path, f"http://127.0.0.1:{port}")
+    try:
+        result = runner.invoke(app, ["autotune", "--pipeline", str(path), "--windows", "1"])
+    finally:
+        server.should_exit = True
+    said = " ".join(re.sub(r"[│╭╮╰╯─]", " ", result.output).split())
+    assert result.exit_code == 2
+    assert "pool default: no agent of the pool manages any parameter the learner tunes" in said
+    assert "its agents manage nothing" in said
+
+
+@pytest.mark.slow
+def test_the_summary_lists_what_no_agent_manages_as_held(tmp_path, ray_session):
+    """Issue 39: with only Filebeat under an agent, the end summary listed the consumer's fetch wait as tuned."""
+    agent = ServedAgent(stand_in_filebeat(tmp_path / "node"))
+    path = write_deployment(tmp_path, agent.url)
+    (tmp_path / "edge-1.token").write_text(TOKEN)
+    try:
+        result = runner.invoke(app, ["autotune", "--pipeline", str(path), "--windows", "1", "--window", "0.2",
+                                     "--state-dir", str(tmp_path / "state")])
+    finally:
+        agent.close()
+    said = " ".join(result.output.split())
+    assert result.exit_code == 0, said[-2000:]
+    assert "held, not tuned: kafka.consumer.fetch.max.wait.ms 500 (no agent of pool default manages it)" in said
+    assert "kafka.consumer" not in said.split("final config vs")[1].split("held, not tuned")[0]
+
+
 @pytest.fixture
 def three_agents(tmp_path: Path) -> Iterator[list[str]]:
-    """Three real node agents on loopback (no components: each answers for its node, none has a config)."""
-    servers, urls = [], []
-    for i, port in enumerate(free_ports(3), start=1):
-        config = AgentConfig.model_validate({"state_dir": str(tmp_path / f"agent-{i}"), "port": port,
-                                             "components": [{"name": "broker", "kind": "kafka",
-                                                             "bootstrap": "127.0.0.1:1"}]})
-        servers.append(serve_in_thread(create_app(config, "secret", components={}), "127.0.0.1", port))
-        urls.append(f"http://127.0.0.1:{port}")
-    yield urls
-    for server in servers:
-        server.should_exit = True
+    """Three real node agents on loopback, each managing a stand-in Filebeat (a pool's learner tunes what they take)."""
+    agents = [ServedAgent(stand_in_filebeat(tmp_path / f"node-{i}")) for i in range(1, 4)]
+    yield [agent.url for agent in agents]
+    for agent in agents:
+        agent.close()
 
 
 @pytest.mark.slow
@@ -79,6 +108,7 @@ def test_one_daemon_runs_every_pool_of_a_deployment(tmp_path, three_agents, ray_
              for i, url in enumerate(three_agents, start=1)]
     path = write_deployment(tmp_path, three_agents[0], nodes=nodes,
                             pools=[{"name": "edge", "nodes": ["node-1", "node-2"]}, {"name": "core", "nodes": ["node-3"]}])
+    (tmp_path / "edge-1.token").write_text(TOKEN)
     state = tmp_path / "state"
     result = runner.invoke(app, ["autotune", "--pipeline", str(path), "--windows", "2", "--window", "0.2",
                                  "--state-dir", str(state)])
@@ -94,7 +124,7 @@ def test_one_daemon_runs_every_pool_of_a_deployment(tmp_path, three_agents, ray_
     said = " ".join(result.output.split())
     # the warm-up window, unreadable too, is recorded as well: three windows each
     assert "pools: edge (node-1, node-2); core (node-3)" in said and "pool core: 3 windows" in said
-    assert "pool edge: window 3/2 frozen" in said
+    assert "pool edge: window 2/2 frozen" in said
 
 
 @pytest.mark.slow

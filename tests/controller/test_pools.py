@@ -82,7 +82,7 @@ def test_each_pool_has_its_own_learner_config_and_state_directory(tmp_path):
     learners = {"edge": Scripted(CANDIDATE), "core": Scripted(preset("defaults"))}
     dirs = plan_pool_dirs(tmp_path, {"edge": ["node-1"], "core": ["node-2", "node-3"]})
     runs = pool_runs([(d, _twin()) for d in dirs], tmp_path)
-    runner = PoolRunner(runs, lambda name, start, policy: learners[name], Policy(min_dwell_windows=1),
+    runner = PoolRunner(runs, lambda name, start, policy: (learners[name], None), Policy(min_dwell_windows=1),
                         window_s=WINDOW_S)
     runner.start(3)
     assert runner.join(120), f"pools still running: {runner.running()}"
@@ -102,7 +102,7 @@ def test_a_single_pool_keeps_the_state_directory_as_it_was(tmp_path):
     assert pool.directory == tmp_path
     StateStore(tmp_path).save_policy(Policy(mode="advise", min_dwell_windows=1))  # state from before pools
     (run,) = pool_runs([(pool, _twin())], tmp_path)
-    runner = PoolRunner([run], lambda name, start, policy: Scripted(CANDIDATE), Policy(), window_s=WINDOW_S)
+    runner = PoolRunner([run], lambda name, start, policy: (Scripted(CANDIDATE), None), Policy(), window_s=WINDOW_S)
     runner.start(1)
     assert runner.join(120)
     assert run.daemon.policy.mode == "advise" and run.store.decisions()[0]["action"] == "advise"
@@ -119,7 +119,7 @@ def test_a_pool_whose_agent_hangs_does_not_stall_the_others(tmp_path, hung_agent
     edge_live.telemetry = FixedTelemetry()  # the agent, not Prometheus, is what hangs
     core.pipeline.close()
     runs = pool_runs([(edge_dir, edge), (core_dir, _twin(windows=40))], tmp_path / "state")
-    runner = PoolRunner(runs, lambda name, start, policy: Scripted(CANDIDATE), Policy(), window_s=WINDOW_S)
+    runner = PoolRunner(runs, lambda name, start, policy: (Scripted(CANDIDATE), None), Policy(), window_s=WINDOW_S)
     runner.start(None)
     edge, core = runner.runs["edge"], runner.runs["core"]
     try:
@@ -139,7 +139,8 @@ def test_an_error_in_a_pools_window_is_recorded_and_its_loop_goes_on(tmp_path):
     (pool,) = plan_pool_dirs(tmp_path, {"edge": ["node-1"]})
     (run,) = pool_runs([(pool, _twin())], tmp_path)
     learner = Failing(CANDIDATE, None, ValueError("no such parameter: 'filebeat.queue.spool'"), None)
-    runner = PoolRunner([run], lambda name, start, policy: learner, Policy(min_dwell_windows=1), window_s=WINDOW_S)
+    runner = PoolRunner([run], lambda name, start, policy: (learner, None), Policy(min_dwell_windows=1),
+                        window_s=WINDOW_S)
     runner.start(4)
     assert runner.join(120) and run.error is None
     assert [d["action"] for d in run.store.decisions()] == ["explore", "error", "hold", "hold"]
@@ -148,8 +149,9 @@ def test_an_error_in_a_pools_window_is_recorded_and_its_loop_goes_on(tmp_path):
 def test_an_error_that_persists_stops_that_pool_alone_and_names_the_error(tmp_path):
     dirs = plan_pool_dirs(tmp_path, {"edge": ["node-1"], "core": ["node-2"]})
     learners = {"edge": Failing(CANDIDATE, RuntimeError("the learner's actor died")), "core": Scripted(CANDIDATE)}
-    runner = PoolRunner(pool_runs([(d, _twin()) for d in dirs], tmp_path), lambda name, start, policy: learners[name],
-                        Policy(min_dwell_windows=1), window_s=WINDOW_S)
+    runner = PoolRunner(pool_runs([(d, _twin()) for d in dirs], tmp_path),
+                        lambda name, start, policy: (learners[name], None), Policy(min_dwell_windows=1),
+                        window_s=WINDOW_S)
     runner.start(5)
     assert runner.join(120), f"pools still running: {runner.running()}"
     edge, core = runner.runs["edge"], runner.runs["core"]
@@ -171,7 +173,7 @@ def test_each_pool_learns_in_a_ray_actor_of_its_own(tmp_path, ray_session):
 
     def remote(name, start, policy):
         learners[name] = tuning_learner(LearnerSetup("random", policy, start, "filebeat-kafka"), remote=True)
-        return learners[name]
+        return learners[name], None
 
     dirs = plan_pool_dirs(tmp_path, {"edge": ["node-1"], "core": ["node-2"]})
     runner = PoolRunner(pool_runs([(d, _twin()) for d in dirs], tmp_path), remote, Policy(), window_s=WINDOW_S)
