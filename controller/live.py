@@ -15,6 +15,7 @@ import httpx
 
 from agents.client import AgentClient, AgentError
 from agents.component import ChangeResult
+from agents.probe.events import MERGED, PUBLISH_CONSUME
 from controller.agent_changes import by_component, owned_params
 from controller.clocks import measure_offsets, write_offsets
 from controller.pipelines import ApplyReport, PipelineUnavailable
@@ -27,10 +28,18 @@ T = TypeVar("T")
 
 # The probe's stages under the twin's names for the filebeat-kafka topology. Filebeat's publish span holds
 # both its queue and its Kafka request, which the probe cannot tell apart: it counts as the "filebeat" stage.
-TWIN_STAGES = {"filebeat_read": "nginx->filebeat", "filebeat_publish": "filebeat", "kafka_consume": "kafka->sink"}
+# On a CreateTime topic the probe cannot tell it from the way to the consumer either (no append time): that one
+# span counts as the "filebeat" stage too, whose queue flush and batching are the waits it holds; the consumer's
+# fetch wait then has no stage of its own, rather than Filebeat's waits counted as the consumer's.
+TWIN_STAGES = {"filebeat_read": "nginx->filebeat", "filebeat_publish": "filebeat", "kafka_consume": "kafka->sink",
+               PUBLISH_CONSUME: "filebeat"}
 
 
 def _twin_stages(by_stage: dict[str, float]) -> dict[str, float]:
+    """`by_stage` under the twin's names; a window with records of both kinds (the topic's timestamp type changed)
+    counts by the span that covers them all."""
+    if PUBLISH_CONSUME in by_stage:
+        by_stage = {stage: value for stage, value in by_stage.items() if stage not in PUBLISH_CONSUME.split(MERGED)}
     return {TWIN_STAGES.get(stage, stage): value for stage, value in by_stage.items()}
 
 

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, NamedTuple
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import (TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, Consumer, KafkaError, Message,
+                             TopicPartition)
 
-from agents.probe.events import HEARTBEAT_MARK, Record, decode_record, heartbeat_of, latencies
+from agents.probe.events import HEARTBEAT_MARK, PUBLISH_CONSUME, Record, decode_record, heartbeat_of, latencies
 from agents.probe.heartbeats import HeartbeatTracker
 from agents.probe.ledger import Ledger
 from agents.probe.metrics import EVENT_TIME, HEARTBEAT, ProbeMetrics
@@ -28,6 +29,9 @@ REPLAY_EVENT_TIME = EventTimeSpec(format="epoch_s", field="ts_nginx")
 _UNTIMED_LOG_EVERY_S = 10.0  # one example line per this long, with the count since the last
 _BOOKKEEPING_EVERY_S = 1.0
 _QUEUED_FETCHES = 256  # fetches received but not yet read; beyond, receiving waits for reading
+# A record's timestamp type, as `pipetune_kafka_timestamp_records_total` labels it: only the broker's append time
+# (a LogAppendTime topic) marks a hop; a CreateTime topic's is the producer's, Filebeat's `@timestamp`.
+TIMESTAMP_TYPES = {TIMESTAMP_LOG_APPEND_TIME: "log_append_time", TIMESTAMP_CREATE_TIME: "create_time"}
 
 
 @dataclass(frozen=True)
@@ -66,7 +70,7 @@ class _Pass:
 
 
 class Fetched(NamedTuple):
-    """Records as (value, Kafka timestamp in ms), and when the consumer got them."""
+    """Records as (value, Kafka append time in ms or None), and when the consumer got them."""
 
     records: list[tuple[bytes, int | None]]
     received_at: float
@@ -87,6 +91,7 @@ class Probe:
         self.topic = topic
         self.reader = RecordReader(metrics, ledger, options, clock)
         self.lock = self.reader.lock
+        self._create_time_said = False
 
     def fetch(self, max_records: int = 2000, timeout_s: float = 0.2) -> Fetched:
         """What is available (up to `max_records`), waiting up to `timeout_s` while nothing is."""
@@ -103,8 +108,20 @@ class Probe:
                 if record.error().code() != KafkaError._PARTITION_EOF:
                     self.reader.metrics.unparsed.inc()
                 continue
-            batch.append((record.value(), record.timestamp()[1]))
+            batch.append((record.value(), self._append_ms(record)))
         return Fetched(batch, received_at)
+
+    def _append_ms(self, record: Message) -> int | None:
+        """The broker's append time of `record` (ms), None when its timestamp is not that; counted by type."""
+        kind, ms = record.timestamp()
+        self.reader.metrics.timestamp_types.labels(type=TIMESTAMP_TYPES.get(kind, "none")).inc()
+        if kind == TIMESTAMP_CREATE_TIME and not self._create_time_said:
+            self._create_time_said = True
+            log.warning("topic %s stamps its records with CreateTime (Kafka's default): the timestamp is Filebeat's "
+                        "own, not the broker's append, so Filebeat's publish and the way to this consumer are "
+                        "measured as one stage, %s; message.timestamp.type=LogAppendTime on the topic measures "
+                        "them apart", self.topic, PUBLISH_CONSUME)
+        return ms if kind == TIMESTAMP_LOG_APPEND_TIME else None
 
     def poll(self) -> int:
         """Fetch and read on this thread; returns how many records were read."""
@@ -199,7 +216,7 @@ class RecordReader:
         self.end_pass()  # the offsets file, if any, before the first record
 
     def read(self, batch: list[tuple[bytes, int | None]], received_at: float) -> None:
-        """Account for records given as (value, Kafka timestamp in ms), all received at `received_at`."""
+        """Account for records given as (value, Kafka append time in ms or None), all received at `received_at`."""
         by_node: dict[str, int] = {}
         skipped = 0  # sampled out since the last event observed: counted for that event's node
         with self.lock:

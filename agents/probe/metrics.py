@@ -6,12 +6,16 @@ The contract telemetry reads (names as exported; counters carry Prometheus' `_to
   `source` is `event_time` (the line's own write time, read by the probe's `EventTimeSpec`: on the
   testbed the replay's `ts_nginx`, epoch seconds) or `canary` (an agent's heartbeat line,
   agents/heartbeat.py). `stage` is `e2e` (write → consumed) or a hop: `filebeat_read` (write → Filebeat's `@timestamp`),
-  `filebeat_publish` (→ Kafka's record timestamp), `kafka_consume` (→ consumed). `node` is Filebeat's
+  `filebeat_publish` (→ Kafka's record timestamp), `kafka_consume` (→ consumed); on a CreateTime topic, whose
+  records carry no append time, the two after Filebeat's read are one, `filebeat_publish+kafka_consume`
+  (agents/probe/events.py); where a stamp is missing the hops on both sides are one, so named. `node` is Filebeat's
   `host.name`, else `agent.name`, else "" (a heartbeat: the node its agent names). A query that sums by
   `le` must filter on `source`. Write times are corrected by the node's clock offset; with sampling
   on, one event in `pipetune_sampling_stride` is observed. A probe that falls behind (CPU-starved)
   adds its own delay: it shows in the `kafka_consume` stage and `pipetune_kafka_consumer_lag_events`.
 - `pipetune_records_total`: every record consumed, parsed or not, heartbeats included.
+- `pipetune_kafka_timestamp_records_total{type="log_append_time"|"create_time"|"none"}`: the same records by
+  their Kafka timestamp type; only `log_append_time` gives `filebeat_publish` and `kafka_consume` apart.
 - `pipetune_node_records_total{node}`: the same records by the node their latencies carry ("" for a
   record that is not a JSON event): a pool's throughput. With sampling on, the records sampled out count
   for the node of the next event observed (the batch's last, at its end): the sum over nodes is exact,
@@ -102,6 +106,8 @@ class ProbeMetrics:
         self.latency = LatencyHistograms()
         r.register(self.latency)
         self.records = Counter("pipetune_records", "Records consumed, parsed or not", registry=r)
+        self.timestamp_types = Counter("pipetune_kafka_timestamp_records", "Records consumed by their Kafka timestamp "
+                                       "type (only the broker's append time marks a hop)", ["type"], registry=r)
         self.node_records = Counter("pipetune_node_records", "Records consumed, parsed or not, by node", ["node"],
                                     registry=r)
         self.events = Counter("pipetune_events", "Events with a usable event time in the window's range",

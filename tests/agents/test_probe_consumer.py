@@ -1,12 +1,18 @@
 """The probe's consume loop without a broker: arrival is stamped when a fetch is received, not when the
-probe gets round to reading it, and `run` reads every record it received before it returns."""
+probe gets round to reading it, and `run` reads every record it received before it returns. With the session's
+broker: the stages of a CreateTime topic's records."""
 
 import json
+import secrets
 import threading
+import time
+from datetime import datetime, timezone
 
 import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 
-from agents.probe.consumer import Probe, RecordReader
+from agents.probe.consumer import Probe, RecordReader, consumer_settings
 from agents.probe.ledger import Ledger
 from agents.probe.metrics import ProbeMetrics
 from tests.clock import VirtualClock
@@ -99,3 +105,46 @@ def test_run_fails_loudly_when_receiving_dies():
     probe, _ = probe_over(Broken([]), VirtualClock(NOW))
     with pytest.raises(RuntimeError, match="receiving thread died"):
         probe.run(threading.Event(), lambda: None)
+
+
+def _stage_mean_s(metrics: ProbeMetrics, stage: str) -> float | None:
+    labels = {"stage": stage, "source": "event_time", "node": "web-1"}
+    count = metrics.registry.get_sample_value("pipetune_e2e_latency_seconds_count", labels)
+    return metrics.registry.get_sample_value("pipetune_e2e_latency_seconds_sum", labels) / count if count else None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("timestamp_type", ["CreateTime", "LogAppendTime"])
+def test_filebeats_wait_stays_out_of_the_consumers_stage_whatever_the_topics_timestamp_type(testbed, timestamp_type):
+    """Issue 39: on a CreateTime topic (Kafka's default) Filebeat stamps each record with its `@timestamp`, the
+    read time; the probe took it as the append time, so Filebeat's 67 ms flush wait landed in `kafka_consume`.
+    Here every line was read 2 s before it was published (a queue flush wait of 2 s)."""
+    topic = f"probe-test-{secrets.token_hex(4)}"
+    admin = AdminClient({"bootstrap.servers": testbed.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1, config={"message.timestamp.type": timestamp_type})])[topic].result(30)
+    metrics = ProbeMetrics()
+    probe = Probe(consumer_settings(testbed.bootstrap, f"{topic}-probe"), topic, metrics, Ledger(late_after_s=60))
+    try:
+        producer = Producer({"bootstrap.servers": testbed.bootstrap})
+        for _ in range(5):
+            read_at = time.time() - 2.0
+            event = {"@timestamp": datetime.fromtimestamp(read_at, tz=timezone.utc).isoformat(timespec="milliseconds"),
+                     "message": json.dumps({"ts_nginx": round(read_at - 0.1, 3)}), "host": {"name": "web-1"}}
+            # Filebeat's Kafka output sets the record's timestamp to the event's @timestamp
+            producer.produce(topic, json.dumps(event).encode(), timestamp=int(read_at * 1000))
+        assert producer.flush(30) == 0
+        deadline = time.monotonic() + 60
+        while metrics.registry.get_sample_value("pipetune_events_total") != 5 and time.monotonic() < deadline:
+            probe.poll()
+    finally:
+        probe.close()
+        admin.delete_topics([topic])[topic].result(30)
+    assert _stage_mean_s(metrics, "e2e") == pytest.approx(2.1, abs=1.0) and _stage_mean_s(metrics, "e2e") >= 2.1
+    assert _stage_mean_s(metrics, "filebeat_read") == pytest.approx(0.1, abs=0.002)
+    if timestamp_type == "CreateTime":  # no append time: Filebeat's publish and the consume are one stage
+        assert _stage_mean_s(metrics, "kafka_consume") is None and _stage_mean_s(metrics, "filebeat_publish") is None
+        assert _stage_mean_s(metrics, "filebeat_publish+kafka_consume") >= 2.0
+    else:
+        assert _stage_mean_s(metrics, "filebeat_publish") >= 2.0 and _stage_mean_s(metrics, "kafka_consume") < 1.0
+    kind = {"CreateTime": "create_time", "LogAppendTime": "log_append_time"}[timestamp_type]
+    assert metrics.registry.get_sample_value("pipetune_kafka_timestamp_records_total", {"type": kind}) == 5

@@ -44,6 +44,17 @@ def test_filebeat_record_gives_every_stage_and_the_node():
         {"e2e": 0.5, "filebeat_read": 0.25, "filebeat_publish": 0.15, "kafka_consume": 0.1})
 
 
+def test_a_record_without_the_append_time_measures_filebeats_publish_and_the_consume_as_one_stage():
+    """Issue 39: on a CreateTime topic the record's timestamp is Filebeat's own read time; taken as the append, it
+    put Filebeat's flush wait in `kafka_consume`."""
+    record = decode_record(filebeat(json.dumps({"ts_nginx": 100.0}), read_at=100.25), kafka_timestamp_ms=None)
+    assert latencies(100.0, record, received_at=100.5) == pytest.approx(
+        {"e2e": 0.5, "filebeat_read": 0.25, "filebeat_publish+kafka_consume": 0.25})
+    unread = decode_record(filebeat(json.dumps({"ts_nginx": 100.0})), kafka_timestamp_ms=100_400)  # no @timestamp
+    assert latencies(100.0, unread, received_at=100.5) == pytest.approx(
+        {"e2e": 0.5, "filebeat_read+filebeat_publish": 0.4, "kafka_consume": 0.1})
+
+
 def test_node_falls_back_to_the_agent_name_and_missing_stamps_are_skipped():
     record = decode_record(filebeat("{}", host=None), None)
     assert record.node == "fb-agent"

@@ -5,6 +5,7 @@ process is a stand-in (`sleep`: no broker runs here), and so is the telemetry (`
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Iterator
 
@@ -15,6 +16,7 @@ from agents.config import AgentConfig
 from controller.live import LivePipeline
 from controller.pipelines import PipelineUnavailable
 from models.clock_offset import offsets_from_document
+from models.observation import Observation
 from models.space import PIPELINE_SPACE
 from tests.agents.conftest import TOKEN, ServedAgent, write_wrapper
 from tests.conftest import FixedTelemetry, free_ports
@@ -101,3 +103,18 @@ def test_each_window_measures_the_nodes_clock_and_writes_it_where_the_probe_read
     offset = observation.clock_offsets["n1"]
     assert abs(offset.offset_s) <= offset.error_s + 1e-3
     assert offsets_from_document(json.loads(offsets_file.read_text())) == {"n1": offset}
+
+
+class CreateTimeTelemetry(FixedTelemetry):
+    """The probe's figures on a CreateTime topic: Filebeat's publish and the consume are one span."""
+
+    def window(self, start: float, end: float) -> Observation:
+        stages = {"filebeat_read": 0.01, "filebeat_publish+kafka_consume": 0.07}
+        return replace(super().window(start, end), stage_p95_s=stages, stage_mean_s=stages)
+
+
+def test_on_a_create_time_topic_the_span_after_filebeats_read_counts_as_filebeats_stage_never_the_consumers():
+    """Issue 39: Filebeat's 67 ms flush wait, counted in the consumer's stage, sent the learner to search
+    kafka.consumer.fetch.max.wait.ms while the flush timeout was the P95."""
+    observation = LivePipeline([], CreateTimeTelemetry(), PIPELINE_SPACE.defaults()).observe(0.01)
+    assert observation.stage_p95_s == {"nginx->filebeat": 0.01, "filebeat": 0.07}
