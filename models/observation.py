@@ -27,14 +27,20 @@ class Observation:
     events_in: int = 0
     events_out: int = 0
     lost_events: int = 0
-    packets_per_s: float = 0.0
+    packets_per_s: float = 0.0  # batches the pipeline's output sent per second (Filebeat's Produce requests)
     stage_p95_s: dict[str, float] = field(default_factory=dict)
     stage_mean_s: dict[str, float] = field(default_factory=dict)
     backlog_events: dict[str, int] = field(default_factory=dict)
+    # CPU seconds per second each part used, by name: the managed components ("filebeat", "logstash"), the
+    # twin's "writer", "kafka" and "sink", each live broker ("broker-<id>") and pipetune's own ("probe").
     cpu_cores: dict[str, float] = field(default_factory=dict)
     # The busiest node's CPU time over its cores (every process on it, not only the pipeline's): how much of
     # the capacity the window used. None: no node reports its cores.
     busiest_cpu_share: float | None = None
+    # What the window cost the Kafka cluster, as its brokers count it: Produce requests and bytes in per second,
+    # summed over the brokers. None: the brokers do not export it (a shared cluster pays for every tuned node).
+    produce_requests_per_s: float | None = None
+    kafka_bytes_in_per_s: float | None = None
     series: dict[str, list[float]] = field(default_factory=dict)
     # The step of the latencies: the coarsest of the stamps' clock and the first bucket of the histogram they were
     # read from (1 ms or more on a live pipeline); 0: exact (the twin's).
