@@ -212,16 +212,19 @@ class Daemon:
         return decision
 
     def _step(self) -> Decision:
-        """collect → judge → decide → realize → record (the Flink autoscaler's runScalingLogic reads alike)."""
+        """collect → not ready? record → judge → decide → realize → record (the Flink autoscaler's
+        runScalingLogic reads alike)."""
         self._sync()
         try:
             collected = self._collect()
         except PipelineUnavailable as err:
             return self._record(self._unavailable(err))
+        if collected.outcome is not None and collected.outcome.kind is OutcomeKind.EXTENDED:
+            return self._record(self._on_trial(collected))
         verdict = self._judge(collected)
         choice = self._decide(collected, verdict)
         target = self.space.hold(choice.target, collected.config) if self.space else choice.target
-        decision = self._realize(collected.config, target, self._decision(collected, verdict, choice))
+        decision = self._realize(collected.config, target, self._decision(collected, choice, verdict.messages))
         return self._record(decision, choice.vetoed)
 
     def _collect(self) -> Collected:
@@ -255,6 +258,13 @@ class Daemon:
             # nor does a window without load or one still shipping the past's queue say anything of the incumbent
             self._update_incumbent(collected)
         return verdict
+
+    def _on_trial(self, collected: Collected) -> Decision:
+        """Hold while a change is on trial (a canary whose effect is still unclear): its window is part of the
+        trial's judgement, not a figure of any one config, so the learner is not told it and nothing is decided
+        until the trial ends."""
+        return self._decision(collected, Choice(collected.config, Action.HOLD,
+                                                f"canary on trial: {collected.outcome.message}"), guardrail=[])
 
     def _unavailable(self, err: PipelineUnavailable, decision: Decision | None = None) -> Decision:
         """Hold while the pipeline cannot be read or reached: a window not seen teaches the learner nothing and
@@ -368,14 +378,15 @@ class Daemon:
         limit = self.policy.max_restarts_per_hour
         return limit is None or sum(self.t_s - t < RESTART_BUDGET_S for t in self._restart_times) < limit
 
-    def _decision(self, collected: Collected, verdict: Verdict, choice: Choice) -> Decision:
-        """The window's decision as chosen; `_realize` amends it with what putting it in force did."""
+    def _decision(self, collected: Collected, choice: Choice, guardrail: list[str]) -> Decision:
+        """The window's decision as chosen, with the guardrails its verdict breached; `_realize` amends it with
+        what putting it in force did."""
         outcome = collected.outcome
         return Decision(window=self.window, t_s=self.t_s, config=dict(collected.config),
                         observed=_summary(collected.observation), action=choice.action,
                         recommendation=choice.recommendation, predicted=choice.predicted,
                         reason="; ".join([choice.reason, *offset_warnings(self.clock_offsets)]),
-                        guardrail=verdict.messages, incumbent_p95_s=self.incumbent.p95_s if self.incumbent else None,
+                        guardrail=guardrail, incumbent_p95_s=self.incumbent.p95_s if self.incumbent else None,
                         rollout=outcome.rollout if outcome else None, outcome=outcome.report() if outcome else None)
 
     def _realize(self, config: Config, target: Config, decision: Decision) -> Decision:

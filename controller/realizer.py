@@ -4,8 +4,9 @@ The daemon decides; a realizer acts and says, as a typed `Outcome`, where the co
 (the Flink Kubernetes operator's autoscaler splits its scaling decision from its `ScalingRealizer` the same
 way). A single pipeline's realizer (`Direct`) applies the config at once and has nothing to add to the window
 after it. A pool's (`controller.rollout.CanaryPool`) puts it on its canary nodes, and `conclude` judges the
-canary on the window that follows: promoted, reverted or taken back, with the measured effect the learner is
-told instead of the raw window.
+canary on the windows that follow: promoted, reverted or taken back, with the measured effect the learner is
+told instead of the raw window, or, while the effect is unclear, extended by one more window (the daemon records
+that window and decides nothing until the trial ends).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ class OutcomeKind(StrEnum):
     CANARY = "canary"  # on the pool's canary nodes, to be judged against the others
     REFUSED = "refused"  # not put in force: the pipeline (a canary node) refused it
     PROMOTED = "promoted"  # judged better on the canary, then put on every node
+    EXTENDED = "extended"  # unclear on the canary so far: it runs one more window, then is judged over all of them
     REVERTED = "reverted"  # judged worse on the canary, or still unclear after its windows: the canary is back
     TAKEN_BACK = "taken_back"  # promoted until a step showed a node clearly worse: every node is back
 
@@ -81,7 +83,7 @@ class Realizer(Protocol):
 
     def conclude(self, seconds: float) -> Outcome | None:
         """What the window the pipeline has just measured makes of the config in force: a change on trial judged
-        (reading the further windows of `seconds` that judging and promoting it take), or where it stands; None
+        (reading the further windows of `seconds` that promoting it takes) or extended, or where it stands; None
         when the window's own figures are the config's (a single pipeline)."""
         ...
 

@@ -111,6 +111,18 @@ class RolloutState:
     baseline_ratios: list[float] = field(default_factory=list)
 
 
+@dataclass
+class Trial:
+    """A candidate on trial on the canary: the window before the change, the ratio the canary's P95 usually keeps
+    to the controls', the canary's full windows since the change, and a window of it that could not be read
+    (the trial is then judged on the windows before it)."""
+
+    before: PoolWindow
+    usual_ratio: float
+    windows: list[PoolWindow]
+    unread: str = ""
+
+
 class CanaryPool:
     """A pool of two or more nodes: measured as one pipeline (`Measured`), every change realized canary
     first (`Realizer`); `node_versions` says what each node's agent runs (none for twins)."""
@@ -131,7 +143,7 @@ class CanaryPool:
         self.node_versions = node_versions
         self._before: PoolWindow | None = None  # the last window observed: the baseline of a new canary
         self._settling = False  # the candidate restarted the canary: its first window is not judged
-        self._trial: tuple[PoolWindow, PoolWindow] | None = None  # a baseline and the canary's first full window
+        self._trial: Trial | None = None  # the candidate's trial, from the canary's first full window
         # the last promotion's step judgements: node -> its judgement and its P95 before its step
         self._step_judgements: dict[str, tuple[CanaryJudgement, float]] = {}
         started = dict(self.nodes[plan.canary[0]].current())
@@ -151,15 +163,22 @@ class CanaryPool:
 
     def observe(self, seconds: float) -> Observation:
         """Measure the pool, keeping each node's latencies: the window before a change is the canary's
-        baseline, and the canary's first full window the one `conclude` judges (a window that settles the
-        canary's restart is neither)."""
-        window = self.windows.observe(seconds)
+        baseline, and the canary's full windows after it are its trial, which `conclude` judges (a window that
+        settles the canary's restart is neither)."""
+        try:
+            window = self.windows.observe(seconds)
+        except PipelineUnavailable as err:
+            if self._trial is not None:
+                self._trial.unread = f"window {len(self._trial.windows) + 1} unread: {err}"
+            raise
         if self.state.phase is not Phase.CANARY or self._before is None:
             self._before = window
         elif self._settling:
             self._settling = False
-        else:
-            self._trial = (self._before, window)  # for `conclude` to judge
+        elif self._trial is None:
+            self._trial = Trial(self._before, self._usual_ratio(self._before), [window])
+        elif not self._trial.unread:
+            self._trial.windows.append(window)
         return window.observation
 
     # -- the Realizer seam ----------------------------------------------------------------------------
@@ -168,6 +187,7 @@ class CanaryPool:
         """A new config goes to the canary nodes (CANARY); the promoted one takes a canary back, and a config
         the pool ran before goes to every node (APPLIED); REFUSED when a node would not take it."""
         if self.state.phase is Phase.CANARY:
+            self._trial = None
             self._revert_canary("replaced before it was judged")
         if config == Config(self.state.promoted):
             return Outcome(OutcomeKind.APPLIED, config, "the pool's promoted config")
@@ -186,10 +206,10 @@ class CanaryPool:
         return Outcome(OutcomeKind.CANARY, config, f"on canary {', '.join(self.plan.canary)}", pause_s)
 
     def conclude(self, seconds: float) -> Outcome:
-        """Judge the canary on the window just measured, or, unclear, on one more window at a time up to
-        `max_windows`, each judged over all its windows: promoted (after its steps), reverted or taken back.
-        With no canary window to judge: where the pool stands (APPLIED, or CANARY not judged yet)."""
-        trial, self._trial = self._trial, None
+        """Judge the canary over its windows since the change: better is promoted (after its steps, or taken
+        back), worse reverted, unclear judged again after one more window (EXTENDED) until `max_windows`, then
+        reverted. With no canary window to judge: where the pool stands (APPLIED, or CANARY not judged yet)."""
+        trial = self._trial
         if trial is None:
             if self.state.phase is Phase.CANARY:
                 return Outcome(OutcomeKind.CANARY, self.current(), "on the canary, not judged yet",
@@ -197,8 +217,18 @@ class CanaryPool:
             return Outcome(OutcomeKind.APPLIED, self.current(),
                            f"the pool's promoted config (version {self.state.version}) on every node",
                            rollout=self.rollout())
-        (before, first), candidate = trial, self.current()
-        judgement, after, windows = self._judge_windows(before, first, seconds)
+        before, candidate, windows = trial.before, self.current(), len(trial.windows)
+        after = PoolWindow(trial.windows[-1].observation, merge_windows([w.latency for w in trial.windows]))
+        judgement = self._judge(before, after, trial.usual_ratio)
+        if trial.unread:  # judged on what was read: unclear, so taken back
+            judgement = replace(judgement, reason=f"{judgement.reason} ({trial.unread})")
+        elif canary_next(judgement.outcome, windows, self.max_windows) is CanaryNext.EXTEND:
+            self.state.judgement = f"unclear over {windows} window(s), judged again with one more: " \
+                                   f"{judgement.reason}"
+            self._save()
+            return Outcome(OutcomeKind.EXTENDED, candidate, self.state.judgement, judgement=judgement,
+                           windows=windows, rollout=self.rollout())
+        self._trial = None
         self.state.judgement = judgement.reason
         told = (self._told_p95_s(judgement, before, after), self._told_sd_s(judgement))
         kind = OutcomeKind.REVERTED
@@ -225,27 +255,6 @@ class CanaryPool:
     def report(self) -> NodesReport:
         """Each node's components and the config version each runs (as its agent says), and the rollout."""
         return NodesReport(self.node_versions(), self.rollout())
-
-    def _judge_windows(self, before: PoolWindow, first: PoolWindow, seconds: float
-                       ) -> tuple[CanaryJudgement, PoolWindow, int]:
-        """The canary's judgement over its windows since `before`, one more each time it is unclear (up to
-        `max_windows`), those windows as one (each node's histograms summed; the last one's observation), and
-        how many they are."""
-        windows = [first]
-        usual = self._usual_ratio(before)
-        while True:
-            after = PoolWindow(windows[-1].observation, merge_windows([w.latency for w in windows]))
-            judgement = self._judge(before, after, usual)
-            if canary_next(judgement.outcome, len(windows), self.max_windows) is not CanaryNext.EXTEND:
-                return judgement, after, len(windows)
-            self.state.judgement = f"unclear over {len(windows)} window(s), judged again with one more: " \
-                                   f"{judgement.reason}"
-            self._save()
-            try:
-                windows.append(self.windows.observe(seconds))
-            except PipelineUnavailable as err:  # judged on what was read: unclear, so taken back
-                return replace(judgement, reason=f"{judgement.reason} (window {len(windows) + 1} unread: {err})"), \
-                    after, len(windows)
 
     def _told_p95_s(self, judgement: CanaryJudgement, before: PoolWindow, after: PoolWindow) -> float:
         """The candidate's P95 at the load of the window before it: the canary's P95 scaled by how the

@@ -73,11 +73,14 @@ class Windows:
         self.events: list[int] = []
         self.observed = 0
         self.fails_at: int | None = None  # the window at which the controller "dies" (not PipelineUnavailable)
+        self.unavailable_at: int | None = None  # the window no node can be read in
 
     def observe(self, seconds: float) -> PoolWindow:
         self.observed += 1
         if self.observed == self.fails_at:
             raise KeyboardInterrupt("the daemon is stopped in the middle of a window")
+        if self.observed == self.unavailable_at:
+            raise PipelineUnavailable("telemetry: Prometheus at http://127.0.0.1:1 did not answer")
         load = self.loads.pop(0) if len(self.loads) > 1 else self.loads[0]  # the last load holds
         events = self.events.pop(0) if self.events else 3000
         latency = {}
@@ -115,6 +118,14 @@ def _window(pool: CanaryPool) -> tuple[Observation, Outcome]:
     measured = pool.observe(30)
     outcome = pool.conclude(30)
     return outcome.observation or measured, outcome
+
+
+def _trial(pool: CanaryPool) -> list[Outcome]:
+    """Windows as the daemon reads them while a canary is on trial, up to the one that ends it."""
+    outcomes = [_window(pool)[1]]
+    while outcomes[-1].kind is OutcomeKind.EXTENDED:
+        outcomes.append(_window(pool)[1])
+    return outcomes
 
 
 def test_a_better_canary_is_promoted_in_steps_although_the_load_rose_on_every_node(tmp_path):
@@ -280,7 +291,8 @@ def test_a_node_without_latency_leaves_the_canary_unjudged_and_taken_back(tmp_pa
     _window(pool)
     pool.realize(FASTER)
     windows.silent.add("node-3")
-    _, outcome = _window(pool)
+    *extended, outcome = _trial(pool)
+    assert [o.kind for o in extended] == [OutcomeKind.EXTENDED] * 2  # unclear: judged again, up to 3 windows
     assert outcome.kind is OutcomeKind.REVERTED and outcome.judgement.outcome is CanaryOutcome.UNCLEAR
     assert nodes["node-1"].config == DEFAULTS and "node-3" in pool.state.judgement
 
@@ -371,6 +383,9 @@ def test_a_thin_first_window_keeps_the_canary_one_more_window_and_judges_both_to
     windows.events = [3000, 150]  # the canary's first window has too few events for a P95: unclear
     _window(pool)
     pool.realize(FASTER)
+    _, extended = _window(pool)
+    assert extended.kind is OutcomeKind.EXTENDED and extended.windows == 1 and not extended.in_force
+    assert "too few events" in extended.message and nodes["node-2"].config == DEFAULTS
     _, outcome = _window(pool)
     # judged again over both windows (3150 events), better: promoted; 2 canary windows, 3 steps, a baseline
     assert windows.observed == 1 + 2 + 3 + 1 and outcome.kind is OutcomeKind.PROMOTED and outcome.windows == 2
@@ -378,10 +393,28 @@ def test_a_thin_first_window_keeps_the_canary_one_more_window_and_judges_both_to
     assert "too few events" not in pool.state.judgement
 
 
+def test_the_daemon_holds_and_tells_the_learner_nothing_while_an_unclear_canary_runs_one_more_window(tmp_path):
+    pool, nodes, windows, _ = _pool(tmp_path, loads=[1.0])
+    windows.events = [3000, 3000, 150]  # the canary's first window has too few events for a P95: unclear
+    learner = Scripted(FASTER)
+    daemon = Daemon(pool, learner, Policy(min_dwell_windows=1), window_s=30.0, realizer=pool)
+    daemon.warm_up()
+    first = daemon.step()
+    told_before = len(learner.told)
+    on_trial = daemon.step()
+    assert on_trial.action == "hold" and on_trial.outcome.kind == "extended" and on_trial.change == {}
+    assert on_trial.reason.startswith("canary on trial: unclear over 1 window(s)") and on_trial.config == dict(FASTER)
+    assert len(learner.told) == told_before and on_trial.t_s == first.t_s + 30.0
+    judged = daemon.step()
+    assert judged.outcome.kind == "promoted" and judged.outcome.windows == 2
+    assert all(node.config == FASTER for node in nodes.values())
+
+
 def test_a_canary_still_unclear_after_its_windows_is_taken_back_and_the_learner_told_what_it_measured(tmp_path):
     pool, nodes, windows, _ = _pool(tmp_path, loads=[1.0], max_windows=3)
     before, _ = _window(pool)
     pool.realize(OTHER)
+    assert [_window(pool)[1].kind for _ in range(2)] == [OutcomeKind.EXTENDED] * 2
     judged, outcome = _window(pool)
     assert windows.observed == 1 + 3 + 1  # three canary windows, then the baseline
     assert outcome.kind is OutcomeKind.REVERTED and outcome.windows == 3
@@ -406,6 +439,7 @@ def test_a_restart_in_the_middle_of_a_canarys_windows_reverts_it(tmp_path):
     _window(pool)
     pool.realize(OTHER)
     windows.fails_at = 3  # the canary's first window was unclear; the daemon dies in its second
+    assert _window(pool)[1].kind is OutcomeKind.EXTENDED
     with pytest.raises(KeyboardInterrupt):
         _window(pool)
     recorded = json.loads((tmp_path / "rollout.json").read_text())
@@ -413,6 +447,19 @@ def test_a_restart_in_the_middle_of_a_canarys_windows_reverts_it(tmp_path):
     restarted = CanaryPool(nodes, windows, pool.plan, tmp_path / "rollout.json", max_windows=3)
     assert nodes["node-1"].config == DEFAULTS and restarted.state.phase is Phase.STEADY
     assert "restarted" in restarted.state.judgement
+
+
+def test_a_canary_window_that_cannot_be_read_ends_its_trial_on_the_windows_read_before_it(tmp_path):
+    pool, nodes, windows, _ = _pool(tmp_path, loads=[1.0])
+    _window(pool)
+    pool.realize(OTHER)
+    assert _window(pool)[1].kind is OutcomeKind.EXTENDED
+    windows.unavailable_at = 3
+    with pytest.raises(PipelineUnavailable):
+        _window(pool)
+    _, outcome = _window(pool)  # the window after the gap is not part of the trial
+    assert outcome.kind is OutcomeKind.REVERTED and outcome.windows == 1
+    assert "window 2 unread: telemetry" in outcome.message and nodes["node-1"].config == DEFAULTS
 
 
 def test_a_promotion_that_hurts_a_later_node_is_taken_back_from_every_node(tmp_path):
