@@ -1,7 +1,8 @@
 """Does pipetune converge and then leave the pipeline alone? The figures of converge-and-stay, on the twin.
 
 Run: `python -m bench.convergence [--calibrations paper-2vcpu,local-filebeat-kafka] [--profiles steady,diurnal]
-[--windows 100] [--diurnal-windows 60] [--seed 0] [--json PATH] [--trace]`; `--json` writes a `BenchResult`.
+[--windows 100] [--diurnal-windows 60] [--seed 0] [--seeds 1] [--json PATH] [--trace]`; `--json` writes a
+`BenchResult` with a row per case and seed, and several seeds end with a table across them.
 
 For each calibration, the daemon drives pipetune (pre-screening on a misjudged twin, as `bench.tuners`
 does) for `--windows` windows of steady load, then for `--diurnal-windows` windows of a diurnal load whose
@@ -15,6 +16,7 @@ a drift of the incumbent's P95, a policy change). `--trace` also prints every wi
 from __future__ import annotations
 
 import argparse
+import statistics
 from pathlib import Path
 from typing import Callable
 
@@ -94,25 +96,11 @@ def trace(d: Decision) -> None:
                   f"{d.action}{' *' if d.change else ''}: {d.reason}", soft_wrap=True, highlight=False)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--calibrations", default="paper-2vcpu,local-filebeat-kafka")
-    parser.add_argument("--profiles", default="steady,diurnal", help="steady, diurnal or both")
-    parser.add_argument("--windows", type=int, default=100)
-    parser.add_argument("--diurnal-windows", type=int, default=60)
-    parser.add_argument("--window", type=float, default=30.0)
-    parser.add_argument("--rate", type=float, default=300.0)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", type=Path, help="write the result (bench/result.py) here")
-    parser.add_argument("--trace", action="store_true", help="print every window's load, P95, action and why")
-    args = parser.parse_args()
-    result = BenchResult.start("bench.convergence")
-    profiles = args.profiles.split(",")
-    unknown = set(profiles) - {"steady", "diurnal"}
-    if unknown:
-        parser.error(f"--profiles: {', '.join(sorted(unknown))} unknown; allowed: steady, diurnal")
+def run_seed(args: argparse.Namespace, seed: int, profiles: list[str]) -> dict:
+    """Every calibration and profile for one seed, printed as it goes (a table per calibration, the changes by
+    cause, and with `--trace` every window); returns each case's figures."""
     out: dict = {}
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 0), title=f"pipetune on the twin, {args.window:g} s windows, seed {args.seed}")
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 0), title=f"pipetune on the twin, {args.window:g} s windows, seed {seed}")
     for col in ("case", "windows", "near 1.1×\nat", "changes\nafter", "converged\nat", "final\nP95 s", "changes"):
         table.add_column(col, justify="left" if col == "case" else "right", no_wrap=True)
     for cal in args.calibrations.split(","):
@@ -121,8 +109,8 @@ def main() -> None:
             period = {"period_s": windows * args.window} if name == "diurnal" else {}
             if args.trace:
                 console.print(f"{cal} / {name}, window by window (* a change):")
-            run = drive(cal, WorkloadSpec(Profile(name), args.rate, seed=args.seed, **period), windows, args.window,
-                        args.seed, trace if args.trace else None)
+            run = drive(cal, WorkloadSpec(Profile(name), args.rate, seed=seed, **period), windows, args.window,
+                        seed, trace if args.trace else None)
             figures = convergence(run["decisions"], run["final_p95_s"])
             out[f"{cal} / {name}"] = {"windows": windows} | figures | (
                 {"changes_by_cause": change_causes(run["decisions"])} if name == "diurnal" else {})
@@ -138,10 +126,63 @@ def main() -> None:
             for row in out[f"{cal} / diurnal"]["changes_by_cause"]:
                 console.print(f"  window {row['window']:3d} at {row['offered_eps']:5.0f} ev/s: {row['action']}, "
                               f"{row['cause']}")
-        if args.json:  # after every calibration, so a long run is never lost
-            rows = [{"case": case, "seed": args.seed} | {k: v for k, v in f.items() if k != "changes_by_cause"}
-                    for case, f in out.items()]
-            result.finish(rows, out).write(args.json)
+    return out
+
+
+def across_seeds(rows: list[dict]) -> list[dict]:
+    """Per case over its seeds: how many runs made at most two changes after coming near, the median and the
+    worst final P95."""
+    summary = []
+    for case in dict.fromkeys(row["case"] for row in rows):
+        runs = [row for row in rows if row["case"] == case]
+        finals = sorted(row["final_p95_s"] for row in runs)
+        calm = sum(row["changes_after_near"] is not None and row["changes_after_near"] <= 2 for row in runs)
+        summary.append({"case": case, "seeds": len(runs), "calm": calm,
+                        "median_final_p95_s": statistics.median(finals), "worst_final_p95_s": finals[-1]})
+    return summary
+
+
+def print_across_seeds(summary: list[dict]) -> None:
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1), title="across seeds")
+    for col in ("case", "seeds", "≤ 2 changes\nafter near", "median\nfinal P95 s", "worst\nfinal P95 s"):
+        table.add_column(col, justify="left" if col == "case" else "right", no_wrap=True)
+    for row in summary:
+        table.add_row(row["case"], str(row["seeds"]), f"{row['calm']} of {row['seeds']}",
+                      f"{row['median_final_p95_s']:.4f}", f"{row['worst_final_p95_s']:.4f}")
+    console.print(table)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--calibrations", default="paper-2vcpu,local-filebeat-kafka")
+    parser.add_argument("--profiles", default="steady,diurnal", help="steady, diurnal or both")
+    parser.add_argument("--windows", type=int, default=100)
+    parser.add_argument("--diurnal-windows", type=int, default=60)
+    parser.add_argument("--window", type=float, default=30.0)
+    parser.add_argument("--rate", type=float, default=300.0)
+    parser.add_argument("--seed", type=int, default=0, help="the first seed")
+    parser.add_argument("--seeds", type=int, default=1, help="how many seeds, from --seed on (1 to 100)")
+    parser.add_argument("--json", type=Path, help="write the result (bench/result.py) here")
+    parser.add_argument("--trace", action="store_true", help="print every window's load, P95, action and why")
+    args = parser.parse_args()
+    result = BenchResult.start("bench.convergence")
+    profiles = args.profiles.split(",")
+    unknown = set(profiles) - {"steady", "diurnal"}
+    if unknown:
+        parser.error(f"--profiles: {', '.join(sorted(unknown))} unknown; allowed: steady, diurnal")
+    if not 1 <= args.seeds <= 100:
+        parser.error(f"--seeds: {args.seeds} is outside 1..100")
+    rows: list[dict] = []
+    details: dict = {}
+    for seed in range(args.seed, args.seed + args.seeds):
+        out = run_seed(args, seed, profiles)
+        rows += [{"case": case, "seed": seed} | {k: v for k, v in f.items() if k != "changes_by_cause"}
+                 for case, f in out.items()]
+        details[f"seed {seed}"] = out
+        if args.json:  # after every seed, so a long run is never lost
+            result.finish(rows, details if args.seeds > 1 else out).write(args.json)
+    if args.seeds > 1:
+        print_across_seeds(across_seeds(rows))
 
 
 if __name__ == "__main__":

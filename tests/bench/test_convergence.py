@@ -1,7 +1,7 @@
 """bench.convergence's figures from a decision log: when the search came near and stopped, and what it changed
 after (a run of the twin is in the benchmark itself, too long for a test)."""
 
-from bench.convergence import change_causes, convergence
+from bench.convergence import across_seeds, change_causes, convergence
 from controller.state import Action, Decision
 
 
@@ -27,3 +27,14 @@ def test_a_run_that_never_converged_says_so():
     log = [_decision(0, 2.0, "optimistic gain", True), _decision(1, 1.0, "optimistic gain", True)]
     figures = convergence(log, final_p95_s=1.0)
     assert figures["first_converged_window"] is None and figures["changes_after_converged"] is None
+
+
+def test_seeds_are_summed_up_per_case_a_run_that_never_came_near_counting_as_not_calm():
+    rows = [{"case": "a / steady", "seed": 0, "changes_after_near": 0, "final_p95_s": 2.0},
+            {"case": "a / steady", "seed": 1, "changes_after_near": 3, "final_p95_s": 1.0},
+            {"case": "a / steady", "seed": 2, "changes_after_near": None, "final_p95_s": 4.0},
+            {"case": "b / diurnal", "seed": 0, "changes_after_near": 2, "final_p95_s": 0.5}]
+    summary = {row["case"]: row for row in across_seeds(rows)}
+    assert summary["a / steady"] == {"case": "a / steady", "seeds": 3, "calm": 1, "median_final_p95_s": 2.0,
+                                     "worst_final_p95_s": 4.0}
+    assert summary["b / diurnal"]["calm"] == 1 and list(summary) == ["a / steady", "b / diurnal"]
