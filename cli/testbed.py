@@ -12,8 +12,10 @@ from controller.pipelines import PipelineUnavailable
 from models.space import PIPELINE_SPACE
 from testbed import agent, lifecycle
 from testbed.endpoints import live_pipeline, write_deployment
+from testbed.filebeat_layout import idle_glob, write_idle_files
 from testbed.install import PrerequisiteError
-from testbed.pipeline import DEFAULT_PIPELINE, MAX_BROKERS, MAX_NODES, PipelineError, PipelineSpec, load_pipeline
+from testbed.pipeline import (DEFAULT_PIPELINE, MAX_BROKERS, MAX_IDLE_FILES, MAX_NODES, PipelineError, PipelineSpec,
+                              load_pipeline)
 from testbed.processes import TestbedError
 
 testbed_app = typer.Typer(help="Run the real pipeline (Kafka, Filebeat, Prometheus, probe) on loopback.",
@@ -70,15 +72,25 @@ def up(pipeline: Path = PipelineOption,
        nodes: int | None = typer.Option(None, "--nodes", help=f"Filebeat nodes, 1 to {MAX_NODES} "
                                                                "(default: the pipeline file's, else 1)"),
        brokers: int | None = typer.Option(None, "--brokers", help=f"Kafka brokers, 1 to {MAX_BROKERS} "
-                                                                   "(default: the pipeline file's, else 1)")) -> None:
+                                                                   "(default: the pipeline file's, else 1)"),
+       idle_files: int | None = typer.Option(None, "--idle-files",
+                                             help=f"idle rotated files beside each node's log (access.log.1 ...), "
+                                                  f"which Filebeat's input globs match, 0 to {MAX_IDLE_FILES} "
+                                                  "(default: the pipeline file's log.idle_files, else 0)")) -> None:
     """Install what is missing and start every component of the pipeline."""
     spec = _load(pipeline)
     try:
         spec = spec.sized(spec.nodes if nodes is None else nodes, spec.brokers if brokers is None else brokers)
+        spec = spec if idle_files is None else spec.with_idle_files(idle_files)
+        for node in spec.node_layouts():  # before Filebeat starts: its first scan finds them
+            write_idle_files(node.log_path, spec.log.idle_files, spec.log.format)
         lifecycle.up(spec)
     except (PipelineError, TestbedError, PrerequisiteError) as err:
         _fail(str(err))
     _print_status(spec)
+    if spec.log.idle_files:
+        typer.echo(f"  {spec.log.idle_files} idle rotated files beside each node's log, which Filebeat's input "
+                   f"matches with {idle_glob(spec.log_path()).name}")
     written = write_deployment(spec, pipeline)
     typer.echo(f"  deployment file: {written} (`pipetune autotune --pipeline {written}` tunes it, with replay)")
 

@@ -21,6 +21,7 @@ DEFAULT_PIPELINE = Path(__file__).resolve().parent / "pipeline.yaml"
 
 Port = Field(ge=1024, le=65535)
 MAX_NODES, MAX_BROKERS = 16, 5
+MAX_IDLE_FILES = 100_000
 # Where the simulated hosts listen when there are several: node i's agent on 127.0.1.i, broker j on 127.0.2.j.
 NODE_NET, BROKER_NET = "127.0.1", "127.0.2"
 
@@ -50,6 +51,9 @@ class KafkaSpec(_Spec):
 class LogSpec(_Spec):
     path: Path = Field(description="the replayed access log; relative paths are under the run dir")
     format: Literal["json", "multiline-json", "combined", "nginx-json"] = "json"
+    idle_files: int = Field(default=0, ge=0, le=MAX_IDLE_FILES,
+                            description="rotated files beside the log that no longer grow (`access.log.1` ...), "
+                                        "which the Filebeat input's globs match: each scan stats them")
 
 
 class FilebeatSpec(_Spec):
@@ -176,12 +180,17 @@ class PipelineSpec(_Spec):
         """This pipeline with `nodes` Filebeat nodes and `brokers` brokers (`--nodes`, `--brokers`), validated:
         a `PipelineError` names the flag and the allowed range, or the ports the sizes make collide."""
         for flag, value, most in (("--nodes", nodes, MAX_NODES), ("--brokers", brokers, MAX_BROKERS)):
-            if not 1 <= value <= most:
-                raise PipelineError(f"{flag}: {value} is out of range; allowed 1 to {most}")
+            _check_range(flag, value, 1, most)
         try:
             return PipelineSpec.model_validate(self.model_dump() | {"nodes": nodes, "brokers": brokers})
         except ValidationError as err:
             raise PipelineError("; ".join(_describe(e) for e in err.errors())) from None
+
+    def with_idle_files(self, count: int) -> "PipelineSpec":
+        """This pipeline with `count` idle rotated files beside each node's log (`--idle-files`); out of range,
+        a `PipelineError` names the flag and the allowed range."""
+        _check_range("--idle-files", count, 0, MAX_IDLE_FILES)
+        return self.model_copy(update={"log": self.log.model_copy(update={"idle_files": count})})
 
     def resolved_run_dir(self) -> Path:
         """Where the testbed keeps its configs, data, pid files and logs."""
@@ -262,6 +271,11 @@ def load_pipeline(path: Path | str = DEFAULT_PIPELINE) -> PipelineSpec:
         raise PipelineError(f"{path}: {problems}") from None
     spec.start_config()  # a bad preset or value fails here, at load time
     return spec
+
+
+def _check_range(flag: str, value: int, least: int, most: int) -> None:
+    if not least <= value <= most:
+        raise PipelineError(f"{flag}: {value} is out of range; allowed {least} to {most}")
 
 
 def _describe(error: dict) -> str:

@@ -38,6 +38,13 @@ def test_bad_pipeline_file_is_an_error_not_a_traceback(tmp_path):
     assert "kafka.port" in result.output and "Traceback" not in result.output
 
 
+def test_idle_files_out_of_range_stop_up_before_anything_is_written(tmp_path, make_pipeline):
+    pipeline = make_pipeline(tmp_path, "idle")
+    result = runner.invoke(app, ["testbed", "up", "--pipeline", str(pipeline), "--idle-files", "100001"])
+    assert result.exit_code == 2 and "--idle-files: 100001 is out of range; allowed 0 to 100000" in result.output
+    assert not load_pipeline(pipeline).log_path().parent.exists()
+
+
 def test_busy_port_stops_up_before_anything_starts(tmp_path, make_pipeline):
     path = make_pipeline(tmp_path, "busy")
     spec = load_pipeline(path)

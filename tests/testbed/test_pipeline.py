@@ -39,6 +39,7 @@ def test_a_pipeline_beside_another_shares_no_port_and_no_run_dir():
     (lambda r: r["probe"].update(topic="elsewhere"), "probe.topic"),
     (lambda r: r["prometheus"].update(port=r["kafka"]["port"]), "prometheus.port"),
     (lambda r: r["kafka"].update(extra=1), "kafka.extra"),
+    (lambda r: r["log"].update(idle_files=-1), "log.idle_files"),
     (lambda r: r.pop("filebeat"), "filebeat"),
     (lambda r: r["config"].update(preset="fastest"), "config"),
     (lambda r: r["config"].update(set={"filebeat.backoff": -1}), "filebeat.backoff"),
