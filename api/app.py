@@ -99,6 +99,25 @@ def _checked(policy: Policy) -> Policy:
     return policy.model_copy(update={"pins": {k: PIPELINE_SPACE[k].validate(v) for k, v in policy.pins.items()}})
 
 
+def _refuse_held(fields: Mapping[str, Any], pool: str, managed: list[str] | None) -> None:
+    """422 for a pin or bound in `fields` (a policy, or a patch's changes) on a parameter no agent of the pool
+    applies (`managed`, from the daemon's status; None: every one): the daemon holds it at the running config's
+    value, so the policy would promise what nothing does."""
+    errors = [(["body", field, name], f"no agent of pool {pool} manages {name}: the daemon holds it at the running "
+                                      f"config's value, and a {field.rstrip('s')} on it would have no effect",
+               "param_held")
+              for field in ("pins", "bounds") for name in (fields.get(field) or {})
+              if managed is not None and name not in managed]
+    if errors:
+        raise _invalid(errors)
+
+
+def _managed(store: StateStore) -> list[str] | None:
+    """The parameters some agent of the pool applies, as the daemon's status says; None: every one (the twin, or
+    no status yet)."""
+    return (store.load_status().get("tuned_space") or {}).get("managed")
+
+
 def _override_values(body: OverrideRequest, policy: Policy, pool: str, managed: list[str] | None
                      ) -> tuple[dict[str, Value], list[str]]:
     """The override's values validated against each Param's hard limits, and which leave the policy's bounds.
@@ -287,6 +306,7 @@ def _pool_router(pools: Pools, resolve: Callable[..., PoolDir], require_token: A
     def put_policy(request: Request, body: Annotated[Policy, Body(openapi_examples={"pin and bound": {
             "value": POLICY_EXAMPLE}})], raw: bytes = Depends(_raw_body), store: StateStore = _STORE) -> Policy:
         policy = _checked(_strict(Policy, raw))
+        _refuse_held(policy.model_dump(), request.state.pool.name, _managed(store))
         with lock:
             store.save_policy(policy)
             audit(store, request, "policy_set", policy=policy.model_dump())
@@ -304,6 +324,7 @@ def _pool_router(pools: Pools, resolve: Callable[..., PoolDir], require_token: A
             except ValidationError as exc:
                 raise _from_pydantic(exc) from None
             policy = _checked(policy)
+            _refuse_held(changes, request.state.pool.name, _managed(store))
             store.save_policy(policy)
             audit(store, request, "policy_patched", changes=changes)
         return policy
@@ -317,8 +338,7 @@ def _pool_router(pools: Pools, resolve: Callable[..., PoolDir], require_token: A
                  summary="Force parameters for ttl_s seconds (applied at the next decision, guardrails still apply)")
     def add_override(request: Request, body: OverrideRequest, store: StateStore = _STORE) -> dict:
         with lock:
-            space = store.load_status().get("tuned_space") or {}
-            values, outside = _override_values(body, policy_now(store), request.state.pool.name, space.get("managed"))
+            values, outside = _override_values(body, policy_now(store), request.state.pool.name, _managed(store))
             override = store.add_override(values, body.ttl_s, body.reason, override_bounds=body.override_bounds)
             audit(store, request, "override_added", id=override.id, params=values, ttl_s=body.ttl_s,
                   reason=body.reason, override_bounds=body.override_bounds, outside_policy=outside)

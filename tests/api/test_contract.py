@@ -185,6 +185,23 @@ def test_an_override_of_a_parameter_no_agent_applies_is_refused_naming_the_pool(
     assert store.overrides() == []
 
 
+def test_a_pin_or_bound_on_a_parameter_no_agent_applies_is_refused_and_the_policy_kept(client: TestClient,
+                                                                                       store: StateStore) -> None:
+    """A pin the daemon cannot honour would tell the operator a value is forced while the held one runs."""
+    space = TunedSpaceReport(tuned={"filebeat.backoff": ["edge-1/filebeat"]}, held={}, managed=["filebeat.backoff"])
+    store.save_status(Status(mode="auto", paused=False, tuned_space=space))
+    before = client.get("/policy").json()
+    put = client.put("/policy", json={"pins": {"filebeat.backoff": 0.5, "kafka.consumer.fetch.max.wait.ms": 100}},
+                     headers=AUTH)
+    patch = client.patch("/policy", json={"bounds": {"kafka.consumer.fetch.max.wait.ms": [10, 100]}}, headers=AUTH)
+    assert put.status_code == patch.status_code == 422
+    assert [e["loc"] for e in put.json()["detail"]] == [["body", "pins", "kafka.consumer.fetch.max.wait.ms"]]
+    assert patch.json()["detail"][0]["loc"] == ["body", "bounds", "kafka.consumer.fetch.max.wait.ms"]
+    assert "no agent of pool default manages" in patch.json()["detail"][0]["msg"]
+    assert client.get("/policy").json() == before
+    assert client.patch("/policy", json={"pins": {"filebeat.backoff": 0.5}}, headers=AUTH).status_code == 200
+
+
 def test_override_within_the_policy_needs_no_flag(client: TestClient) -> None:
     client.put("/policy", json={"bounds": {"filebeat.queue.mem.flush.timeout": [0.0, 1.0]},
                                 "pins": {"filebeat.output.bulk_max_size": 512}}, headers=AUTH)
