@@ -214,7 +214,7 @@ def figures(result: dict) -> dict[str, list[dict]]:
            "lost_events_side_by_side": result["lost_events_side_by_side"],
            "changes_logged": result["changes_logged"], "changes_in_agent_audit": result["changes_in_agent_audit"],
            "daemon_rollbacks": result["daemon_rollbacks"], "agent_rollbacks": result["agent_rollbacks"],
-           "canaries_lost": sum(n["lost"] for n in counted.values()) if counted else None}
+           "agent_held": result["agent_held"], "canaries_lost": sum(n["lost"] for n in counted.values()) if counted else None}
     return {"fresh steady windows side by side (median of the rounds)": side_by_side, "the tuning run": [run]}
 
 
@@ -347,6 +347,8 @@ def main() -> None:
         "changes_logged": logged, "changes_in_agent_audit": matched,
         "agent_versions": sum(entry["event"] == "change_started" for entries in audit.values() for entry in entries),
         "agent_rollbacks": sum(entry["event"] == "rolled_back" for entries in audit.values() for entry in entries),
+        # a write the agent refused because a tuned key was changed by hand: the operator's edit kept
+        "agent_held": sum(entry["event"] == "held" for entries in audit.values() for entry in entries),
         "daemon_rollbacks": tuned["rollbacks"], "final_config": dict(final),
         "final_vs_defaults": {k: [a, b] for k, (a, b) in preset("defaults").diff(final).items()},
         "timeline": timeline, "measurements": [vars(r) for r in rows], "agent_audit": audit, "canaries": counted,
@@ -368,7 +370,8 @@ def main() -> None:
          f"{result['lost_events_side_by_side']} side by side (goal 0)"),
         (logged == matched, f"decision-log changes found in the agent's audit: {matched} of {logged} "
                             f"({result['agent_versions']} versions, {result['agent_rollbacks']} agent rollbacks, "
-                            f"{result['daemon_rollbacks']} daemon rollbacks)"),
+                            f"{result['agent_held']} held for a hand edit, {result['daemon_rollbacks']} daemon "
+                            "rollbacks)"),
     ]
     if counted is None:
         console.print("canaries: none written (the pipeline file's agent.canary_eps is not set)")
