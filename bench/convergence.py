@@ -32,17 +32,16 @@ from controller.state import Decision
 from controller.tuning_run import LearnerSetup, tuning_learner, twin_pipeline
 from models.policy import Policy
 from models.presets import preset
-from models.twin import load
+from models.twin import Calibration, load
 from replay.profiles import Profile, WorkloadSpec
 
 console = Console(width=80)  # readable in 80 columns, piped or not
 
 
-def drive(calibration: str, workload: WorkloadSpec, windows: int, window_s: float, seed: int,
+def drive(cal: Calibration, workload: WorkloadSpec, windows: int, window_s: float, seed: int,
           on_decision: Callable[[Decision], None] | None = None) -> dict:
     """One daemon run of pipetune on the twin; returns its decisions and the final incumbent's fresh P95.
     `on_decision` is called with each decision as it is made."""
-    cal = load(calibration)
     policy, start = Policy(), preset("defaults")
     setup = LearnerSetup("pipetune", policy, start, cal.topology, seed, screen=misjudged(cal, seed))
     pipeline = twin_pipeline(start, cal, workload, windows, window_s)
@@ -109,7 +108,7 @@ def run_seed(args: argparse.Namespace, seed: int, profiles: list[str]) -> dict:
             period = {"period_s": windows * args.window} if name == "diurnal" else {}
             if args.trace:
                 console.print(f"{cal} / {name}, window by window (* a change):")
-            run = drive(cal, WorkloadSpec(Profile(name), args.rate, seed=seed, **period), windows, args.window,
+            run = drive(load(cal), WorkloadSpec(Profile(name), args.rate, seed=seed, **period), windows, args.window,
                         seed, trace if args.trace else None)
             figures = convergence(run["decisions"], run["final_p95_s"])
             out[f"{cal} / {name}"] = {"windows": windows} | figures | (
