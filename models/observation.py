@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Mapping
 
 from models.clock_offset import ClockOffset
+
+
+NOT_THE_PIPELINE = ("writer", "probe", "background")  # parts in `cpu_cores` beside the pipeline, not in it
 
 
 @dataclass
@@ -32,7 +36,8 @@ class Observation:
     stage_mean_s: dict[str, float] = field(default_factory=dict)
     backlog_events: dict[str, int] = field(default_factory=dict)
     # CPU seconds per second each part used, by name: the managed components ("filebeat", "logstash"), the
-    # twin's "writer", "kafka" and "sink", each live broker ("broker-<id>") and pipetune's own ("probe").
+    # twin's "writer", "kafka", "sink" and "background" (the OS), each live broker ("broker-<id>") and
+    # pipetune's own ("probe").
     cpu_cores: dict[str, float] = field(default_factory=dict)
     # The busiest node's CPU time over its cores (every process on it, not only the pipeline's): how much of
     # the capacity the window used. None: no node reports its cores.
@@ -68,3 +73,15 @@ class Observation:
     @property
     def backlog_total(self) -> int:
         return int(sum(self.backlog_events.values()))
+
+    @property
+    def pipeline_cpu_cores(self) -> float:
+        return pipeline_cpu_cores(self.cpu_cores)
+
+
+def pipeline_cpu_cores(cpu_cores: Mapping[str, float]) -> float:
+    """The CPU the pipeline's own parts used, cores, from CPU by part (`Observation.cpu_cores`): every part but
+    the load's writer, pipetune's probe and the node's background: what a config costs the node and the cluster
+    it runs on. NaN: no part of the pipeline reported it."""
+    spent = [cores for part, cores in cpu_cores.items() if part not in NOT_THE_PIPELINE]
+    return float(sum(spent)) if spent else float("nan")
