@@ -13,9 +13,10 @@ from models.twin.core import COMPONENTS, Cpu, Stamps
 Stage = tuple[str, str, str]
 
 
-def window_observation(stamps: Stamps, stages: Sequence[Stage], cpu: Cpu, start_s: float,
-                       end_s: float) -> Observation:
-    """Latency of events delivered in [start_s, end_s), rates, backlog at end_s, CPU and packets.
+def window_observation(stamps: Stamps, stages: Sequence[Stage], cpu: Cpu, start_s: float, end_s: float,
+                       event_bytes: int | None = None) -> Observation:
+    """Latency of events delivered in [start_s, end_s), rates, backlog at end_s, CPU, packets, and the Produce
+    requests and bytes (at `event_bytes` an event; None: unknown) Kafka took in.
 
     As with the end-of-pipeline probe, latency is counted when an event arrives. A window in which
     nothing arrives while events wait reports the oldest wait as its latency (a lower bound).
@@ -43,6 +44,7 @@ def window_observation(stamps: Stamps, stages: Sequence[Stage], cpu: Cpu, start_
     used = cpu.used(first, last) / duration
     cores = {name: float(u) for name, u in zip(COMPONENTS, used)}
     cores["background"] = cpu.background_cores
+    requests, appended = produced(stamps, start_s, end_s)
     return Observation(
         duration_s=end_s - start_s,
         offered_eps=offered / duration,
@@ -53,6 +55,8 @@ def window_observation(stamps: Stamps, stages: Sequence[Stage], cpu: Cpu, start_
         stage_p95_s=stage_p95, stage_mean_s=stage_mean,
         backlog_events=backlog(stamps, stages, end_s),
         cpu_cores=cores, busiest_cpu_share=sum(cores.values()) / cpu.cores,
+        produce_requests_per_s=requests / duration,
+        kafka_bytes_in_per_s=appended * event_bytes / duration if event_bytes is not None else None,
         series=per_second(stamps, stages, cpu, start_s, end_s),
     )
 
@@ -61,6 +65,19 @@ def delivered(stamps: Stamps, start_s: float, end_s: float) -> np.ndarray:
     """Indices of the events that arrived at the end of the pipeline in [start_s, end_s)."""
     head = stamps.sink[:int(np.searchsorted(stamps.write, end_s, "left"))]
     return np.flatnonzero((head >= start_s) & (head < end_s))
+
+
+def produced(stamps: Stamps, start_s: float, end_s: float) -> tuple[int, int]:
+    """The Produce requests Kafka appended in [start_s, end_s), and their events.
+
+    A request appends a run of consecutive events at one time (`Stamps.kafka`), a time the next request's
+    jitter makes its own: each run that starts in the window is a request. (Two requests appended at the
+    very same time, possible only without jitter, count as one.)"""
+    kafka = stamps.kafka[:int(np.searchsorted(stamps.write, end_s, "left"))]
+    inside = (kafka >= start_s) & (kafka < end_s)
+    starts = inside.copy()
+    starts[1:] &= kafka[1:] != kafka[:-1]
+    return int(np.count_nonzero(starts)), int(np.count_nonzero(inside))
 
 
 def backlog(stamps: Stamps, stages: Sequence[Stage], t_s: float) -> dict[str, int]:

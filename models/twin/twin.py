@@ -116,7 +116,8 @@ class Twin:
         """What a live pipeline's telemetry would report for [start_s, end_s) (run that far first)."""
         if end_s > self.env.clock.now + 1e-9:
             raise ValueError(f"observe({start_s}, {end_s}) lies beyond the simulated time {self.env.clock.now}")
-        return window_observation(self.stamps, self.stages, self.env.cpu, start_s, end_s)
+        return window_observation(self.stamps, self.stages, self.env.cpu, start_s, end_s,
+                                  self.env.calibration.event_bytes)
 
     def latency_histogram(self, start_s: float, end_s: float, upper_bounds_s: Sequence[float]) -> LatencyHistogram:
         """The E2E latencies of the events that arrived in [start_s, end_s), in the probe's kind of buckets."""
