@@ -12,11 +12,12 @@ from typing import Iterator
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from controller.state import StateStore
+from controller.state import COST_GAUGES, CPU_GAUGE, StateStore
 
 
 class StateCollector:
-    """Decision and rollback counters from decisions.jsonl; incumbent and last-window gauges; steering."""
+    """Decision and rollback counters from decisions.jsonl; incumbent and last-window gauges (the window's cost
+    too); steering."""
 
     def __init__(self, store: StateStore) -> None:
         self.store = store
@@ -37,10 +38,14 @@ class StateCollector:
             observed = decisions[-1].get("observed", {})
             for name, key, help_text in (("pipetune_window_p95_seconds", "p95_s", "P95 of the last window"),
                                          ("pipetune_throughput_ratio", "throughput_ratio",
-                                          "Output over offered load in the last window")):
+                                          "Output over offered load in the last window"), *COST_GAUGES):
                 value = observed.get(key)
                 if isinstance(value, (int, float)) and math.isfinite(value):
                     yield GaugeMetricFamily(name, help_text, value=value)
+            cpu = GaugeMetricFamily(*CPU_GAUGE, labels=["part"])
+            for part, cores in sorted((observed.get("cpu_cores") or {}).items()):
+                cpu.add_metric([part], cores)
+            yield cpu
         yield GaugeMetricFamily("pipetune_paused", "1 while a person has paused the tuner", value=int(self.store.paused()))
         yield GaugeMetricFamily("pipetune_active_overrides", "Overrides not yet expired",
                                 value=len(self.store.overrides()))

@@ -91,11 +91,14 @@ class HealthOut(BaseModel):
     status: Literal["ok"] = "ok"
 
 
+COST_EXAMPLE = {"cpu_cores": {"filebeat": 0.061, "probe": 0.02, "broker-1": 0.12}, "busiest_cpu_share": 0.18,
+                "packets_per_s": 41.0, "produce_requests_per_s": 44.0, "kafka_bytes_in_per_s": 240000.0}
+
 DECISION_EXAMPLE = {
     "window": 12, "t_s": 390.0, "action": "explore", "reason": "expected improvement 0.12 s, feasible with 97 %",
     "config": {"filebeat.output.bulk_max_size": 2048}, "change": {"filebeat.output.bulk_max_size": [2048, 512]},
-    "predicted": {"p95_s": 0.41}, "observed": {"p95_s": 0.52, "throughput_ratio": 1.0}, "guardrail": [],
-    "recommendation": {}, "incumbent_p95_s": 0.5, "pause_s": 2.0}
+    "predicted": {"p95_s": 0.41}, "observed": {"p95_s": 0.52, "throughput_ratio": 1.0, **COST_EXAMPLE},
+    "guardrail": [], "recommendation": {}, "incumbent_p95_s": 0.5, "pause_s": 2.0}
 
 
 class DecisionOut(Decision):
@@ -128,7 +131,8 @@ class StatusOut(Status):
     model_config = ConfigDict(extra="allow", json_schema_extra={"examples": [{
         "pipeline": "pipeline", "mode": "auto", "paused": False, "window": 12, "t_s": 390.0, "updated_at": 1767000000.0,
         "current_config": {"filebeat.output.bulk_max_size": 512},
-        "incumbent": {"config": {"filebeat.output.bulk_max_size": 512}, "p95_s": 0.48, "offered_eps": 300.0},
+        "incumbent": {"config": {"filebeat.output.bulk_max_size": 512}, "p95_s": 0.48, "offered_eps": 300.0,
+                      "cost": COST_EXAMPLE},
         "last_decision": DECISION_EXAMPLE,
         "guardrail": {"last_breaches": [], "rollbacks": 1, "violation_s": 30.0},
         "learner": {"observations": 13, "last_reason": "minimum dwell of 2 windows"},

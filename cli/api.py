@@ -14,6 +14,7 @@ from rich.table import Table
 
 from api.auth import TOKEN_ENV, load_token
 from api.client import DEFAULT_URL, URL_ENV, ApiClient, ApiError
+from cli.cost import cost_text
 from cli.listening import INSECURE_HTTP, TLS_CERT, TLS_KEY, tls_options
 from controller.state import StateStore
 from models.units import parse_duration_s
@@ -110,7 +111,9 @@ def _print_status(pool: str, nodes: list[str] | None, status: dict) -> None:
             ("window", _num(status.get("window"), 0)),
             ("last window", f"P95 {_num(observed.get('p95_s'))} s, out/in {_num(observed.get('throughput_ratio'))}, "
                             f"{last.get('action', '–')}: {last.get('reason', '')}"),
+            ("last window cost", cost_text(observed) if last else "–"),
             ("incumbent P95", f"{_num(inc.get('p95_s'))} s at {_num(inc.get('offered_eps'), 0)} ev/s"),
+            ("incumbent cost", cost_text(inc["cost"]) if inc.get("cost") else "–"),
             ("rollbacks", _num((status.get("guardrail") or {}).get("rollbacks"), 0)),
             ("learner", f"{_num((status.get('learner') or {}).get('observations'), 0)} observations"),
             ("overrides", "; ".join(f"{o['id']} {o['params']} {o['remaining_s']:.0f}s left" for o in status["overrides"])

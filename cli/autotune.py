@@ -19,6 +19,7 @@ from rich.console import Console
 
 from cli.api import require_token
 from cli.autotune_view import WindowNumbers, WindowView, new_plot_path, plot_run, pool_line, print_summary
+from cli.cost import cost_text
 from cli.listening import tls_options
 from controller.daemon import Daemon, PersistentError
 from controller.deployment import (Deployment, DeploymentError, is_deployment_file, load_deployment, pool_managers,
@@ -253,6 +254,9 @@ def autotune_command(
     changed = baseline.diff(final)
     err.print(f"final config vs {called}: " + (", ".join(f"{k} {a:.4g} → {b:.4g}" if isinstance(b, float) else
                                                          f"{k} {a} → {b}" for k, (a, b) in changed.items()) or "unchanged"))
+    if live and daemon.incumbent is not None and daemon.incumbent.cost is not None:
+        err.print("final config's cost, on its last window as the incumbent: "
+                  + cost_text(daemon.incumbent.cost.model_dump()))
     if space.held:
         err.print("held, not tuned: " + "; ".join(f"{k} {final[k]:.4g} ({why})" if isinstance(final[k], float) else
                                                   f"{k} {final[k]} ({why})" for k, why in space.held.items()))

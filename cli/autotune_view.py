@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from cli.cost import core_share, per_second, shipper_cores
 from cli.tables import Column, plain_line, print_rows, render_table
 from controller.state import Decision
 
@@ -24,7 +25,10 @@ def _short_change(change: dict) -> str:
 
 WINDOW_COLUMNS = (Column("window"), Column("action", "left", plain="{value}"),
                   Column("change", "left", 2, flexible=True, max_width=38),
-                  Column("P95 s", plain="P95 {value} s"), Column("out/in"),
+                  Column("P95 s", plain="P95 {value} s"),
+                  # the window's cost beside its P95: the shippers' CPU as a share of a core, Produce requests/s
+                  Column("CPU", plain="CPU {value}"), Column("req/s", priority=2, plain="{value} req/s"),
+                  Column("out/in"),
                   Column("offered ev/s", priority=4, plain="offered {value} ev/s"),
                   Column("best P95 s", priority=1, plain="best {value} s"),
                   Column("why", "left", 3, flexible=True, max_width=64, plain="why: {value}"))
@@ -47,8 +51,10 @@ class WindowNumbers:
 
 
 def _row(d: Decision, number: str, best: str) -> tuple[str, ...]:
-    return (number, d.action, _short_change(d.change), f"{d.observed['p95_s']:.3f}",
-            f"{d.observed['throughput_ratio']:.1%}", f"{d.observed['offered_eps']:.0f}", best, d.reason)
+    observed = d.observed
+    return (number, d.action, _short_change(d.change), f"{observed['p95_s']:.3f}",
+            core_share(shipper_cores(observed.get("cpu_cores"))), per_second(observed.get("produce_requests_per_s")),
+            f"{observed['throughput_ratio']:.1%}", f"{observed['offered_eps']:.0f}", best, d.reason)
 
 
 def pool_line(pool: str, d: Decision, numbers: WindowNumbers) -> str:
@@ -134,12 +140,17 @@ def plot_run(decisions: Iterable[Decision], path: Path, summary: dict | None, wh
 
 SUMMARY_COLUMNS = (Column("config", "left", plain="{value}:"), Column("P95 s", plain="P95 {value} s"),
                    Column("P50 s", priority=2, plain="P50 {value} s"), Column("out/in"),
+                   Column("CPU", plain="CPU {value}"), Column("req/s", priority=3, plain="{value} req/s"),
                    Column("P95 vs final", priority=1, plain="P95 {value} the final's"))
 
 
+def _summary_row(name: str, measured: dict, final_p95_s: float) -> tuple[str, ...]:
+    return (name, f"{measured['p95_s']:.3f}", f"{measured['p50_s']:.3f}", f"{measured['throughput_ratio']:.1%}",
+            core_share(shipper_cores(measured["cpu_cores"])), per_second(measured["produce_requests_per_s"]),
+            f"×{measured['p95_s'] / final_p95_s:.1f}")
+
+
 def print_summary(console: Console, summary: dict) -> None:
-    rows = [(name, f"{summary[name]['p95_s']:.3f}", f"{summary[name]['p50_s']:.3f}",
-             f"{summary[name]['throughput_ratio']:.1%}", f"×{summary[name]['p95_s'] / summary['final']['p95_s']:.1f}")
-            for name in ("final", "defaults", "hybrid")]
+    rows = [_summary_row(name, summary[name], summary["final"]["p95_s"]) for name in ("final", "defaults", "hybrid")]
     print_rows(console, "fresh windows at the paper's load — pipetune's final config vs defaults and Hybrid",
                SUMMARY_COLUMNS, rows)

@@ -40,7 +40,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from controller.clocks import offset_reports, offset_warnings
 from controller.pipelines import Measured, PipelineUnavailable
 from controller.realizer import Direct, Outcome, OutcomeKind, Realizer
-from controller.state import Action, Decision, GuardrailReport, Incumbent, LearnerReport, Override, StateStore, Status
+from controller.state import (COST_GAUGES, CPU_GAUGE, Action, Cost, Decision, GuardrailReport, Incumbent,
+                              LearnerReport, Override, StateStore, Status)
 from controller.tuned_space import TunedSpace
 from models.clock_offset import ClockOffset
 from models.event_time import below_resolution
@@ -78,6 +79,17 @@ class DaemonMetrics:
                                       registry=self.registry)
         self.violation_seconds = Counter("pipetune_violation_seconds_total",
                                          "Seconds of windows that breached a guardrail", registry=self.registry)
+        self.cpu_cores = Gauge(*CPU_GAUGE, ["part"], registry=self.registry)
+        self.cost = {key: Gauge(name, help_text, registry=self.registry) for name, key, help_text in COST_GAUGES}
+
+    def show_cost(self, observed: dict) -> None:
+        """The window's cost as `observed` holds it (NaN: not measured; a part not measured has no series)."""
+        self.cpu_cores.clear()
+        for part, cores in (observed.get("cpu_cores") or {}).items():
+            self.cpu_cores.labels(part).set(cores)
+        for key, gauge in self.cost.items():
+            value = observed.get(key)
+            gauge.set(math.nan if value is None else value)
 
 
 @dataclass(frozen=True)
@@ -104,15 +116,17 @@ class Choice:
 
 
 def _summary(observation: Observation) -> dict:
+    """The decision log's `observed`: latency, rates and backlog, then the window's `Cost`."""
     return {"p95_s": observation.p95_s, "p50_s": observation.p50_s, "throughput_ratio": observation.throughput_ratio,
             "offered_eps": observation.offered_eps, "throughput_eps": observation.throughput_eps,
-            "backlog_events": observation.backlog_total, "duration_s": observation.duration_s}
+            "backlog_events": observation.backlog_total, "duration_s": observation.duration_s} | \
+        Cost.of(observation).model_dump()
 
 
 def _unobserved(duration_s: float) -> dict:
-    """`_summary` of a window nothing could be read of: every figure unknown (NaN; null in the API)."""
+    """`_summary` of a window nothing could be read of: every figure unknown (NaN; null in the API), no cost."""
     blank = Observation(duration_s, *[math.nan] * 6)
-    return dict.fromkeys(_summary(blank), math.nan) | {"duration_s": duration_s}
+    return dict.fromkeys(_summary(blank), math.nan) | {"duration_s": duration_s} | Cost().model_dump()
 
 
 def _restarts(old: Config, new: Config) -> bool:
@@ -310,7 +324,7 @@ class Daemon:
                 and observation.p95_s < inc.p95_s
             adopt = inc is None or remeasured or better
         if adopt:
-            self.incumbent = Incumbent(config, observation.p95_s, observation.offered_eps)
+            self.incumbent = Incumbent(config, observation.p95_s, observation.offered_eps, Cost.of(observation))
             if self.store:
                 self.store.save_incumbent(self.incumbent)
 
@@ -441,6 +455,7 @@ class Daemon:
         self.metrics.decisions.labels(decision.action).inc()
         self.metrics.window_p95.set(decision.observed["p95_s"])
         self.metrics.throughput_ratio.set(decision.observed["throughput_ratio"])
+        self.metrics.show_cost(decision.observed)
         if self.incumbent:
             self.metrics.incumbent_p95.set(self.incumbent.p95_s)
         if self.store:

@@ -3,7 +3,7 @@ config with the defaults and the paper's Hybrid, away from the run's own history
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from controller.pipelines import TwinPipeline
 from models.space import Config
@@ -16,14 +16,17 @@ SPARE_LOAD_S = 60.0
 
 @dataclass(frozen=True)
 class FreshMeasurement:
-    """A config measured on its own fresh twin run (after a warm-up window)."""
+    """A config measured on its own fresh twin run (after a warm-up window), and what it cost there."""
 
     p95_s: float
     throughput_ratio: float
     p50_s: float
+    cpu_cores: dict[str, float] = field(default_factory=dict)  # CPU seconds per second by part
+    produce_requests_per_s: float | None = None  # Produce requests into Kafka
 
     def to_dict(self) -> dict:
-        return {"p95_s": self.p95_s, "throughput_ratio": self.throughput_ratio, "p50_s": self.p50_s}
+        return {"p95_s": self.p95_s, "throughput_ratio": self.throughput_ratio, "p50_s": self.p50_s,
+                "cpu_cores": self.cpu_cores, "produce_requests_per_s": self.produce_requests_per_s}
 
 
 def measure_fresh(config: Config, calibration: Calibration, rate_eps: float, window_s: float, *, windows: int = 3,
@@ -34,4 +37,5 @@ def measure_fresh(config: Config, calibration: Calibration, rate_eps: float, win
     pipeline = TwinPipeline(config, load.times_s, calibration, seed=seed)
     pipeline.observe(window_s)
     observation = pipeline.observe(windows * window_s)
-    return FreshMeasurement(observation.p95_s, observation.throughput_ratio, observation.p50_s)
+    return FreshMeasurement(observation.p95_s, observation.throughput_ratio, observation.p50_s, observation.cpu_cores,
+                            observation.produce_requests_per_s)

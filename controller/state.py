@@ -6,7 +6,8 @@ Files (JSON, so a person can read them), each with one writer:
 - written by the daemon: `incumbent.json`, `status.json` (a `Status`: mode, pipeline, incumbent, last
   decision, guardrail state, learner progress; rewritten every window), `observations.jsonl` (one line
   per measured window: config, offered load, the observation without its time series, its `Verdict`)
-  and `decisions.jsonl` (one `Decision` a line: time, config diff, predicted vs observed, reason);
+  and `decisions.jsonl` (one `Decision` a line: time, config diff, predicted vs observed with the window's
+  cost, reason);
 - appended by both: `audit.jsonl` (every change people made, and every override the daemon applied).
 A daemon tuning several pools keeps one such directory per pool, `pools/NAME`, and lists them with each
 pool's nodes in `pools.json`; a single pool keeps the directory itself (so state from before pools resumes).
@@ -93,13 +94,48 @@ class OutcomeReport(BaseModel):
     windows: int = Field(default=0, description="judged: how many of the canary's windows it rests on")
 
 
+class Cost(BaseModel):
+    """What a window's config cost (the `Observation`'s figures of it); null where nothing measured it (an
+    operator's brokers that export no request rate, a node that reports no cores)."""
+
+    cpu_cores: dict[str, float] = Field(default_factory=dict, description=(
+        "CPU seconds per second each part used: filebeat, logstash, each broker (broker-<id>), pipetune's probe; "
+        "on the twin also its writer, kafka, sink and background"))
+    busiest_cpu_share: float | None = Field(default=None, description="the busiest node's CPU time over its cores, "
+                                                                      "every process on it counted")
+    packets_per_s: float | None = Field(default=None, description="what the pipeline's output sent per second: "
+                                                                  "live, Filebeat's batches; on the twin, packets on "
+                                                                  "the wire")
+    produce_requests_per_s: float | None = Field(default=None, description="Produce requests into Kafka per second, "
+                                                                           "as the brokers count them")
+    kafka_bytes_in_per_s: float | None = Field(default=None, description="bytes into Kafka per second, as the "
+                                                                         "brokers count them")
+
+    @classmethod
+    def of(cls, observation: Observation) -> "Cost":
+        return cls(**{name: getattr(observation, name) for name in cls.model_fields})
+
+
+# The last window's cost as gauges: (name, `Cost` key, help); the daemon's and the standalone API's
+# /metrics (which reads them from the decision log's `observed`). CPU is one gauge labelled by part.
+COST_GAUGES = (("pipetune_window_busiest_cpu_share", "busiest_cpu_share",
+                "The busiest node's CPU time over its cores in the last window"),
+               ("pipetune_window_produce_requests_per_second", "produce_requests_per_s",
+                "Produce requests into Kafka per second in the last window, as the brokers count them"),
+               ("pipetune_window_kafka_bytes_in_per_second", "kafka_bytes_in_per_s",
+                "Bytes into Kafka per second in the last window, as the brokers count them"))
+CPU_GAUGE = ("pipetune_window_cpu_cores", "CPU seconds per second each part used in the last window")
+
+
 class Decision(BaseModel):
     """One step of the loop, as the decision log records it."""
 
     window: int
     t_s: float = Field(description="pipeline time at the end of the window, s")
     config: dict[str, Value] = Field(description="the config the window ran")
-    observed: dict[str, float | None] = Field(description="what the window measured")
+    observed: dict[str, float | dict[str, float] | None] = Field(
+        description="what the window measured: latency, rates, backlog, and its cost (`Cost`'s keys; a decision "
+                    "logged before costs were has none of them)")
     action: Action
     reason: str
     change: dict[str, list[Value]] = Field(default_factory=dict,
@@ -124,6 +160,8 @@ class IncumbentReport(BaseModel):
     config: dict[str, Value]
     p95_s: float
     offered_eps: float
+    cost: Cost | None = Field(default=None, description="what the incumbent cost when it measured its P95 (null: "
+                                                        "an incumbent recorded before costs were)")
 
 
 class OverrideReport(BaseModel):
@@ -180,7 +218,8 @@ class Status(BaseModel):
     t_s: float | None = None
     updated_at: float | None = Field(None, description="wall time of the daemon's last report")
     current_config: dict[str, Value] | None = None
-    incumbent: IncumbentReport | None = Field(None, description="best safe config, its P95 and the load it met")
+    incumbent: IncumbentReport | None = Field(None, description="best safe config, its P95, its cost and the load it "
+                                                              "met")
     last_decision: Decision | None = None
     guardrail: GuardrailReport | None = None
     learner: LearnerReport | None = None
@@ -201,9 +240,11 @@ class Incumbent:
     config: Config
     p95_s: float
     offered_eps: float
+    cost: Cost | None = None
 
     def report(self) -> IncumbentReport:
-        return IncumbentReport(config=dict(self.config), p95_s=self.p95_s, offered_eps=self.offered_eps)
+        return IncumbentReport(config=dict(self.config), p95_s=self.p95_s, offered_eps=self.offered_eps,
+                               cost=self.cost)
 
 
 @dataclass
@@ -283,7 +324,8 @@ class StateStore:
         if not path.exists():
             return None
         doc = json.loads(path.read_text())
-        return Incumbent(PIPELINE_SPACE.config(doc["config"]), doc["p95_s"], doc["offered_eps"])
+        cost = Cost.model_validate(doc["cost"]) if doc.get("cost") is not None else None
+        return Incumbent(PIPELINE_SPACE.config(doc["config"]), doc["p95_s"], doc["offered_eps"], cost)
 
     def append_observation(self, config: Config, offered_eps: float, observation: Observation,
                            verdict: Verdict) -> None:

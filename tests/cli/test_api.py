@@ -19,8 +19,8 @@ from typer.testing import CliRunner
 from api.app import create_app
 from api.server import serve_in_thread
 from cli.main import app
-from controller.state import (Action, ClockOffsetReport, Decision, StateStore, Status, TunedSpaceReport, plan_pool_dirs,
-                              save_pool_dirs)
+from controller.state import (Action, ClockOffsetReport, Cost, Decision, IncumbentReport, StateStore, Status,
+                              TunedSpaceReport, plan_pool_dirs, save_pool_dirs)
 from tests.conftest import free_ports
 
 TOKEN = "cli-test-token"
@@ -244,6 +244,22 @@ def test_status_lists_what_is_tuned_by_which_agent_and_what_is_held_and_why(serv
     shown = " ".join(cli(url, "status").output.replace("│", " ").split())  # a cell's wrapped lines joined
     assert "tuned filebeat.backoff, filebeat.scan_frequency by edge-1/filebeat" in shown
     assert "held kafka.consumer.fetch.max.wait.ms 250 (no agent of pool default manages it)" in shown
+
+
+def test_status_shows_what_the_last_window_and_the_incumbent_cost(served) -> None:
+    url, store = served
+    window = Cost(cpu_cores={"filebeat": 0.412, "broker-1": 0.05}, busiest_cpu_share=0.31,
+                  produce_requests_per_s=2841.0, kafka_bytes_in_per_s=3.2 * 2**20)
+    before = Cost(cpu_cores={"filebeat": 0.06})  # brokers that export nothing
+    observed = {"p95_s": 0.009, "throughput_ratio": 1.0, **window.model_dump()}
+    last = Decision(window=3, t_s=120.0, config={}, observed=observed, action=Action.HOLD, reason="converged")
+    store.save_status(Status(mode="auto", paused=False, last_decision=last,
+                             incumbent=IncumbentReport(config={}, p95_s=0.072, offered_eps=800.0, cost=before)))
+    assert httpx.get(f"{url}/status").json()["incumbent"]["cost"]["cpu_cores"] == {"filebeat": 0.06}
+    shown = " ".join(cli(url, "status").output.replace("│", " ").split())
+    assert ("last window cost broker-1 5.0%, filebeat 41.2% of a core; busiest node 31% of its cores; into Kafka "
+            "2841 Produce req/s, 3.2 MiB/s") in shown
+    assert "incumbent cost filebeat 6.0% of a core; into Kafka: not measured" in shown
 
 
 @pytest.fixture

@@ -83,7 +83,8 @@ def _in_a_terminal(args: list[str], columns: int, timeout_s: float = 600) -> str
 
 @pytest.mark.slow
 def test_windows_read_well_in_an_80_column_terminal_and_in_a_pipe(tmp_path):
-    """Every window's P95 and action, legible in a narrow terminal (no column squeezed away) and piped."""
+    """Every window's P95 and action, legible in a narrow terminal (no column squeezed away) and piped, and there
+    beside its P95 what it cost: the shippers' CPU as a share of a core, the Produce requests a second."""
     def run(name: str) -> list[str]:
         return ["autotune", "--windows", "4", "--speed", "0", "--json", str(tmp_path / f"{name}.json"),
                 "--state-dir", str(tmp_path / name)]
@@ -97,8 +98,10 @@ def test_windows_read_well_in_an_80_column_terminal_and_in_a_pipe(tmp_path):
         windows = json.loads((tmp_path / f"{name}.json").read_text())["windows"]
         for d in windows:
             window, action, p95 = f"{d['window'] + 1}/4", d["action"], f"{d['observed']['p95_s']:.3f}"
-            pattern = (rf"│\s*{window} │ {action}\s.*│\s*{p95} │" if name == "tty"
-                       else rf"^window {window}\s+{action}\s.*P95 {p95} s\s+out/in ")
+            cpu = sum(d["observed"]["cpu_cores"][part] for part in ("filebeat", "logstash"))
+            cost = rf"CPU {100 * cpu:.1f}%\s+{d['observed']['produce_requests_per_s']:.0f} req/s"
+            pattern = (rf"│\s*{window} │ {action}\s.*│\s*{p95} │\s*{100 * cpu:.1f}% │" if name == "tty"
+                       else rf"^window {window}\s+{action}\s.*P95 {p95} s\s+{cost}\s+out/in ")
             assert re.search(pattern, text, re.MULTILINE), (name, pattern, text[-3000:])
         assert re.search(r"final.*\d\.\d{3}", text)  # the summary's P95 of the final config
     assert "│" not in piped.stderr  # piped: plain lines, no table drawn

@@ -475,3 +475,37 @@ def test_while_the_pipeline_drains_a_backlog_from_before_the_daemon_holds_and_tr
     after = [daemon.step() for _ in range(2)]
     assert all("backlog" not in d.reason for d in after)
     assert [verdict.drain for _, _, verdict in learner.told] == ["none"] + ["long"] * 4 + ["none"] * 2
+
+
+def test_each_window_says_what_it_cost_in_the_log_the_status_and_the_metrics(tmp_path):
+    store = StateStore(tmp_path)
+    daemon, _ = _daemon(Scripted(preset("defaults")), store=store)
+    observed = daemon.step().observed
+    assert observed["cpu_cores"]["filebeat"] > 0 and 0 < observed["busiest_cpu_share"] < 1
+    assert 0 < observed["produce_requests_per_s"] < observed["offered_eps"]  # events travel in batches
+    assert observed["kafka_bytes_in_per_s"] == pytest.approx(800 * observed["offered_eps"], rel=0.05)
+    logged = store.decisions()[-1]["observed"]
+    status = store.load_status()
+    assert logged["cpu_cores"] == status["last_decision"]["observed"]["cpu_cores"] == observed["cpu_cores"]
+    assert status["incumbent"]["cost"]["cpu_cores"] == observed["cpu_cores"]  # the defaults became the incumbent
+    metrics = daemon.metrics.registry
+    filebeat = observed["cpu_cores"]["filebeat"]
+    assert metrics.get_sample_value("pipetune_window_cpu_cores", {"part": "filebeat"}) == filebeat
+    assert metrics.get_sample_value("pipetune_window_produce_requests_per_second") == observed["produce_requests_per_s"]
+
+
+def test_a_state_directory_from_before_costs_resumes_and_says_the_incumbents_cost_unknown(tmp_path):
+    daemon, _ = _daemon(Scripted(preset("defaults")), store=StateStore(tmp_path))
+    daemon.step()
+    costs = {"cpu_cores", "busiest_cpu_share", "packets_per_s", "produce_requests_per_s", "kafka_bytes_in_per_s"}
+    incumbent = json.loads((tmp_path / "incumbent.json").read_text())
+    (tmp_path / "incumbent.json").write_text(json.dumps({k: v for k, v in incumbent.items() if k != "cost"}))
+    old = [json.loads(line) for line in (tmp_path / "decisions.jsonl").read_text().splitlines()]
+    for decision in old:
+        decision["observed"] = {k: v for k, v in decision["observed"].items() if k not in costs}
+    (tmp_path / "decisions.jsonl").write_text("".join(json.dumps(d) + "\n" for d in old))
+    again, _ = _daemon(Scripted(preset("defaults")), store=StateStore(tmp_path))
+    again.resume()
+    assert again.incumbent.cost is None and again.status().incumbent.cost is None
+    assert again.step().observed["cpu_cores"]["filebeat"] > 0
+    assert [costs <= set(d["observed"]) for d in StateStore(tmp_path).decisions()] == [False, True]
