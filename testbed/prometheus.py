@@ -5,7 +5,8 @@ and re-exports Filebeat's JSON `/stats` (which Prometheus cannot scrape). The ag
 bearer token like every other request of it: Prometheus reads the agent's metrics token, which reads
 /metrics and nothing else, from its file (`credentials_file`, re-read at each scrape). Each agent has its
 own tokens, hence a scrape job of its own; every series of an agent carries `node` (the node's name), as an
-operator's scrape config labels each node.
+operator's scrape config labels each node. Each broker's JMX exporter (testbed/kafka.py) is a target of the job
+`kafka-broker`, labelled `broker` with the broker's id, as docs/deploy.md asks of an operator's.
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ from pathlib import Path
 import yaml
 
 from testbed.agent import metrics_token_file
+from testbed.kafka import broker_metrics_port
 from testbed.pipeline import NodeLayout, PipelineSpec
 from testbed.processes import Service
 
-PROBE_JOB, AGENT_JOB = "pipetune-probe", "pipetune-agent"
+PROBE_JOB, AGENT_JOB, BROKER_JOB = "pipetune-probe", "pipetune-agent", "kafka-broker"
 
 
 def render_prometheus_config(spec: PipelineSpec) -> str:
@@ -31,9 +33,17 @@ def render_prometheus_config(spec: PipelineSpec) -> str:
         "scrape_configs": [
             {"job_name": PROBE_JOB, "static_configs": [{"targets": [f"127.0.0.1:{spec.probe.metrics_port}"]}]},
             *(_agent_job(spec, node) for node in spec.node_layouts()),
+            *_broker_jobs(spec),
         ],
     }
     return yaml.safe_dump(document, sort_keys=False)
+
+
+def _broker_jobs(spec: PipelineSpec) -> list[dict[str, object]]:
+    """The brokers' JMX exporters as one job, a target each labelled with its broker id (none without them)."""
+    targets = [{"targets": [f"{broker.host}:{port}"], "labels": {"broker": str(broker.node_id)}}
+               for broker in spec.broker_layouts() if (port := broker_metrics_port(broker)) is not None]
+    return [{"job_name": BROKER_JOB, "static_configs": targets}] if targets else []
 
 
 def _agent_job(spec: PipelineSpec, node: NodeLayout) -> dict[str, object]:
@@ -60,9 +70,10 @@ def prometheus_url(spec: PipelineSpec) -> str:
 
 
 def scraped(spec: PipelineSpec) -> bool:
-    """Whether Prometheus has scraped the probe and every agent successfully at least once."""
+    """Whether Prometheus has scraped the probe, every agent and the brokers' exporters successfully at least once."""
     query = urllib.parse.urlencode({"query": "up"})
     with urllib.request.urlopen(f"{prometheus_url(spec)}/api/v1/query?{query}", timeout=2.0) as response:
         result = json.load(response)["data"]["result"]
     jobs = {PROBE_JOB} | {spec.node_process(node, AGENT_JOB) for node in spec.node_layouts()}
+    jobs |= {job["job_name"] for job in _broker_jobs(spec)}
     return {row["metric"]["job"] for row in result if row["value"][1] == "1"} >= jobs

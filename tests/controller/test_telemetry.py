@@ -236,6 +236,42 @@ def test_offered_load_and_backlog_come_from_the_sources_and_the_group(prometheus
     lag.close()
     assert observation.throughput_ratio == pytest.approx(0.5, rel=0.01)
     assert observation.backlog_events == {"source": 30, "kafka": 70}
+    # brokers that export nothing (an operator's cluster without the JMX exporter): their cost unknown, not zero
+    assert observation.produce_requests_per_s is None and observation.kafka_bytes_in_per_s is None
+    assert not [part for part in observation.cpu_cores if part.startswith("broker-")]
+
+
+def test_the_clusters_produce_requests_bytes_in_and_each_brokers_cpu_come_from_their_exporters(prometheus):
+    exporter, telemetry = prometheus
+
+    def fill(registry: CollectorRegistry):
+        records = Counter("pipetune_records", "", registry=registry)
+        _sources(registry, 0, 0)
+        produce = Counter("kafka_network_requestmetrics_requests", "", ["request", "version", "broker"],
+                          registry=registry)
+        fetch = produce.labels("Fetch", "13", "1")  # the probe's: not what the pipeline costs the cluster
+        bytes_in = Counter("kafka_server_brokertopicmetrics_bytesin", "", ["broker"], registry=registry)
+        cpu = Counter("process_cpu_seconds", "", ["broker"], registry=registry)  # the exporter's, per broker
+        for broker in ("1", "2"):
+            produce.labels("Produce", "9", broker).inc(0)
+            bytes_in.labels(broker).inc(0)
+            cpu.labels(broker).inc(0)
+
+        def counters() -> None:
+            records.inc(200)
+            for broker, requests in (("1", 300), ("2", 100)):
+                produce.labels("Produce", "9", broker).inc(requests)
+                bytes_in.labels(broker).inc(800 * requests)
+                cpu.labels(broker).inc(requests / 100)
+            fetch.inc(5000)
+        return counters
+
+    start_s, end_s = _window(exporter, telemetry, fill, "pipetune_records_total")
+    observation = telemetry.window(start_s, end_s)
+    # every counter stepped between the same two scrapes: increase() stretches them alike
+    assert observation.produce_requests_per_s == pytest.approx(2 * observation.throughput_eps, rel=0.01)
+    assert observation.kafka_bytes_in_per_s == pytest.approx(800 * observation.produce_requests_per_s, rel=0.01)
+    assert observation.cpu_cores["broker-1"] == pytest.approx(3 * observation.cpu_cores["broker-2"], rel=0.01)
 
 
 def test_a_window_without_the_agents_sources_is_telemetry_missing_naming_them(prometheus):
