@@ -12,6 +12,7 @@ from cli.measure import measure_command
 from cli.replay import replay_command
 from cli.scenarios import scenarios_command
 from cli.testbed import testbed_app
+from cli.tradeoff import tradeoff_command
 
 app = typer.Typer(
     name="pipetune",
@@ -34,5 +35,6 @@ app.command("scenarios")(scenarios_command)
 app.add_typer(testbed_app, name="testbed")
 app.command("measure")(measure_command)
 app.command("calibrate")(calibrate_command)
+app.command("tradeoff")(tradeoff_command)
 register_api_commands(app)
 app.add_typer(agent_app, name="agent")
