@@ -8,7 +8,8 @@ from typing import Mapping
 from models.clock_offset import ClockOffset
 
 
-NOT_THE_PIPELINE = ("writer", "probe", "background")  # parts in `cpu_cores` beside the pipeline, not in it
+# parts in `cpu_cores` that run beside the pipeline, not in it: the load, pipetune's own, the OS
+NOT_THE_PIPELINE = ("writer", "probe", "prometheus", "background")
 
 
 @dataclass
@@ -31,13 +32,14 @@ class Observation:
     events_in: int = 0
     events_out: int = 0
     lost_events: int = 0
-    packets_per_s: float = 0.0  # batches the pipeline's output sent per second (Filebeat's Produce requests)
+    # the twin: network packets per second, as the paper counts them; live: Filebeat's output batches per second
+    packets_per_s: float = 0.0
     stage_p95_s: dict[str, float] = field(default_factory=dict)
     stage_mean_s: dict[str, float] = field(default_factory=dict)
     backlog_events: dict[str, int] = field(default_factory=dict)
     # CPU seconds per second each part used, by name: the managed components ("filebeat", "logstash"), the
-    # twin's "writer", "kafka", "sink" and "background" (the OS), each live broker ("broker-<id>") and
-    # pipetune's own ("probe").
+    # twin's "writer", "kafka", "sink" and "background" (the OS), each live broker ("broker-<id>"), and
+    # pipetune's own ("probe", "prometheus").
     cpu_cores: dict[str, float] = field(default_factory=dict)
     # The busiest node's CPU time over its cores (every process on it, not only the pipeline's): how much of
     # the capacity the window used. None: no node reports its cores.

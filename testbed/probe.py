@@ -51,10 +51,10 @@ def event_time_arguments(log_format: str) -> tuple[str, ...]:
 
 def probe_service(spec: PipelineSpec) -> Service:
     """The probe as the first node's agent runs it: consuming with the agent's consumer.properties, exporting
-    the other components' CPU time (the agents export the logs' appended events and Filebeat's stats)."""
+    Filebeat's and Prometheus's CPU time (the agents export the logs' appended events and Filebeat's stats)."""
     run = spec.resolved_run_dir()
-    pid_files = {b.service_name: pid_file(run, b.service_name) for b in spec.broker_layouts()}
-    pid_files |= {spec.node_process(node, "filebeat"): filebeat_pid_file(spec, node) for node in spec.node_layouts()}
+    # the brokers' CPU comes from their JMX exporters (`broker-<id>`), as on an operator's cluster
+    pid_files = {spec.node_process(node, "filebeat"): filebeat_pid_file(spec, node) for node in spec.node_layouts()}
     pid_files["prometheus"] = pid_file(run, "prometheus")
     cpu_of = [arg for name, path in pid_files.items() for arg in ("--cpu-of", f"{name}={path}")]
     argv = (sys.executable, "-m", "agents.probe", "--bootstrap", spec.bootstrap, "--topic", spec.probe.topic,

@@ -51,7 +51,9 @@ def test_latency_histograms_read_back_through_prometheus(testbed):
     assert 0 < observation.p50_s <= observation.p95_s <= observation.p99_s < 10
     assert set(observation.stage_p95_s) == {"filebeat_read", "filebeat_publish", "kafka_consume"}
     assert observation.offered_eps > 0 and observation.throughput_eps > 0
-    assert {"kafka", "filebeat", "prometheus", "probe"} <= set(observation.cpu_cores)
+    assert {"filebeat", "prometheus", "probe"} <= set(observation.cpu_cores)
+    assert [part for part in observation.cpu_cores if part.startswith("broker-")] == ["broker-1"]  # its JMX exporter
+    assert "kafka" not in observation.cpu_cores  # counted once: the probe no longer reads the broker's process
     # the node agent's whole-node CPU, over its cores: busy with at least the pipeline's own processes
     assert sum(observation.cpu_cores.values()) / os.cpu_count() * 0.5 < observation.busiest_cpu_share <= 1.0
 
