@@ -23,15 +23,16 @@ def _short_change(change: dict) -> str:
     return ", ".join(parts[:3]) + (f" +{len(parts) - 3}" if len(parts) > 3 else "") if parts else "–"
 
 
+# In a narrow terminal the change and why a window did what it did come first, then the best P95 so far
 WINDOW_COLUMNS = (Column("window"), Column("action", "left", plain="{value}"),
-                  Column("change", "left", 2, flexible=True, max_width=38),
+                  Column("change", "left", 1, flexible=True, max_width=38),
                   Column("P95 s", plain="P95 {value} s"),
                   # the window's cost beside its P95: the shippers' CPU as a share of a core, Produce requests/s
-                  Column("CPU", plain="CPU {value}"), Column("req/s", priority=2, plain="{value} req/s"),
+                  Column("CPU", plain="CPU {value}"), Column("req/s", priority=3, plain="{value} req/s"),
                   Column("out/in"),
                   Column("offered ev/s", priority=4, plain="offered {value} ev/s"),
-                  Column("best P95 s", priority=1, plain="best {value} s"),
-                  Column("why", "left", 3, flexible=True, max_width=64, plain="why: {value}"))
+                  Column("best P95 s", priority=2, plain="best {value} s"),
+                  Column("why", "left", 1, flexible=True, max_width=64, plain="why: {value}"))
 
 
 class WindowNumbers:
