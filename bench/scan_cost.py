@@ -1,6 +1,6 @@
 """What Filebeat's scans cost: its CPU with 0, 200 and 1000 idle rotated files at two scan intervals, and the cost
 of a scan and of each file it stats fitted to that (the twin's `filebeat.cpu_per_scan_s` and
-`filebeat.cpu_per_scanned_file_s`, models/twin/filebeat.py).
+`node.cpu_per_scanned_file_s`, models/twin/filebeat.py).
 
 Each cell runs the testbed's Filebeat (`python -m testbed.install`) on a directory of its own laid out as
 `pipetune testbed up --idle-files N` lays it out (testbed/filebeat_layout.py: the live log, N idle rotated files

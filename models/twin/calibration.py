@@ -9,7 +9,7 @@ file -> Filebeat (output.kafka) -> Kafka -> a consumer governed by fetch.min.byt
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import MISSING, dataclass, fields, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any, Mapping
@@ -21,9 +21,15 @@ TOPOLOGIES = ("paper", "filebeat-kafka")
 
 @dataclass(frozen=True)
 class Node:
+    """The machine, and its harvested directory: the files there besides the live log, and what each costs
+    Filebeat's every scan (the glob, a stat, a look-up of its state; `bench.scan_cost` measures it)."""
+
     cores: float
     background_cores: float
     slowdown_slice_s: float
+    cpu_per_scanned_file_s: float
+    # Rotated files the input's globs match that no longer grow (`access.log.1` ...): every scan stats them.
+    idle_files: int = 0
 
 
 @dataclass(frozen=True)
@@ -42,7 +48,7 @@ class Writer:
 class Filebeat:
     cpu_per_event_s: float
     cpu_per_poll_s: float
-    cpu_per_scan_s: float
+    cpu_per_scan_s: float  # one scan of the input's paths matching only the live log (idle files: `Node`)
     cpu_per_batch_s: float
     cpu_per_event_out_s: float
     restart_s: float
@@ -133,12 +139,13 @@ _SECTIONS = {"node": Node, "network": Network, "writer": Writer, "filebeat": Fil
 
 
 def _section(kind: type, name: str, raw: Mapping[str, Any]) -> Any:
-    expected = {f.name for f in fields(kind)}
-    missing, unknown = expected - set(raw), set(raw) - expected
+    """A section's dataclass from its mapping: every field without a default must be there, none other."""
+    required = {f.name for f in fields(kind) if f.default is MISSING}
+    missing, unknown = required - set(raw), set(raw) - {f.name for f in fields(kind)}
     if missing or unknown:
         raise ValueError(f"calibration section {name!r}: missing {sorted(missing)}, unknown {sorted(unknown)}")
     casts = {"float": float, "int": int}
-    return kind(**{f.name: casts.get(str(f.type), lambda v: v)(raw[f.name]) for f in fields(kind)})
+    return kind(**{f.name: casts.get(str(f.type), lambda v: v)(raw[f.name]) for f in fields(kind) if f.name in raw})
 
 
 def available() -> list[str]:

@@ -9,6 +9,15 @@ Semantics, each from the component's own source (libbeat / filebeat 7.17):
   closes; the file is then only picked up again by the prospector's next scan, every `scan_frequency`.
   At rotation the new file is likewise found by the next scan. (Approximation: events are read in
   write order, so a new file's lines are not read before the rotated file's tail.)
+- What scans and polls cost (input/log/input.go `scan`, `getFiles`): every `scan_frequency` the prospector
+  globs the input's paths and stats each file they match, so a scan costs `cpu_per_scan_s` (the live log
+  alone) plus the node's `cpu_per_scanned_file_s` for each of its `idle_files`, rotated files that no longer
+  grow; their count stays as it is (logrotate removes the oldest as it adds one). An idle file costs no
+  harvester: Filebeat read it once when it appeared, and its harvester closed `close_inactive` (5 min by
+  default) after that, so the registry holds it as read to the end and only the scan pays for it. Each
+  EOF poll of an open harvester costs `cpu_per_poll_s`: the live log's, and the harvester of a file
+  rotated away, which backs off at its EOF until `close_inactive` after its last line (charged when the
+  rotation is seen, with the backoff then in force).
 - Multiline (`multiline.pattern` + negate/match after): an event is complete when the first line of
   the next one is read, or `multiline.timeout` after its last line if none comes.
 - Memory queue (libbeat/publisher/queue/memqueue `bufferingEventLoop`): with flush.min_events > 1
@@ -103,7 +112,9 @@ class Harvester:
         self._charge_scans(t)
         file_end = self.rotation_idx[self.file]
         if self.ptr >= file_end and file_end < self.n:
-            # the writer moved to a new file: a harvester for it starts at the prospector's next scan
+            # the writer moved to a new file: a harvester for it starts at the prospector's next scan, while the
+            # rotated file's harvester polls its EOF until it closes
+            env.cpu.charge_many("filebeat", self._rotated_polls(t), env.calibration.filebeat.cpu_per_poll_s)
             self.file += 1
             self.next_wait = self.backoff
             self._schedule(self.next_scan(max(t, float(self.write_s[file_end]))))
@@ -141,9 +152,24 @@ class Harvester:
         self._schedule(t + self.next_wait)
         self.next_wait = min(self.next_wait * self.factor, self.max_backoff)
 
+    def _rotated_polls(self, t: float) -> np.ndarray:
+        """When the harvester of the file just rotated away polls it: at `t` (an empty read), then after
+        `next_wait`, each wait `backoff_factor` times the last up to `max_backoff`, closing at the first poll
+        `close_inactive` after its last read."""
+        close_at = self.last_read + self.close_inactive
+        polls, wait = [t], self.next_wait
+        while t < close_at and wait < self.max_backoff and self.factor > 1:
+            t += wait
+            polls.append(t)
+            wait = min(wait * self.factor, self.max_backoff)
+        steady = t + wait * np.arange(1, max(math.ceil((close_at - t) / wait), 0) + 1)
+        return np.concatenate((polls, steady))
+
     def _charge_scans(self, t: float) -> None:
         scans = (t - self.scan_charged_to) / self.scan_s
-        self.env.cpu.charge("filebeat", t, scans * self.env.calibration.filebeat.cpu_per_scan_s)
+        cal = self.env.calibration
+        per_scan = cal.filebeat.cpu_per_scan_s + cal.node.cpu_per_scanned_file_s * cal.node.idle_files
+        self.env.cpu.charge("filebeat", t, scans * per_scan)
         self.scan_charged_to = t
 
     def _emit(self, lo: int, hi: int, times: np.ndarray) -> None:

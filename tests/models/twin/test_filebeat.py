@@ -71,6 +71,33 @@ def test_a_rotated_file_waits_for_the_next_scan() -> None:
     assert delays[10.0] > delays[0.01] + 0.5
 
 
+def _filebeat_cpu_s(twin: Twin, until_s: float) -> float:
+    return twin.observe(0.0, until_s).cpu_cores["filebeat"] * until_s
+
+
+def test_each_idle_file_the_globs_match_adds_its_cost_to_every_scan() -> None:
+    per_file_s, scan_s, until_s = 2e-6, 0.1, 30.0
+    arrivals = np.linspace(0.0, until_s, 600)
+    cfg = config(filebeat__scan_frequency=scan_s)
+    cal = QUIET.scaled(node__cpu_per_scanned_file_s=per_file_s)
+    cpu = {idle: _filebeat_cpu_s(run(cfg, arrivals, until_s, cal=cal.scaled(node__idle_files=idle)), until_s)
+           for idle in (0, 1000)}
+    # charged at each poll: the scans up to the last poll, at most `backoff` (1 s) before the end
+    assert cpu[1000] - cpu[0] == pytest.approx(until_s / scan_s * 1000 * per_file_s, rel=0.05)
+
+
+def test_a_rotated_files_harvester_polls_its_eof_until_close_inactive() -> None:
+    poll_s = 1e-3
+    arrivals = np.linspace(0.0, 100.0, 2000)  # the live file never goes quiet: its harvester stays open
+    cal = QUIET.scaled(filebeat__cpu_per_poll_s=poll_s)
+    cpu = {close_s: _filebeat_cpu_s(run(config(filebeat__close_inactive=close_s, filebeat__backoff=1.0,
+                                               filebeat__max_backoff=10.0, filebeat__backoff_factor=2),
+                                        arrivals, 100.0, cal=cal, rotations_s=[10.0]), 100.0)
+           for close_s in (5.0, 80.0)}
+    # after its last line L: empty reads at L+1, L+3, L+7 (closes: >= 5 s), or on to L+15, L+25, ..., L+85
+    assert cpu[80.0] - cpu[5.0] == pytest.approx(8 * poll_s, rel=1e-6)
+
+
 def test_multiline_holds_the_last_event_until_multiline_timeout() -> None:
     cfg = config(filebeat__multiline__timeout=3.0, **FAST_READ)
     single = run(cfg, [1.0], 20.0, multiline=False).stamps

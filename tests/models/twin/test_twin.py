@@ -142,6 +142,17 @@ def test_calibrations_load_by_name_and_reject_unknown_keys(tmp_path) -> None:
         Calibration.from_dict({**_as_dict(CAL), "surprise": 1})
 
 
+def test_a_calibration_without_idle_files_has_none_and_one_may_declare_them() -> None:
+    data = _as_dict(CAL)
+    del data["node"]["idle_files"]
+    assert Calibration.from_dict(data).node.idle_files == 0
+    data["node"]["idle_files"] = 200
+    assert Calibration.from_dict(data).node.idle_files == 200
+    del data["node"]["cpu_per_scanned_file_s"]
+    with pytest.raises(ValueError, match="cpu_per_scanned_file_s"):
+        Calibration.from_dict(data)
+
+
 def _as_dict(cal: Calibration) -> dict:
     from dataclasses import asdict
 
