@@ -30,10 +30,12 @@ from api.metrics import state_registry
 from api.page import page_html
 from api.schemas import (POLICY_EXAMPLE, DecisionOut, DecisionPage, DeletedOut, ErrorOut, HealthOut, OverrideOut,
                          OverrideRequest, PausedOut, PolicyPatch, PoolOut, RecommendationsOut, StatusOut,
-                         ValidationErrorOut)
+                         TradeoffOut, ValidationErrorOut)
 from controller.state import DEFAULT_POOL, Override, PoolDir, StateStore, load_pool_dirs
 from models.policy import Policy
+from models.presets import preset
 from models.space import PIPELINE_SPACE, ParamError, Value
+from models.tradeoff import STATIC_CHOICES, of_run
 
 DESCRIPTION = f"""Steer a running pipetune daemon: read its status and decisions, set the policy the learner
 must follow, force a config for a while, pause and resume.
@@ -389,6 +391,16 @@ def _pool_router(pools: Pools, resolve: Callable[..., PoolDir], require_token: A
             return {"mode": mode, "items": []}
         advised = (d for d in store.decisions_newest_first() if d.get("action") == "advise" and d.get("recommendation"))
         return {"mode": mode, "items": [_decision_out(d) for d in itertools.islice(advised, limit)]}
+
+    @router.get("/tradeoff", response_model=TradeoffOut, tags=["history"], responses=_READ,
+                summary="P95 against the pipeline's CPU for every config the run measured, and the front")
+    def tradeoff(store: StateStore = _STORE) -> dict:
+        run = of_run(store.observations(), {name: preset(name) for name in STATIC_CHOICES})
+        if run is None:
+            return {"rate_eps": None, "points": []}
+        return {"rate_eps": run.rate_eps, "points": [
+            {"label": p.label, "p95_s": p.p95_s, "cpu_cores": p.cpu_cores, "windows": p.windows, "kept_up": p.kept_up,
+             "on_front": p in run.front, "config": dict(p.config)} for p in run.points]}
 
     @router.get("/metrics", response_class=PlainTextResponse, tags=["status"], summary="Prometheus metrics",
                 responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}},

@@ -149,3 +149,22 @@ class PoolOut(BaseModel):
     nodes: list[str] = Field(examples=[["node-1", "node-2"]], description="empty when the state directory "
                                                                           "predates pools")
     status: StatusOut
+
+
+class TradeoffPoint(BaseModel):
+    """One config the run measured: its median P95 and the pipeline's CPU at the trade-off's load."""
+
+    label: str = Field(description="a preset's name (defaults, balanced, ... hybrid), or config N in run order")
+    p95_s: float
+    cpu_cores: float = Field(description="the pipeline's own CPU at rate_eps, cores: the budget this config needs")
+    windows: int
+    kept_up: bool = Field(description="most of its windows kept up; only such a config is on the front")
+    on_front: bool = Field(description="no config that kept up is at least as fast for no more CPU")
+    config: dict[str, Value]
+
+
+class TradeoffOut(BaseModel):
+    """P95 against CPU for the configs the run measured (`pipetune tradeoff`, docs/tradeoff.md)."""
+
+    rate_eps: float | None = Field(description="the load CPU is shown at: the run's median offered load")
+    points: list[TradeoffPoint]

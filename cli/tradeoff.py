@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import statistics
 from pathlib import Path
 from typing import NoReturn, Optional
 
@@ -17,11 +16,9 @@ from controller.state import StateStore, load_pool_dirs
 from models.observation import pipeline_cpu_cores
 from models.policy import Policy
 from models.presets import PRESETS, preset
-from models.tradeoff import Point, Window, best_within, front, points
+from models.tradeoff import STATIC_CHOICES, Point, best_within, front, of_run
 from models.twin import available, load
 
-# The static configs an operator would otherwise pick: the defaults, Elastic's Filebeat output presets, the paper's
-SHOWN_PRESETS = ("defaults", "balanced", "throughput", "scale", "latency", "hybrid")
 # Budgets shown, as the CPU the defaults use plus this share of a core (None: unbounded)
 BUDGETS_OVER_DEFAULTS = (0.0, 0.05, 0.25, None)
 
@@ -107,7 +104,7 @@ def _plot(shown: list[Point], on_front: list[Point], path: Path, title: str) -> 
 def tradeoff_command(
     state_dir: Path = typer.Option(..., help="A run's state directory (`pipetune autotune --state-dir`)."),
     pool: Optional[str] = typer.Option(None, help="The pool to show, when the run tuned several."),
-    calibration: Optional[str] = typer.Option(None, help=f"Twin: also measure the static presets ({', '.join(SHOWN_PRESETS)}) on this calibration ({', '.join(available())}, or a YAML path), at --rate."),
+    calibration: Optional[str] = typer.Option(None, help=f"Twin: also measure the static presets ({', '.join(STATIC_CHOICES)}) on this calibration ({', '.join(available())}, or a YAML path), at --rate."),
     rate: Optional[float] = typer.Option(None, help="Load the CPU is shown at and the presets measured at, events/s (default: the run's median offered load)."),
     window: float = typer.Option(30.0, help="Window length for the presets' fresh measurement, seconds (> 0)."),
     plot: Optional[Path] = typer.Option(None, help="PNG to write (default: STATE_DIR/tradeoff.png)."),
@@ -118,23 +115,19 @@ def tradeoff_command(
     store = _pool_store(state_dir, pool)
     if window <= 0:
         _fail(f"--window: {window} is not above 0 seconds")
-    measured = [(config, offered, obs, verdict) for config, offered, obs, verdict in store.observations()
-                if obs.events_in > 0]
-    if not measured:
+    if rate is not None and rate <= 0:
+        _fail(f"--rate: {rate} is not above 0 events/s")
+    run = of_run(store.observations(), {name: preset(name) for name in STATIC_CHOICES}, rate)
+    if run is None:
         _fail(f"--state-dir: {store.dir} holds no window with load")
-    rate_eps = rate if rate is not None else statistics.median(offered for _, offered, _, _ in measured)
-    if rate_eps <= 0:
-        _fail(f"--rate: {rate_eps} is not above 0 events/s")
-    windows = [Window(config, obs.p95_s, obs.pipeline_cpu_cores, offered, verdict is None or verdict.ok)
-               for config, offered, obs, verdict in measured]
-    shown = points(windows, {name: preset(name) for name in SHOWN_PRESETS}, rate_eps)
+    rate_eps, shown = run.rate_eps, run.points
     if calibration is not None:
         try:
             cal = load(calibration)
         except (KeyError, ValueError) as err:
             _fail(f"--calibration: {err}")
-        shown = [p for p in shown if p.label not in SHOWN_PRESETS]
-        for name in SHOWN_PRESETS:
+        shown = [p for p in shown if p.label not in STATIC_CHOICES]
+        for name in STATIC_CHOICES:
             fresh = measure_fresh(preset(name), cal, rate_eps, window)
             shown.append(Point(name, preset(name), fresh.p95_s, pipeline_cpu_cores(fresh.cpu_cores), 3,
                                fresh.throughput_ratio >= Policy().min_throughput_ratio))

@@ -15,7 +15,14 @@ import statistics
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
+from models.observation import Observation
 from models.space import Config
+from models.verdict import Verdict
+
+
+# The static configs an operator would pick instead of tuning: the defaults, Elastic's Filebeat output presets,
+# the paper's Hybrid (models/presets.py)
+STATIC_CHOICES = ("defaults", "balanced", "throughput", "scale", "latency", "hybrid")
 
 
 @dataclass(frozen=True)
@@ -79,3 +86,25 @@ def best_within(measured: Iterable[Point], budget_cores: float) -> Point | None:
     """The fastest point that kept up within `budget_cores` of CPU; None when none did."""
     able = [p for p in measured if p.kept_up and p.cpu_cores <= budget_cores]
     return min(able, key=lambda p: p.p95_s, default=None)
+
+
+@dataclass(frozen=True)
+class Tradeoff:
+    """A run's trade-off: the load it is shown at, every config's point, and the front."""
+
+    rate_eps: float
+    points: list[Point]
+    front: list[Point]
+
+
+def of_run(measured: Iterable[tuple[Config, float, Observation, Verdict | None]], presets: Mapping[str, Config],
+           rate_eps: float | None = None) -> Tradeoff | None:
+    """The trade-off of a run's measured windows (config, offered load, observation, verdict: as a state
+    directory keeps them), at `rate_eps` or else the run's median offered load; None when no window had load."""
+    loaded = [(config, offered, obs, verdict) for config, offered, obs, verdict in measured if obs.events_in > 0]
+    if not loaded:
+        return None
+    rate = rate_eps if rate_eps is not None else statistics.median(offered for _, offered, _, _ in loaded)
+    shown = points((Window(config, obs.p95_s, obs.pipeline_cpu_cores, offered, verdict is None or verdict.ok)
+                    for config, offered, obs, verdict in loaded), presets, rate)
+    return Tradeoff(rate, shown, front(shown))

@@ -8,6 +8,11 @@ from prometheus_client import CollectorRegistry, Counter
 
 from api.app import create_app
 from controller.state import Decision, IncumbentReport, StateStore, Status, TunedSpaceReport
+from models.observation import Observation
+from models.policy import Policy
+from models.presets import preset
+from models.space import PIPELINE_SPACE
+from models.verdict import judge
 from tests.api.conftest import AUTH, TOKEN
 
 MUTATIONS = [
@@ -311,3 +316,19 @@ def test_openapi_documents_every_endpoint_with_examples(client: TestClient) -> N
     assert components["OverrideRequest"]["examples"] and components["PolicyPatch"]["examples"]
     assert schema["paths"]["/policy"]["put"]["requestBody"]["content"]["application/json"]["examples"]
     assert components["OverrideRequest"]["properties"]["ttl_s"]["maximum"] == 7 * 86400
+
+
+def test_the_tradeoff_shows_each_config_the_run_measured_with_its_cpu_and_the_front(client: TestClient,
+                                                                                   store: StateStore) -> None:
+    assert client.get("/tradeoff").json() == {"rate_eps": None, "points": []}  # nothing measured yet
+    defaults = preset("defaults")
+    fast = PIPELINE_SPACE.config({"filebeat.queue.mem.flush.timeout": 0.001}, base=defaults)
+    for config, p95_s, cores in ((defaults, 2.0, 0.02), (fast, 0.01, 0.08), (fast, 0.02, 0.07)):
+        observation = Observation(30.0, 300.0, 300.0, p95_s, p95_s, p95_s, p95_s, events_in=9000, events_out=9000,
+                                  cpu_cores={"filebeat": cores, "probe": 0.5})
+        store.append_observation(config, 300.0, observation, judge(observation, Policy(), config, None, 0))
+    shown = client.get("/tradeoff").json()
+    assert shown["rate_eps"] == 300.0
+    assert [(p["label"], p["windows"], p["on_front"]) for p in shown["points"]] == [("defaults", 1, True),
+                                                                                   ("config 1", 2, True)]
+    assert shown["points"][1]["cpu_cores"] == pytest.approx(0.075) and shown["points"][1]["p95_s"] == 0.015

@@ -85,6 +85,10 @@ def test_status_page_shows_live_daemon_data(chromium: Path, live_api, tmp_path: 
     assert len(re.findall(r'class="point"', dom)) >= 4  # one chart point per window
     assert re.search(r'id="overrides"><div>[0-9a-f]{12}: [^<]*flush.timeout=0.1[^<]*page test', dom)
     assert TOKEN not in dom
+    # the trade-off of the configs measured so far, as GET /tradeoff has it
+    tradeoff = httpx.get(url + "tradeoff").json()
+    assert re.fullmatch(r"at \d+ ev/s", _text(dom, "tradeoff-rate")) and tradeoff["points"]
+    assert re.search(r'<table id="tradeoff">.*<tr class="front"><td>', dom, re.S)
 
     shot = tmp_path / "status-page.png"
     run_chromium(chromium, url, tmp_path / "profile-shot", f"--screenshot={shot}")
