@@ -6,24 +6,57 @@ component's own validator where it has one (`validate`), puts them in force
 (`apply`, through a `Runtime` or the component's admin API) and says whether the component is well
 (`health`). The store keeps every version's values on disk, so a restarted agent knows what is in force; never
 a file's whole text, which would undo what the operator changed since.
+
+A write that finds its filesystem full raises `DiskFull` naming the path, and leaves nothing behind: no torn file,
+no torn audit line (agents/component.py turns it into the HTTP answer 507).
 """
 
 from __future__ import annotations
 
+import errno
 import json
+import logging
 import os
 import subprocess
 import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Mapping, Protocol
+from typing import Iterator, Mapping, Protocol
 
 from models.space import ChangeCost, Config, Param, Value
+
+log = logging.getLogger("pipetune.agent")
 
 
 class ValidationFailed(ValueError):
     """The component's own check rejected a patched config; the message is the component's."""
+
+
+class DiskFull(OSError):
+    """A write found no space left (ENOSPC, or the user's quota: EDQUOT) on the filesystem of `path`."""
+
+    def __init__(self, path: Path, what: str = "") -> None:
+        super().__init__(errno.ENOSPC, "no space left on device", str(path))
+        self.path = path
+        self.what = what  # whose file it is and what that means, when the path alone does not say
+
+    def __str__(self) -> str:
+        return f"no space left on device: {self.path}" + (f" ({self.what})" if self.what else "")
+
+
+@contextmanager
+def naming_full_disk(path: Path) -> Iterator[None]:
+    """An ENOSPC or EDQUOT raised inside becomes `DiskFull(path)`: Python's own error names no file for a write."""
+    try:
+        yield
+    except DiskFull:
+        raise
+    except OSError as err:
+        if err.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise DiskFull(path) from err
+        raise
 
 
 @dataclass(frozen=True)
@@ -79,35 +112,66 @@ class Adapter(Protocol):
     def health(self) -> Health: ...
 
 
-def atomic_write(path: Path, content: str, mode: int | None = None) -> None:
-    """Write `content` to `path` so readers see the old file or the new one, never a torn one.
+class StagedFiles:
+    """Files written in full beside where they belong (a temp file in the same directory, fsynced), not yet in place.
 
-    Temp file in the same directory, fsync, rename, fsync of the directory (so the rename survives a
-    crash). The file keeps its mode; a new one is 0600 unless `mode` says otherwise (Filebeat refuses a
-    config file others can write).
+    `commit` renames them in, which needs no new space, and fsyncs their directories (so the renames survive a
+    crash); `discard` removes them. Staging a change's files before the component is stopped finds a full disk
+    while nothing has been touched. A file keeps its mode; a new one is 0600 unless `mode` says otherwise
+    (Filebeat refuses a config file others can write).
     """
+
+    def __init__(self, files: Mapping[Path, str], mode: int | None = None) -> None:
+        self._temps: dict[Path, Path] = {}
+        try:
+            for path, content in files.items():
+                self._temps[path] = _stage(path, content, mode)
+        except BaseException:
+            self.discard()
+            raise
+
+    def commit(self) -> list[str]:
+        """Put every staged file in place; the paths written."""
+        for path, temp in self._temps.items():
+            os.replace(temp, path)
+        for directory in {path.parent for path in self._temps}:
+            dir_fd = os.open(directory, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+        written, self._temps = sorted(str(path) for path in self._temps), {}
+        return written
+
+    def discard(self) -> None:
+        for temp in self._temps.values():
+            temp.unlink(missing_ok=True)
+        self._temps = {}
+
+
+def _stage(path: Path, content: str, mode: int | None) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     if mode is None:
         try:
             mode = path.stat().st_mode & 0o7777
         except FileNotFoundError:
             mode = 0o600
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w") as handle:
+        with naming_full_disk(path), os.fdopen(fd, "w") as handle:
             handle.write(content)
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
+        os.chmod(temp, mode)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        Path(temp).unlink(missing_ok=True)
         raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    return Path(temp)
+
+
+def atomic_write(path: Path, content: str, mode: int | None = None) -> None:
+    """Write `content` to `path` so readers see the old file or the new one, never a torn one (`StagedFiles`)."""
+    StagedFiles({path: content}, mode).commit()
 
 
 @dataclass
@@ -131,9 +195,13 @@ class ConfigStore:
     """`<state>/<component>/`: `v<N>.json` per version, `current` (the version in force, replaced
     atomically), `pending` (a change under way: present only while one runs), `audit.jsonl`."""
 
+    UNWRITTEN_MAX = 10_000  # audit lines kept in memory while the disk is full; beyond, the oldest are counted
+
     def __init__(self, state_dir: Path, component: str) -> None:
         self.root = state_dir / component
         self.root.mkdir(parents=True, exist_ok=True)
+        self._unwritten: list[str] = []  # audit lines the disk had no room for, oldest first
+        self._dropped = 0  # of those, the ones beyond UNWRITTEN_MAX
 
     def path(self, version: int) -> Path:
         return self.root / f"v{version}.json"
@@ -174,25 +242,69 @@ class ConfigStore:
         else:
             atomic_write(self.root / "pending", str(version))
 
-    def audit(self, event: str, **fields: object) -> None:
-        """Append one line to audit.jsonl (opened in append mode, fsynced: the log only grows)."""
-        line = json.dumps({"at": time.time(), "event": event, **fields}, default=str) + "\n"
-        with open(self.root / "audit.jsonl", "a") as handle:
-            handle.write(line)
-            handle.flush()
-            os.fsync(handle.fileno())
+    def forget(self, version: int) -> None:
+        """Remove every trace of a version never decided (a change the disk had no room for): it can be sent again.
+        Removing needs no space."""
+        self.path(version).unlink(missing_ok=True)
+        if self.pending() == version:
+            self.set_pending(None)
+
+    @property
+    def audit_path(self) -> Path:
+        return self.root / "audit.jsonl"
+
+    def audit(self, event: str, **fields: object) -> DiskFull | None:
+        """Append one line to audit.jsonl (O_APPEND, fsynced: the log only grows); None once it is written.
+
+        A full disk is returned, never raised (what the agent does must not depend on its log having room) and
+        logged: the line is kept in memory, shown by `audit_entries`, and written before the next line that fits.
+        A write cut short by the full disk is truncated away, so the file never holds half a line.
+        """
+        self._unwritten.append(json.dumps({"at": time.time(), "event": event, **fields}, default=str) + "\n")
+        if len(self._unwritten) > self.UNWRITTEN_MAX:
+            del self._unwritten[0]
+            self._dropped += 1
+        lost = [json.dumps({"at": time.time(), "event": "audit_lost", "lines": self._dropped}) + "\n"] \
+            if self._dropped else []
+        try:
+            _append(self.audit_path, "".join(lost + self._unwritten).encode())
+        except DiskFull as full:
+            log.error("%s: audit line %r not written, kept in memory until there is room: %s", self.root.name, event,
+                      full)
+            return full
+        self._unwritten, self._dropped = [], 0
+        return None
 
     def audit_entries(self) -> list[dict]:
+        """The audit log, then the lines the disk had no room for yet (marked `"written": false`)."""
         try:
-            return [json.loads(line) for line in (self.root / "audit.jsonl").read_text().splitlines() if line]
+            written = [json.loads(line) for line in self.audit_path.read_text().splitlines() if line]
         except FileNotFoundError:
-            return []
+            written = []
+        return written + [json.loads(line) | {"written": False} for line in self._unwritten]
+
+
+def _append(path: Path, data: bytes) -> None:
+    """Append `data` whole or not at all: on an error the file is cut back to where it ended."""
+    with naming_full_disk(path):
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            end = os.fstat(fd).st_size
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+            except BaseException:
+                os.ftruncate(fd, end)
+                raise
+        finally:
+            os.close(fd)
 
 
 def write_files(files: Mapping[Path, str]) -> None:
-    """Write every file atomically where it belongs."""
-    for path, content in files.items():
-        atomic_write(path, content)
+    """Write every file atomically where it belongs: all of them staged first, so a full disk writes none."""
+    StagedFiles(files).commit()
 
 
 def read_text(path: Path) -> str:

@@ -11,19 +11,27 @@ rollbacks and restarts, and a restart on an unchanged version rewrites nothing. 
 changed by hand, or a file that no longer reads, is refused and the component held: nothing is written, the audit
 log's `held` entry names the key, file and line, and `state()` says so until a rebase succeeds again. A stopped
 component held so is started on its files as they are (they are the operator's).
+
+A full disk (`DiskFull`, where the component's files or the agent's state are) refuses the change with 507 naming
+the path: the files are staged in full before the component is stopped, so a disk without room is found while
+nothing is touched; one that fills later in the change puts the version in force back. Either way the version is
+forgotten (it can be sent again once there is room) and the audit log says so, or the answer says it could not.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-from agents.adapter import Adapter, ConfigStore, Runtime, ValidationFailed, Version, write_files
+from agents.adapter import Adapter, ConfigStore, DiskFull, Runtime, StagedFiles, ValidationFailed, Version
 from agents.rebase import RebaseConflict
 from models.space import ChangeCost, Config, Param, ParamError, SearchSpace, Value
+
+log = logging.getLogger("pipetune.agent")
 
 
 class ChangeRefused(Exception):
@@ -175,23 +183,30 @@ class ManagedComponent:
             if version <= self.store.highest():
                 raise ChangeRefused(409, f"version {version} is not above {self.name}'s highest version "
                                          f"{self.store.highest()}", highest_version=self.store.highest())
-            record = Version(version, wanted, current.version)
             try:
-                # The operator's files are read now: one that is gone or no longer parses refuses the change.
-                checked = self._rebased(wanted, current.params, f"change to version {version}")
-                if wanted == current.params:
-                    record.status, record.action = "applied", "unchanged"
-                    return self._commit(record, 0.0)
-                self._check(checked)
-            except RebaseConflict as err:
-                raise ChangeRefused(409, f"{self.name} is held, version {version} not applied: {err}",
-                                    version=current.version, held=str(err)) from None
-            except ValidationFailed as err:
-                record = Version(version, wanted, current.version, status="rejected", message=str(err))
-                self.store.put(record)
-                self.store.audit("rejected", version=version, reason=str(err))
-                return self._result(record, version)
-            return self._switch(record, current, self._cost(current.params, wanted), checked)
+                return self._change(Version(version, wanted, current.version), current)
+            except DiskFull as full:  # found before anything was stopped or written in place
+                self.store.forget(version)
+                raise self._no_space(full, f"version {version} not applied",
+                                     f"version {current.version} stays in force, untouched") from None
+
+    def _change(self, record: Version, current: Version) -> ChangeResult:
+        try:
+            # The operator's files are read now: one that is gone or no longer parses refuses the change.
+            checked = self._rebased(record.params, current.params, f"change to version {record.version}")
+            if record.params == current.params:
+                record.status, record.action = "applied", "unchanged"
+                return self._commit(record, 0.0)
+            self._check(checked)
+        except RebaseConflict as err:
+            raise ChangeRefused(409, f"{self.name} is held, version {record.version} not applied: {err}",
+                                version=current.version, held=str(err)) from None
+        except ValidationFailed as err:
+            record.status, record.message = "rejected", str(err)
+            self.store.put(record)
+            self.store.audit("rejected", version=record.version, reason=str(err))
+            return self._result(record, record.version)
+        return self._switch(record, current, self._cost(current.params, record.params), checked)
 
     def rollback(self) -> ChangeResult:
         """Go back to the version that was in force before the current one."""
@@ -201,20 +216,26 @@ class ManagedComponent:
             if previous is None:
                 raise ChangeRefused(409, f"{self.name} has no earlier version to roll back to", version=current.version)
             try:  # before anything stops: a rollback over an operator's edit is refused, the component untouched
-                self._rebased(previous.params, current.params, f"rollback to version {previous.version}")
+                files = self._rebased(previous.params, current.params, f"rollback to version {previous.version}")
             except ValidationFailed as err:
                 raise ChangeRefused(409, f"{self.name} is held, not rolled back to version {previous.version}: "
                                          f"{err}", version=current.version, held=str(err)) from None
             started = time.monotonic()
             try:
+                staged = StagedFiles(_changed(files))
+            except DiskFull as full:
+                raise self._no_space(full, f"not rolled back to version {previous.version}",
+                                     f"version {current.version} stays in force, untouched") from None
+            try:
                 self._put_in_force(previous, self._cost(current.params, previous.params), current.params,
-                                   during=f"rollback to version {previous.version}")
+                                   during=f"rollback to version {previous.version}", checked=files, staged=staged)
+                self.store.set_current(previous.version)
             except Exception as err:  # the earlier version fails too: put the current one back
-                self._put_in_force(current, ChangeCost.RESTART, previous.params, during="restoring after a rollback",
-                                   held_ok=True)
+                restored = self._restore(current, previous.params, "restoring after a rollback")
+                if isinstance(err, DiskFull):
+                    raise self._no_space(err, f"not rolled back to version {previous.version}", restored) from None
                 raise ChangeRefused(502, f"rolling {self.name} back to version {previous.version} failed, "
-                                         f"version {current.version} is back in force: {err}") from None
-            self.store.set_current(previous.version)
+                                         f"{restored}: {err}") from None
             self.store.audit("rolled_back_on_request", version=previous.version, from_version=current.version)
             return ChangeResult(self.name, previous.version, previous.version, "applied", "rolled back",
                                 f"back to version {previous.version} from {current.version}",
@@ -262,30 +283,60 @@ class ManagedComponent:
 
     def _switch(self, record: Version, current: Version, cost: ChangeCost, checked: Mapping[Path, str]
                 ) -> ChangeResult:
-        """Write, apply, check health; on any failure put `current` back and report why."""
-        self.store.put(record)
-        self.store.set_pending(record.version)
+        """Stage, record, write, apply, check health; on any failure put `current` back and report why. A full disk
+        met before the component is touched is raised as it is (the caller answers it)."""
+        staged = StagedFiles(_changed(checked))
+        try:
+            self.store.put(record)
+            self.store.set_pending(record.version)
+        except DiskFull:
+            staged.discard()
+            raise
         self.store.audit("change_started", version=record.version, from_version=current.version, cost=cost.value,
                          changes={k: v for k, v in record.params.items() if current.params.get(k) != v})
         started = time.monotonic()
         try:
             record.action, _ = self._put_in_force(record, cost, current.params, during=f"version {record.version}",
-                                                  checked=checked)
+                                                  checked=checked, staged=staged)
+            record.status = "applied"
+            return self._commit(record, time.monotonic() - started)
         except Exception as err:  # whatever went wrong, the component must not stay on a half-applied change
+            restored = self._restore(current, record.params, f"restoring version {current.version}")
+            if isinstance(err, DiskFull):
+                self.store.forget(record.version)
+                raise self._no_space(err, f"version {record.version} not applied", restored) from None
             reason = f"{type(err).__name__}: {err}" if not isinstance(err, Unhealthy) else str(err)
-            try:
-                self._put_in_force(current, ChangeCost.RESTART, record.params, during=f"restoring version "
-                                   f"{current.version}", held_ok=True)
-                restored = f"version {current.version} is back in force"
-            except Exception as again:  # reported, never hidden: the operator has to step in
-                restored = f"restoring version {current.version} failed too: {again}"
             record.status, record.message = "rolled_back", f"{reason}; {restored}"
-            self.store.put(record)
+            try:
+                self.store.put(record)
+            except DiskFull as full:
+                self.store.forget(record.version)
+                raise self._no_space(full, f"version {record.version} rolled back ({reason}), not recorded",
+                                     restored) from None
             self.store.set_pending(None)
             self.store.audit("rolled_back", version=record.version, to_version=current.version, reason=record.message)
             return self._result(record, record.version, elapsed_s=time.monotonic() - started)
-        record.status = "applied"
-        return self._commit(record, time.monotonic() - started)
+
+    def _restore(self, version: Version, undone: Mapping[str, Value], during: str) -> str:
+        """Put `version` back in force over the keys `undone` wrote; what came of it, in words (never raised: the
+        operator reads it and has to step in)."""
+        try:
+            self._put_in_force(version, ChangeCost.RESTART, undone, during=during, held_ok=True)
+        except Exception as again:
+            return f"restoring version {version.version} failed too: {again}"
+        return f"version {version.version} is back in force"
+
+    def _no_space(self, full: DiskFull, what: str, in_force: str) -> ChangeRefused:
+        """507 for a change or rollback the disk had no room for, saying what is in force; audited, or said not to
+        be (the line is kept until there is room), and logged."""
+        message = f"{self.name} {what}: {full}; {in_force}"
+        detail: dict[str, object] = {"path": str(full.path), "version": self.store.current()}
+        unaudited = self.store.audit("no_space", path=str(full.path), reason=message)
+        if unaudited is not None:
+            message += f"; the audit log cannot be written either ({unaudited}), its entry waits in memory for room"
+            detail["audit"] = f"not written: {unaudited}"
+        log.error("%s", message)
+        return ChangeRefused(507, message, **detail)
 
     def _commit(self, record: Version, elapsed_s: float) -> ChangeResult:
         record.elapsed_s = elapsed_s
@@ -296,25 +347,33 @@ class ManagedComponent:
         return self._result(record, record.version)
 
     def _put_in_force(self, record: Version, cost: ChangeCost, base: Mapping[str, Value] | None, *, during: str,
-                      checked: Mapping[Path, str] | None = None, held_ok: bool = False) -> tuple[str, list[str]]:
+                      checked: Mapping[Path, str] | None = None, staged: StagedFiles | None = None,
+                      held_ok: bool = False) -> tuple[str, list[str]]:
         """Rebase the version's values onto the files as they are now, write the files that change, apply, wait
         until the component is healthy; returns the action and the files written.
 
         A change that restarts the component stops it before its files are rebased and written: one that watches
         its own files (Filebeat's input reload) must not put them in force itself first, half-way, and an edit the
-        operator makes meanwhile is rebased onto. Files that differ from the `checked` ones are checked again.
-        `held_ok`: a refused rebase writes nothing and the component starts on its files as they are."""
-        if cost is ChangeCost.RESTART and self.runtime is not None:
-            self.runtime.stop()
+        operator makes meanwhile is rebased onto. Files that differ from the `checked` ones are checked again and
+        written afresh; else the `staged` ones (the checked files, staged before the component was touched) are put
+        in place. `held_ok`: a refused rebase writes nothing and the component starts on its files as they are."""
+        staged = staged or StagedFiles({})
         try:
-            files = self._rebased(record.params, base, during)
-        except ValidationFailed:
-            if not held_ok:
-                raise
-            files = {}
-        if checked is not None and files != checked:
-            self._check(files)
-        written = _write_changed(files)
+            if cost is ChangeCost.RESTART and self.runtime is not None:
+                self.runtime.stop()
+            try:
+                files = self._rebased(record.params, base, during)
+            except ValidationFailed:
+                if not held_ok:
+                    raise
+                files = {}
+            if files != checked:
+                staged.discard()
+                if checked is not None:
+                    self._check(files)
+            written = sorted(staged.commit() + StagedFiles(_changed(files)).commit())
+        finally:
+            staged.discard()
         applied = self.adapter.apply(Config(record.params), self.runtime, cost)
         self._wait_healthy()
         return applied.action, written
@@ -344,11 +403,9 @@ class ManagedComponent:
                             record.params)
 
 
-def _write_changed(files: Mapping[Path, str]) -> list[str]:
-    """Write the files whose text differs from what is on disk; the ones written."""
-    changed = {path: text for path, text in files.items() if not path.exists() or path.read_text() != text}
-    write_files(changed)
-    return sorted(str(path) for path in changed)
+def _changed(files: Mapping[Path, str]) -> dict[Path, str]:
+    """The files whose text differs from what is on disk."""
+    return {path: text for path, text in files.items() if not path.exists() or path.read_text() != text}
 
 
 def _accepts(param: Param, value: Value) -> bool:

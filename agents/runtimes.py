@@ -13,6 +13,8 @@ from typing import Sequence
 import docker
 import docker.errors
 
+from agents.adapter import atomic_write
+
 
 def start_ticks(pid: int) -> int | None:
     """The kernel's start time of a live process (None once it exited): with the pid, it names one process."""
@@ -73,14 +75,22 @@ class ProcessRuntime:
             os.kill(pid, signal.Signals[self.reload_signal])
 
     def restart(self) -> None:
-        """Stop the process if it runs (SIGTERM, SIGKILL after the timeout), then start it again."""
+        """Stop the process if it runs (SIGTERM, SIGKILL after the timeout), then start it again.
+
+        A process whose pid file cannot be written (a full disk: `DiskFull`) is killed again at once: one the
+        agent cannot find would run on unseen, beside the next one it starts."""
         self.stop()
         with open(self.log_file, "ab") as log:
             self._child = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT,
                                            stdin=subprocess.DEVNULL, cwd=self.run_dir, env=self.env,
                                            start_new_session=True)
         record = {"pid": self._child.pid, "start_ticks": start_ticks(self._child.pid), "argv": list(self.argv)}
-        self.pid_file.write_text(json.dumps(record))
+        try:
+            atomic_write(self.pid_file, json.dumps(record))
+        except BaseException:
+            os.killpg(self._child.pid, signal.SIGKILL)
+            self._child.wait()
+            raise
 
     def stop(self) -> None:
         pid = self.pid()

@@ -29,8 +29,9 @@ from agents.component import ChangeRefused, ManagedComponent
 from agents.config import (AgentConfig, Component, DockerRuntimeSpec, FilebeatComponent, KafkaBrokerComponent,
                            KafkaConsumerComponent, KafkaProducerComponent, LogstashComponent)
 from agents.filebeat.adapter import FilebeatAdapter
-from agents.filebeat.exporter import FilebeatCollector, registry_offsets
+from agents.filebeat.exporter import FilebeatCollector
 from agents.filebeat.patch import InputSelector, discover
+from agents.filebeat.registry import registry_offsets
 from agents.filebeat.source_watch import SourceWatch, filebeat_data_dir, watched_sources
 from agents.heartbeat import HeartbeatWriter
 from agents.kafka.broker import KafkaBrokerAdapter
@@ -41,7 +42,8 @@ from agents.runtimes import DockerRuntime, ProcessRuntime
 from models.space import Value
 
 # The HTTP status of each change outcome: a rejected config wrote nothing (422); a rolled-back one
-# reached the component and failed there (502).
+# reached the component and failed there (502). A refusal that is not an outcome carries its own status
+# (`ChangeRefused`: 409 held or a version conflict, 422 a value out of range, 507 no space left on a device).
 _STATUS = {"applied": 200, "unchanged": 200, "rejected": 422, "rolled_back": 502}
 
 
@@ -54,7 +56,8 @@ def build_adapter(spec: Component, state_dir: Path, runtime: Runtime | None = No
     """The adapter a component entry of agent.yaml describes (`runtime`: the one its health may ask)."""
     if isinstance(spec, FilebeatComponent):
         selectors = [InputSelector(id=s.id, path_glob=s.path) for s in spec.inputs]
-        return FilebeatAdapter(spec.config, selectors, spec.binary, http_port=spec.http_port, runtime=runtime)
+        return FilebeatAdapter(spec.config, selectors, spec.binary, http_port=spec.http_port, runtime=runtime,
+                               data_dir=_filebeat_data_dir(spec))
     if isinstance(spec, LogstashComponent):
         return LogstashAdapter(spec.settings_dir, spec.pipeline_id, spec.output_id, spec.binary, api_port=spec.api_port)
     if isinstance(spec, KafkaConsumerComponent):
@@ -89,6 +92,13 @@ def _default_argv(spec: Component) -> list[str]:
     return [str(spec.binary), "--path.settings", str(spec.settings_dir)]
 
 
+def _filebeat_data_dir(spec: FilebeatComponent) -> Path | None:
+    """The path.data of a Filebeat the agent runs itself; None for a container's, kept at a path of its own."""
+    if isinstance(spec.runtime, DockerRuntimeSpec):
+        return None
+    return filebeat_data_dir(spec.config, spec.runtime.argv or _default_argv(spec))
+
+
 def build_components(config: AgentConfig) -> dict[str, ManagedComponent]:
     components = {}
     for spec in config.components:
@@ -117,9 +127,8 @@ def node_metrics(config: AgentConfig) -> CollectorRegistry:
         if not isinstance(spec, FilebeatComponent):
             continue
         files = discover(spec.config, [InputSelector(id=s.id, path_glob=s.path) for s in spec.inputs])
-        # A container's Filebeat keeps its registry at a path of its own: its backlog counts from the agent's start.
-        argv = None if isinstance(spec.runtime, DockerRuntimeSpec) else spec.runtime.argv or _default_argv(spec)
-        data_dir = filebeat_data_dir(spec.config, argv) if argv else None
+        # Without a registry (a container's Filebeat) the backlog counts from the agent's start.
+        data_dir = _filebeat_data_dir(spec)
         registry.register(SourceWatch(watched_sources(files.inputs),
                                       (lambda d=data_dir: registry_offsets(d)) if data_dir else None))
         if spec.http_port is not None:

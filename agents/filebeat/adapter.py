@@ -8,7 +8,11 @@ queue; Filebeat 7.17 drops that line, but has already moved the harvester's in-m
 and the reloaded input resumes from there, so the line is lost for good (issue #14, measured by
 `python -m bench.reload_loss`). A restart resumes from the registry, which
 holds only offsets Kafka acknowledged: lines may come twice, never not at all. The agent stops
-Filebeat before it writes the files (agents/component.py), so the reloader never sees them first."""
+Filebeat before it writes the files (agents/component.py), so the reloader never sees them first.
+
+With its registry's filesystem full Filebeat ships on, but its registry stops (agents/filebeat/registry.py): it is
+reported not healthy, and a change, whose restart would send again every line since the registry's last write,
+is refused as a full disk."""
 
 from __future__ import annotations
 
@@ -20,9 +24,11 @@ from typing import Mapping
 
 import yaml
 
-from agents.adapter import Applied, Health, Runtime, ValidationFailed, read_text, restart_if_needed, run_check
+from agents.adapter import (Applied, Health, Runtime, ValidationFailed, naming_full_disk, read_text,
+                            restart_if_needed, run_check)
 from agents.filebeat import patch as filebeat_patch
 from agents.filebeat.patch import FilebeatFiles, InputSelector
+from agents.filebeat.registry import registry_room
 from agents.rebase import OnDisk
 from agents.yaml_patch import YamlPatchError, key_splits
 from models.space import PIPELINE_PARAMS, PIPELINE_SPACE, ChangeCost, Config, Param, Value
@@ -31,16 +37,18 @@ PARAMS = tuple(p for p in PIPELINE_PARAMS if p.component == "filebeat")
 
 
 class FilebeatAdapter:
-    """Filebeat 7.17 on this node, configured by the operator's filebeat.yml."""
+    """Filebeat 7.17 on this node, configured by the operator's filebeat.yml; `data_dir` its path.data (None: not
+    known here, as in a container, and its registry's room is not watched)."""
 
     name = "filebeat"
 
     def __init__(self, config: Path, selectors: list[InputSelector], binary: Path, *, http_port: int | None = None,
-                 runtime: Runtime | None = None, check_timeout_s: float = 60.0) -> None:
+                 runtime: Runtime | None = None, data_dir: Path | None = None, check_timeout_s: float = 60.0) -> None:
         self.files: FilebeatFiles = filebeat_patch.discover(config, selectors)  # FilebeatConfigError names file:line
         self.binary = binary
         self.http_port = http_port
         self.runtime = runtime
+        self.data_dir = data_dir
         self.check_timeout_s = check_timeout_s
         self.left_alone = _left_alone(filebeat_patch.on_disk(self.files))
         self.params: tuple[Param, ...] = tuple(p for p in PARAMS if p.name not in self.left_alone)
@@ -69,7 +77,11 @@ class FilebeatAdapter:
     def validate(self, files: Mapping[Path, str]) -> None:
         """`filebeat test config` on a patched copy staged next to filebeat.yml (relative paths and
         `${path.config}` resolve as for the real one), with the tuned input files inlined: Filebeat's
-        check does not read files under `filebeat.config.inputs`."""
+        check does not read files under `filebeat.config.inputs`. `DiskFull` when the registry has no room (the
+        restart would send lines again) or the copy does not fit beside filebeat.yml."""
+        full = registry_room(self.data_dir) if self.data_dir is not None else None
+        if full is not None:
+            raise full
         config = self.files.config
         document = yaml.safe_load(files[config]) or {}
         loader = _located(document, "filebeat.config.inputs")
@@ -83,7 +95,7 @@ class FilebeatAdapter:
             document["filebeat.inputs"] = external
         fd, check = tempfile.mkstemp(dir=config.parent, prefix=f".pipetune-check-{config.stem}.", suffix=".yml")
         try:
-            with os.fdopen(fd, "w") as handle:  # mkstemp makes it 0600, as Filebeat wants
+            with naming_full_disk(config), os.fdopen(fd, "w") as handle:  # mkstemp makes it 0600, as Filebeat wants
                 yaml.safe_dump(document, handle, sort_keys=False)
             with tempfile.TemporaryDirectory(prefix="pipetune-filebeat-check-") as scratch:
                 run_check([str(self.binary), "test", "config", "-c", check, "--path.config", str(config.parent),
@@ -97,7 +109,13 @@ class FilebeatAdapter:
         return restart_if_needed(runtime, cost, self.name) or Applied("already in force")
 
     def health(self) -> Health:
-        """Filebeat's HTTP endpoint answers with its stats; without one, only that the process runs."""
+        """Filebeat's HTTP endpoint answers with its stats (without one, only that the process runs), and its
+        registry has room to be written."""
+        answers = self._answers()
+        full = registry_room(self.data_dir) if answers.ok and self.data_dir is not None else None
+        return answers if full is None else Health(False, f"{answers.detail}; {full}")
+
+    def _answers(self) -> Health:
         if self.http_port is None:
             running = self.runtime is not None and self.runtime.running()
             return Health(running, "the process runs (no http_port)" if running else "the process is not running")

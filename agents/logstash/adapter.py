@@ -15,7 +15,8 @@ import urllib.request
 from pathlib import Path
 from typing import Mapping
 
-from agents.adapter import Applied, Health, Runtime, ValidationFailed, read_text, restart_if_needed, run_check
+from agents.adapter import (Applied, Health, Runtime, ValidationFailed, naming_full_disk, read_text, restart_if_needed,
+                            run_check)
 from agents.logstash import patch as logstash_patch
 from agents.logstash.conf import LogstashConfigError, read_plugins
 from agents.logstash.patch import LogstashFiles
@@ -73,8 +74,9 @@ class LogstashAdapter:
         # order) in a hidden directory next to the settings (a `*.conf` glob does not match it).
         staged = Path(tempfile.mkdtemp(prefix=".pipetune-check-", dir=self.settings_dir))
         try:
-            for source in self.files.sources:
-                (staged / source.name).write_text(files[source] if source in files else read_text(source))
+            with naming_full_disk(self.settings_dir):
+                for source in self.files.sources:
+                    (staged / source.name).write_text(files[source] if source in files else read_text(source))
             run_check([str(self.binary), "--path.settings", str(self.settings_dir), "-f", str(staged),
                        "--config.test_and_exit"], "logstash --config.test_and_exit", 300.0)
         finally:

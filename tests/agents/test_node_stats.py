@@ -6,7 +6,7 @@ import os
 
 from prometheus_client import CollectorRegistry
 
-from agents.filebeat.exporter import registry_offsets
+from agents.filebeat.registry import registry_offsets
 from agents.process_stats import NodeCpuCollector, ProcessCpuCollector
 
 
