@@ -1,0 +1,145 @@
+"""bench.foreign's pure parts: the operator's files, the hand edit's check, the truth's latency and loss, each
+window's agreement with the truth, and the goals."""
+
+import json
+import math
+import re
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from bench.foreign import (HAND_EDITS, STAMP_STEP_S, TEMPLATES, Agreement, EditCheck, RunReport, Site, Truth,
+                           Window, access_line, apply_hand_edits, best_within_budget, check_edit, fill,
+                           lost_requests, read_access_log, truth_line, with_truth, windows_of, write_rotated)
+
+
+def _site(tmp_path: Path) -> Site:
+    return Site(tmp_path, "127.0.0.1:19092", 8080, 8765, 9108, 9090, tmp_path / "filebeat", tmp_path / "k6")
+
+
+def _filebeat_yml(tmp_path: Path) -> str:
+    return fill((TEMPLATES / "filebeat.yml").read_text(), _site(tmp_path).values())
+
+
+def test_every_template_is_filled_from_the_site_and_filebeat_yml_is_the_operators_pipeline(tmp_path):
+    for name in ("nginx.conf", "filebeat.yml", "prometheus.yml", "deployment.yaml"):  # load.js takes k6's -e
+        fill((TEMPLATES / name).read_text(), _site(tmp_path).values())  # a placeholder the site lacks raises
+    config = yaml.safe_load(_filebeat_yml(tmp_path))
+    access, error = config["filebeat.inputs"]
+    assert (access["id"], access["type"], error["id"]) == ("nginx-access", "filestream", "nginx-error")
+    assert access["parsers"] == [{"ndjson": {"target": "", "add_error_key": True}}]
+    assert config["output.kafka"]["compression"] == "gzip" and "partition.round_robin" in config["output.kafka"]
+    with pytest.raises(ValueError, match="__NOPE__"):
+        fill("a: __NOPE__", {})
+
+
+def test_the_hand_edit_is_kept_when_only_tuned_keys_change(tmp_path):
+    edited = apply_hand_edits(_filebeat_yml(tmp_path))
+    assert all(new in edited for _, new in HAND_EDITS)
+    tuned = edited.replace("      log_type: access\n", "      log_type: access\n    backoff.init: 10ms\n") + \
+        "queue.mem.flush.timeout: 5ms\n"
+    assert check_edit(edited, tuned).kept
+
+
+def test_the_hand_edit_is_not_kept_when_undone_or_when_another_line_changes(tmp_path):
+    edited = apply_hand_edits(_filebeat_yml(tmp_path))
+    undone = check_edit(edited, _filebeat_yml(tmp_path))
+    assert not undone.kept and undone.missing[0].strip().startswith("environment: production")
+    other = check_edit(edited, edited.replace("compression: gzip", "compression: none"))
+    assert not other.kept and other.changed == ("  compression: gzip", "  compression: none")
+
+
+def _event(msec: float, request_id: str, environment: str = "staging") -> bytes:
+    return json.dumps({"@timestamp": "2026-11-27T10:00:00Z", "msec": msec, "request_id": request_id,
+                       "service": {"name": "shop-web", "environment": environment}}).encode()
+
+
+def test_the_truth_takes_each_request_as_written_mid_millisecond_and_counts_other_records_apart():
+    lines = [truth_line(1000.020, _event(1000.010, "a" * 32)),
+             truth_line(1000.500, b'{"message": "open() \\"/static/x.png\\" failed", "log_type": "error"}'),
+             truth_line(1000.600, b"not json")]
+    truth = Truth.parse(lines)
+    assert truth.latency_s[0] == pytest.approx(0.010 - STAMP_STEP_S / 2)
+    assert truth.seen() == {"a" * 32} and truth.other_records() == 2
+    assert truth.environments[0] == "staging"
+
+
+def test_a_window_counts_requests_that_arrived_in_it_and_leaves_the_rotated_history_out():
+    truth = Truth.parse([truth_line(a, _event(m, f"{i:032x}")) for i, (a, m) in
+                         enumerate(((10.0, 9.9), (10.5, 10.1), (11.0, 10.8), (10.7, 10.7 - 86400)))])
+    assert truth.arrived(10.0, 11.0, since_s=0.0).tolist() == [False, True, True, False]  # (start, end]
+    windows = with_truth([Window(1, 3, "hold", 10.0, 11.0, 0.39)], truth, since_s=5.0)
+    assert windows[0].truth_events == 2  # the day-old line is the probe's backfill, not in its histograms
+    expected = np.percentile([0.4 - STAMP_STEP_S / 2, 0.2 - STAMP_STEP_S / 2], 95)
+    assert windows[0].truth_p95_s == pytest.approx(expected)
+
+
+def test_lost_requests_are_those_nginx_logged_in_the_span_that_the_truth_never_read():
+    logged = {"a": 10.0, "b": 11.0, "c": 12.0, "d": 30.0}
+    assert lost_requests(logged, {"a", "x"}, 0.0, 20.0) == ["b", "c"]
+    assert lost_requests(logged, {"a", "b", "c", "d"}, 0.0, math.inf) == []
+
+
+def test_the_rotated_history_is_old_and_reads_as_nginx_wrote_it(tmp_path):
+    now = time.time()
+    write_rotated(tmp_path, 3, now)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["access.log.1", "access.log.2", "access.log.3"]
+    assert (tmp_path / "access.log.3").stat().st_mtime < now - 3 * 86400 + 60
+    history = read_access_log(tmp_path / "access.log.2")
+    assert len(history) == 5 and all(now - 2 * 86400 - 1 < m < now - 2 * 86400 + 6 for m in history.values())
+    log_format = (TEMPLATES / "nginx.conf").read_text().split("log_format shop_json")[1].split(";")[0]
+    assert list(json.loads(access_line(1.7e9, "r"))) == re.findall(r'"(\w+)":', log_format)  # the live log's fields
+
+
+def _decision(window: int, wall_time: float, p95_s: float | None, duration_s: float = 20.0) -> dict:
+    return {"window": window, "action": "hold", "wall_time": wall_time, "change": {},
+            "observed": {"p95_s": p95_s, "duration_s": duration_s, "cpu_cores": {"filebeat": 0.05}}}
+
+
+def test_a_window_starts_as_the_decision_before_it_was_logged_and_the_first_one_is_left_out():
+    decisions = [_decision(0, 100.0, 2.0), _decision(1, 145.0, 1.5, 20.0), _decision(2, 166.0, None, 19.5)]
+    windows = windows_of(decisions, run=2)
+    assert [(w.window, w.start_s, w.end_s) for w in windows] == [(1, 100.0, 120.0), (2, 145.0, 164.5)]
+    assert windows[0].p95_s == 1.5 and math.isnan(windows[1].p95_s) and windows[0].filebeat_cores == 0.05
+
+
+def test_agreement_counts_the_windows_within_5pct_of_the_truth():
+    windows = [Window(1, k, "hold", 0, 1, p, truth_p95_s=t)
+               for k, (p, t) in enumerate(((1.04, 1.0), (0.9, 1.0), (math.nan, 1.0), (1.0, math.nan)))]
+    assert windows[0].error == pytest.approx(0.04) and math.isnan(windows[2].error)
+    agreement = Agreement.of(windows)
+    assert (agreement.compared, agreement.within, agreement.worst) == (2, 1, pytest.approx(0.1))
+
+
+SWEEP = {"defaults": {"p95_s": 2.8, "filebeat_cores": 0.045}, "flush 10ms": {"p95_s": 1.8, "filebeat_cores": 0.05},
+         "flush+backoff 1ms": {"p95_s": 0.008, "filebeat_cores": 0.3}}
+
+
+def test_the_sweep_is_compared_at_the_finals_cpu_budget():
+    assert best_within_budget(SWEEP, 0.05) == "flush 10ms"
+    assert best_within_budget(SWEEP, 0.3) == best_within_budget(SWEEP) == "flush+backoff 1ms"
+    assert best_within_budget(SWEEP, 0.01) is None
+
+
+def _report(**changes) -> RunReport:
+    good = dict(run=1, exit_code=0, final_p95_s=0.01, defaults_p95_s=2.8, final_cores=0.3, sweep=SWEEP,
+                agreement=Agreement(20, 20, 0.02), logged=1000, lost=0, edit=EditCheck((), ()))
+    return RunReport(**(good | changes))
+
+
+def test_the_goals_are_met_only_with_every_figure_in_reach():
+    assert all(ok for ok, _ in _report().goals())
+    for changes, words in ((dict(final_p95_s=0.05), "56x below"), (dict(final_p95_s=0.02), "2.50x"),
+                           (dict(agreement=Agreement(20, 19, 0.07)), "19 of 20"), (dict(lost=3), "lost: 3 of 1000"),
+                           (dict(edit=None), "not made"), (dict(exit_code=1), "exited 1")):
+        missed = [text for ok, text in _report(**changes).goals() if not ok]
+        assert missed and words in missed[0], (changes, missed)
+
+
+def test_a_final_cheaper_than_every_sweep_config_has_nothing_to_compare_and_says_so():
+    missed = [text for ok, text in _report(final_cores=0.01).goals() if not ok]
+    assert missed == ["no hand-sweep config ran within the final's Filebeat CPU (0.010 cores): nothing to compare at "
+                      "the same budget; at any CPU: flush+backoff 1ms 8.0 ms with 0.300"]
