@@ -44,10 +44,11 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections import Counter
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, Mapping, Sequence
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 from rich.console import Console
@@ -199,15 +200,21 @@ class Truth:
     environments: list[str]
 
     @classmethod
-    def parse(cls, lines: Sequence[str]) -> Truth:
-        rows = [line.rstrip("\n").split("\t") for line in lines if line.strip()]
-        return cls(np.array([float(r[0]) for r in rows]), np.array([float(r[1]) if r[1] else math.nan for r in rows]),
-                   [r[2] for r in rows], [r[3] for r in rows])
+    def parse(cls, lines: Iterable[str]) -> Truth:
+        arrival, msec, ids, environments = [], [], [], []
+        for line in lines:
+            if line.strip():
+                a, m, rid, env = line.rstrip("\n").split("\t")
+                arrival.append(float(a))
+                msec.append(float(m) if m else math.nan)
+                ids.append(rid)
+                environments.append(env)
+        return cls(np.array(arrival), np.array(msec), ids, environments)
 
     @classmethod
     def read(cls, path: Path) -> Truth:
         with open(path) as lines:
-            return cls.parse(lines.readlines())
+            return cls.parse(lines)
 
     @property
     def latency_s(self) -> np.ndarray:
@@ -398,6 +405,7 @@ class RunReport:
     decisions_changed: int = 0
     # where what the agent had in force as autotune ended is not its final config: parameter -> [final, in force]
     left_in_force: dict[str, list[Value]] = field(default_factory=dict)
+    audit_events: dict[str, int] = field(default_factory=dict)  # the agent's audit log, by event
     after_lull_s: float = math.nan  # the first request after the lull: its latency
 
     def goals(self) -> list[tuple[bool, str]]:
@@ -771,7 +779,9 @@ def tune(site: Site, traffic: Traffic, args: argparse.Namespace, run: int, out: 
 def side_by_side(site: Site, contenders: Mapping[str, Mapping[str, Value]], rounds: int, warmup_s: float,
                  measure_s: float, console: Console) -> list[Contender]:
     """Each contender put in force by the agent, a warm-up, then a fresh window: its span and Filebeat's CPU in
-    it (/proc); the truth's figures come later, from what the truth read. Interleaved, then in reverse."""
+    it (/proc); the truth's figures come later, from what the truth read of the requests written in it. The
+    warm-up's length again after the window lets its last requests arrive before the next config's restart.
+    Interleaved, then in reverse."""
     rows = []
     names = list(contenders)
     with site.agent() as agent:
@@ -789,6 +799,7 @@ def side_by_side(site: Site, contenders: Mapping[str, Mapping[str, Value]], roun
                 after, end = cpu_seconds(pid) if pid else None, time.time()
                 cores = (after - before) / (end - start) if before is not None and after is not None else math.nan
                 rows.append(Contender(name, round_ + 1, start, end, cores))
+                time.sleep(warmup_s)
                 console.print(f"[dim]side by side, round {round_ + 1}: {name} (Filebeat {cores:.3f} cores)[/]")
     return rows
 
@@ -799,7 +810,7 @@ def with_truth_contenders(rows: Sequence[Contender], truth: Truth, logged: Mappi
     for row in rows:
         inside = truth.written(row.start_s, row.end_s)
         latency = truth.latency_s[inside]
-        ids = {rid for rid, keep in zip(truth.request_ids, inside) if keep}
+        ids = {truth.request_ids[i] for i in np.flatnonzero(inside)}
         wrote = int(np.searchsorted(written, row.end_s) - np.searchsorted(written, row.start_s))
         out.append(Contender(**{**asdict(row), "p95_s": p95(latency),
                                 "p50_s": float(np.median(latency)) if latency.size else math.nan,
@@ -838,6 +849,7 @@ def report_run(record: RunRecord, windows: Sequence[Window], figures: Mapping[st
         changes={k: [record.start.get(k), v] for k, v in record.final.items() if v != record.start.get(k)},
         decisions_changed=sum(bool(d["change"]) for d in record.decisions),
         left_in_force={k: [v, record.in_force.get(k)] for k, v in record.final.items() if v != record.in_force.get(k)},
+        audit_events=dict(Counter(str(entry.get("event")) for entry in record.audit)),
         after_lull_s=first_after(truth, record.lull_s[1]) if record.lull_s else math.nan)
 
 
@@ -860,6 +872,8 @@ def print_report(reports: Sequence[RunReport], windows: Sequence[Window], figure
         console.print(f"run {report.run}: {report.decisions_changed} decisions changed the config; final vs the "
                       "operator's: " + (", ".join(f"{k.removeprefix('filebeat.')} {a:.4g} → {b:.4g}"
                                                   for k, (a, b) in report.changes.items()) or "unchanged"))
+        console.print(f"run {report.run}: the agent's audit log: " +
+                      ", ".join(f"{n} {event}" for event, n in sorted(report.audit_events.items())))
         if report.left_in_force:
             console.print(f"run {report.run}: autotune ended with a candidate in force, not its final config: " +
                           ", ".join(f"{k.removeprefix('filebeat.')} {a:.4g} (final) / {b:.4g} (in force)"
@@ -926,6 +940,32 @@ def plot(records: Sequence[RunRecord], windows: Sequence[Window], figures: Mappi
     plt.close(fig)
 
 
+@dataclass(frozen=True)
+class Analysis:
+    reports: list[RunReport]
+    windows: list[Window]
+    figures: dict[str, dict]  # each contender's figures on its fresh windows
+    totals: dict[str, int]  # the whole bench: requests logged, lost, read twice; other records
+
+
+def analyse(records: Sequence[RunRecord], rows: Sequence[Contender], truth: Truth, logged: Mapping[str, float],
+            began_s: float, sweep: Sequence[str]) -> Analysis:
+    """Everything the bench reports, from what it recorded, what the truth read and what nginx logged."""
+    seen = truth.seen()
+    windows = [w for r in records for w in with_truth(windows_of(r.decisions, r.run), truth, began_s)]
+    figures = contender_figures(with_truth_contenders(rows, truth, logged))
+    reports = []
+    for record in records:
+        in_run = sum(record.began_s <= msec < record.ended_s for msec in logged.values())
+        lost = len(lost_requests(logged, seen, record.began_s, record.ended_s))
+        reports.append(report_run(record, [w for w in windows if w.run == record.run], figures, sweep, lost, in_run,
+                                  truth))
+    accessed = sum(bool(rid) for rid in truth.request_ids)
+    totals = {"lost": len(lost_requests(logged, seen, 0.0, math.inf)), "logged": len(logged),
+              "duplicates": accessed - len(seen), "other": truth.other_records()}
+    return Analysis(reports, windows, figures, totals)
+
+
 # ---- main -------------------------------------------------------------------------------------------------
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -977,18 +1017,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         logged = read_access_log(site.log_dir / "access.log")
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    seen = truth.seen()
-    windows = [w for r in records for w in with_truth(windows_of(r.decisions, r.run), truth, began)]
-    figures = contender_figures(with_truth_contenders(rows, truth, logged))
-    reports = []
-    for record in records:
-        in_run = [rid for rid, msec in logged.items() if record.began_s <= msec < record.ended_s]
-        lost = len(lost_requests(logged, seen, record.began_s, record.ended_s))
-        reports.append(report_run(record, [w for w in windows if w.run == record.run], figures, ("defaults", *sweep),
-                                  lost, len(in_run), truth))
-    accessed = sum(bool(rid) for rid in truth.request_ids)
-    totals = {"lost": len(lost_requests(logged, seen, 0.0, math.inf)), "logged": len(logged),
-              "duplicates": accessed - len(seen), "other": truth.other_records()}
+    analysis = analyse(records, rows, truth, logged, began, ("defaults", *sweep))
+    reports, windows, figures, totals = analysis.reports, analysis.windows, analysis.figures, analysis.totals
     print_report(reports, windows, figures, totals, console)
     details = {"args": {"runs": runs, "rate_eps": args.rate, "window_s": args.window, "windows": args.windows,
                         "rounds": rounds, "measure_s": measure_s, "sweep": {n: SWEEP[n] for n in sweep}},

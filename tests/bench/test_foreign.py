@@ -1,6 +1,7 @@
 """bench.foreign's pure parts: the operator's files, the hand edit's check, the truth's latency and loss, each
 window's agreement with the truth, and the goals."""
 
+import io
 import json
 import math
 import re
@@ -11,9 +12,12 @@ import numpy as np
 import pytest
 import yaml
 
-from bench.foreign import (HAND_EDITS, STAMP_STEP_S, TEMPLATES, Agreement, EditCheck, RunReport, Site, Truth,
-                           Window, access_line, apply_hand_edits, best_within_budget, check_edit, fill,
-                           lost_requests, read_access_log, truth_line, with_truth, windows_of, write_rotated)
+from rich.console import Console
+
+from bench.foreign import (HAND_EDITS, STAMP_STEP_S, TEMPLATES, Agreement, Contender, EditCheck, RunRecord, RunReport,
+                           Site, Truth, Window, access_line, analyse, apply_hand_edits, best_within_budget, check_edit,
+                           figures_of, fill, lost_requests, plot, print_report, read_access_log, truth_line,
+                           with_truth, windows_of, write_rotated)
 
 
 def _site(tmp_path: Path) -> Site:
@@ -143,3 +147,35 @@ def test_a_final_cheaper_than_every_sweep_config_has_nothing_to_compare_and_says
     missed = [text for ok, text in _report(final_cores=0.01).goals() if not ok]
     assert missed == ["no hand-sweep config ran within the final's Filebeat CPU (0.010 cores): nothing to compare at "
                       "the same budget; at any CPU: flush+backoff 1ms 8.0 ms with 0.300"]
+
+
+def test_a_whole_bench_is_reported_from_what_it_recorded(tmp_path):
+    start = {"filebeat.backoff": 2.0, "filebeat.queue.mem.flush.timeout": 1.0}
+    final = {"filebeat.backoff": 0.01, "filebeat.queue.mem.flush.timeout": 0.005}
+    decisions = [_decision(k, 100.0 + 20 * k, 0.0104 if k else 2.0) for k in range(5)]
+    edited = apply_hand_edits(_filebeat_yml(tmp_path))
+    record = RunRecord(1, 90.0, 200.0, 0, decisions, start, final, in_force=final, edited=edited, edited_at_s=130.0,
+                       final_text=edited, lull_s=(150.0, 160.0), audit=[{"event": "applied"}, {"event": "applied"}])
+    # nginx wrote a request every 10 ms from 95 s to 260 s; the truth read each 10.5 ms after its msec, but one
+    logged = {f"{i:032x}": float(m) for i, m in enumerate(np.arange(95.0, 260.0, 0.01))}
+    truth = Truth.parse([truth_line(m + 0.0105, _event(m, rid)) for rid, m in logged.items() if rid != f"{500:032x}"])
+    rows = [Contender("defaults", 1, 210.0, 230.0, 0.05), Contender("flush 10ms", 1, 230.0, 250.0, 0.1),
+            Contender("pipetune run 1", 1, 235.0, 255.0, 0.2)]
+    analysis = analyse([record], rows, truth, logged, 90.0, ("defaults", "flush 10ms"))
+    assert [w.window for w in analysis.windows] == [1, 2, 3, 4]
+    assert all(w.truth_p95_s == pytest.approx(0.010) and w.error == pytest.approx(0.04) for w in analysis.windows)
+    assert analysis.totals == {"lost": 1, "logged": len(logged), "duplicates": 0, "other": 0}
+    assert analysis.figures["pipetune run 1"]["p95_s"] == pytest.approx(0.010)
+    assert analysis.figures["defaults"]["out_in"] == pytest.approx(1.0, abs=0.001)
+    (report,) = analysis.reports
+    assert (report.lost, report.logged, report.edit.kept, report.audit_events) == (1, 10500, True, {"applied": 2})
+    assert report.changes == {"filebeat.backoff": [2.0, 0.01], "filebeat.queue.mem.flush.timeout": [1.0, 0.005]}
+    assert report.after_lull_s == pytest.approx(0.010)
+    shown = Console(file=io.StringIO(), width=200)
+    print_report(analysis.reports, analysis.windows, analysis.figures, analysis.totals, shown)
+    assert "met    pipetune's P95 within 5% of the truth's in 4 of 4 windows (worst 4.0%)" in shown.file.getvalue()
+    assert "1 of 16,500 requests nginx logged never reached the truth" in shown.file.getvalue()
+    tables = figures_of(analysis.reports, analysis.windows, analysis.figures)
+    assert tables["each run from the operator's defaults"][0]["lost"] == 1
+    plot([record], analysis.windows, analysis.figures, tmp_path / "foreign.png")
+    assert (tmp_path / "foreign.png").stat().st_size > 0
