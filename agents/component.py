@@ -178,11 +178,12 @@ class ManagedComponent:
             if done is not None:
                 if done.params != wanted:
                     raise ChangeRefused(409, f"version {version} of {self.name} was already used for other values",
-                                        version=version, params=done.params)
+                                        field="version", version=version, params=done.params)
                 return self._result(done, version, replay=True)
             if version <= self.store.highest():
                 raise ChangeRefused(409, f"version {version} is not above {self.name}'s highest version "
-                                         f"{self.store.highest()}", highest_version=self.store.highest())
+                                         f"{self.store.highest()}", field="version",
+                                    highest_version=self.store.highest())
             try:
                 return self._change(Version(version, wanted, current.version), current)
             except DiskFull as full:  # found before anything was stopped or written in place

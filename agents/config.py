@@ -7,19 +7,49 @@ the field (`components.0.params.filebeat.backoff`) and what is allowed.
 from __future__ import annotations
 
 from pathlib import Path
+import math
 from typing import Annotated, Literal, Union
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from agents.yaml_patch import utf8_text
 from models.space import PIPELINE_SPACE, ParamError, Value
 from models.yaml_doc import yaml_mapping
 
 Port = Annotated[int, Field(ge=1, le=65535)]
 
 
+def _finite(value: Value) -> Value:
+    """Every parameter compares its numbers as floats: NaN, infinities and integers no float holds are refused
+    here, naming the field, rather than failing further in."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return value
+    try:
+        if math.isfinite(float(value)):
+            return value
+    except OverflowError:
+        pass
+    shown = str(value)
+    raise ValueError(f"{shown if len(shown) <= 24 else shown[:20] + '...'} is not a finite number a float holds")
+
+
+# A parameter value as a file or a request gives it.
+GivenValue = Annotated[Value, AfterValidator(_finite)]
+
+
 class AgentConfigError(ValueError):
     """An agent.yaml that cannot be read or is not valid; the message names the field."""
+
+
+def read_yaml_mapping(path: Path, what: str) -> dict:
+    """The top-level mapping of a YAML file; `ValueError` naming the file (and the line, for a YAML error) when it
+    is not UTF-8 text, not YAML, nested deeper than a parser follows, or not a mapping of `what` fields. `OSError`
+    when it cannot be read."""
+    text = utf8_text(path)
+    try:
+        return yaml_mapping(text, str(path), what)
+    except RecursionError:
+        raise ValueError(f"{path} is not valid YAML: nested too deeply to read") from None
 
 
 class _Spec(BaseModel):
@@ -52,7 +82,7 @@ RuntimeSpec = Annotated[Union[ProcessRuntimeSpec, DockerRuntimeSpec], Field(disc
 
 class _Component(_Spec):
     name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
-    params: dict[str, Value] = Field(default={}, description="starting values; the rest keep the defaults")
+    params: dict[str, GivenValue] = Field(default={}, description="starting values; the rest keep the defaults")
 
     @model_validator(mode="after")
     def _known_params(self) -> "_Component":
@@ -166,7 +196,7 @@ def load_agent_config(path: Path | str) -> AgentConfig:
     """Read and validate agent.yaml."""
     path = Path(path)
     try:
-        raw = yaml_mapping(path.read_text(), str(path), "agent")
+        raw = read_yaml_mapping(path, "agent")
     except OSError as err:
         raise AgentConfigError(f"cannot read agent config {path}: {err.strerror}") from None
     except ValueError as err:

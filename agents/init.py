@@ -27,7 +27,7 @@ from agents.logstash.adapter import LogstashAdapter
 from agents.logstash.conf import LogstashConfigError, read_plugins
 from agents.logstash.patch import OUTPUT_PREFIX, PIPELINE_KEYS
 from agents.rebase import OnDisk, same
-from agents.yaml_patch import YamlPatchError, compose, lookup
+from agents.yaml_patch import YamlPatchError, lookup, read_document
 from models.space import PIPELINE_SPACE, ChangeCost, Param, ParamError, Value
 
 METRICS_TOKEN = "metrics-token"  # beside the token: the one Prometheus scrapes /metrics with
@@ -75,7 +75,7 @@ def _filebeat_values(adapter: FilebeatAdapter, notes: list[str]) -> dict[str, Va
 
 def _http_port(config: Path) -> int | None:
     """Filebeat's HTTP stats port when its config enables the endpoint (5066 unless it says otherwise)."""
-    root = compose(config.read_text(), str(config))
+    _, root = read_document(config)
     enabled = lookup(root, "http.enabled") if isinstance(root, MappingNode) else None
     if not (isinstance(enabled, ScalarNode) and enabled.value == "true"):
         return None
@@ -127,7 +127,7 @@ def logstash(settings_dir: Path, pipeline_id: str, output_id: str) -> Managed:
     files = adapter.files
     notes: list[str] = []
     params: dict[str, Value] = {}
-    entry = compose(files.pipelines_yml.read_text(), str(files.pipelines_yml)).value[files.entry_index]
+    entry = read_document(files.pipelines_yml)[1].value[files.entry_index]
     for param, key in PIPELINE_KEYS.items():
         node = lookup(entry, key)
         if isinstance(node, ScalarNode):

@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import AsyncIterator
 
 import docker
+import yaml
 from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -26,8 +28,9 @@ from pydantic import BaseModel, Field
 
 from agents.adapter import Adapter, ConfigStore, Runtime
 from agents.component import ChangeRefused, ManagedComponent
-from agents.config import (AgentConfig, Component, DockerRuntimeSpec, FilebeatComponent, KafkaBrokerComponent,
-                           KafkaConsumerComponent, KafkaProducerComponent, LogstashComponent)
+from agents.config import (AgentConfig, AgentConfigError, Component, DockerRuntimeSpec, FilebeatComponent,
+                           GivenValue, KafkaBrokerComponent, KafkaConsumerComponent, KafkaProducerComponent,
+                           LogstashComponent)
 from agents.filebeat.adapter import FilebeatAdapter
 from agents.filebeat.exporter import FilebeatCollector
 from agents.filebeat.patch import InputSelector, discover
@@ -39,7 +42,6 @@ from agents.kafka.client import KafkaConsumerAdapter, KafkaProducerAdapter
 from agents.logstash.adapter import LogstashAdapter
 from agents.process_stats import NodeCpuCollector
 from agents.runtimes import DockerRuntime, ProcessRuntime
-from models.space import Value
 
 # The HTTP status of each change outcome: a rejected config wrote nothing (422); a rolled-back one
 # reached the component and failed there (502). A refusal that is not an outcome carries its own status
@@ -47,17 +49,37 @@ from models.space import Value
 _STATUS = {"applied": 200, "unchanged": 200, "rejected": 422, "rolled_back": 502}
 
 
+# The statuses each request may answer with (the OpenAPI schema says them; tests/faults/test_bad_input.py holds the
+# agent to it). A refusal's body names what is refused: `message`, and `field` for a value (FastAPI's own 422 names
+# it in `detail[].loc`), `held` for a key edited by hand, `path` for a full disk.
+_AUTH = {401: {"description": "no bearer token"},
+         403: {"description": "a wrong token, or the metrics token anywhere but GET /metrics"}}
+_NAMED = {404: {"description": "no component of that name on this agent"}}
+_REFUSED = {409: {"description": "the component is held (`held` names the key, file and line)"},
+            507: {"description": "no space left on a device (`path` names it); nothing written, the version not used"},
+            502: {"description": "the component failed and was rolled back (`status: rolled_back`)"}}
+_CHANGE = _REFUSED | {
+    400: {"description": "the body is not JSON"},
+    409: {"description": "`version` not above `highest_version` or reused for other values (`field`: version), or "
+                         "the component held (`held` names the key, file and line)"},
+    422: {"description": "a value out of range or unknown (`field`, `allowed`), or rejected by the component's own "
+                         "check (`status: rejected`)"}}
+_ROLLBACK = _REFUSED | {409: {"description": "no earlier version, or the component held (`held`)"}}
+
+
 class ChangeRequest(BaseModel):
-    version: int = Field(ge=1, description="the caller's version number; above every version stored")
-    params: dict[str, Value] = Field(description="parameter name -> value; others keep the value in force")
+    # at most a JSON number's exact integers (2^53): a longer one would name a version file no filesystem takes
+    version: int = Field(ge=1, le=2**53, description="the caller's version number; above every version stored")
+    params: dict[str, GivenValue] = Field(description="parameter name -> value; others keep the value in force")
 
 
 def build_adapter(spec: Component, state_dir: Path, runtime: Runtime | None = None) -> Adapter:
     """The adapter a component entry of agent.yaml describes (`runtime`: the one its health may ask)."""
     if isinstance(spec, FilebeatComponent):
         selectors = [InputSelector(id=s.id, path_glob=s.path) for s in spec.inputs]
-        return FilebeatAdapter(spec.config, selectors, spec.binary, http_port=spec.http_port, runtime=runtime,
-                               data_dir=_filebeat_data_dir(spec))
+        adapter = FilebeatAdapter(spec.config, selectors, spec.binary, http_port=spec.http_port, runtime=runtime)
+        adapter.data_dir = _filebeat_data_dir(spec)  # once its files read well: filebeat.yml may say where it is
+        return adapter
     if isinstance(spec, LogstashComponent):
         return LogstashAdapter(spec.settings_dir, spec.pipeline_id, spec.output_id, spec.binary, api_port=spec.api_port)
     if isinstance(spec, KafkaConsumerComponent):
@@ -100,12 +122,18 @@ def _filebeat_data_dir(spec: FilebeatComponent) -> Path | None:
 
 
 def build_components(config: AgentConfig) -> dict[str, ManagedComponent]:
+    """Each component of agent.yaml over its files; `AgentConfigError` naming the component (and the file and line
+    its adapter names) when one cannot be used."""
     components = {}
-    for spec in config.components:
-        runtime = build_runtime(spec, config.state_dir)
-        components[spec.name] = ManagedComponent(build_adapter(spec, config.state_dir, runtime), runtime,
-                                                  ConfigStore(config.state_dir, spec.name), spec.params,
-                                                  health_timeout_s=config.health_timeout_s, settle_s=config.settle_s)
+    for i, spec in enumerate(config.components):
+        try:
+            runtime = build_runtime(spec, config.state_dir)
+            adapter = build_adapter(spec, config.state_dir, runtime)
+        except (ValueError, OSError, yaml.YAMLError) as err:
+            raise AgentConfigError(f"components.{i} ({spec.name}): {err}") from None
+        components[spec.name] = ManagedComponent(adapter, runtime, ConfigStore(config.state_dir, spec.name),
+                                                  spec.params, health_timeout_s=config.health_timeout_s,
+                                                  settle_s=config.settle_s)
     return components
 
 
@@ -183,7 +211,14 @@ def create_app(agent_config: AgentConfig, token: str, components: dict[str, Mana
             raise HTTPException(403, "the metrics token reads GET /metrics only")
         raise HTTPException(403, "wrong token")
 
-    app = FastAPI(title="pipetune agent", dependencies=[Depends(authorised)], lifespan=supervised)
+    app = FastAPI(title="pipetune agent", dependencies=[Depends(authorised)], lifespan=supervised, responses=_AUTH)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(_: Request, err: RequestValidationError) -> JSONResponse:
+        """422 naming each field (`loc`) and what is wrong with it; the input is not echoed back (a NaN in it would
+        not even encode as JSON)."""
+        return JSONResponse({"detail": [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]}
+                                        for e in err.errors()]}, status_code=422)
 
     def component(name: str) -> ManagedComponent:
         if name not in managed:
@@ -199,11 +234,11 @@ def create_app(agent_config: AgentConfig, token: str, components: dict[str, Mana
     def list_components() -> list[dict]:
         return [c.state() for c in managed.values()]
 
-    @app.get("/components/{name}")
+    @app.get("/components/{name}", responses=_NAMED)
     def get_component(name: str) -> dict:
         return component(name).state()
 
-    @app.put("/components/{name}/config")
+    @app.put("/components/{name}/config", responses=_NAMED | _CHANGE)
     def put_config(name: str, request: ChangeRequest) -> JSONResponse:
         try:
             result = component(name).change(request.version, request.params)
@@ -211,18 +246,19 @@ def create_app(agent_config: AgentConfig, token: str, components: dict[str, Mana
             return JSONResponse(refused.detail, status_code=refused.status)
         return JSONResponse(asdict(result), status_code=_STATUS[result.status])
 
-    @app.post("/components/{name}/rollback")
+    @app.post("/components/{name}/rollback", responses=_NAMED | _ROLLBACK)
     def rollback(name: str) -> JSONResponse:
         try:
             return JSONResponse(asdict(component(name).rollback()))
         except ChangeRefused as refused:
             return JSONResponse(refused.detail, status_code=refused.status)
 
-    @app.get("/components/{name}/audit")
+    @app.get("/components/{name}/audit", responses=_NAMED)
     def audit(name: str) -> list[dict]:
         return component(name).audit()
 
-    @app.get("/metrics")
+    @app.get("/metrics", response_class=Response,
+             responses={200: {"content": {CONTENT_TYPE_LATEST: {"schema": {"type": "string"}}}}})
     def prometheus_metrics() -> Response:
         """Prometheus text format; scraped with the metrics token (or the agent's), `authorization.credentials_file`."""
         return Response(generate_latest(metrics), media_type=CONTENT_TYPE_LATEST)

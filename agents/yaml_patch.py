@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Mapping
 
 import yaml
 from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode
+from ruamel.yaml.reader import ReaderError
 
 Scalar = str | int | float | bool
 
@@ -35,6 +37,23 @@ class Edit:
     text: str
 
 
+def utf8_text(path: Path) -> str:
+    """A file's text; `YamlPatchError` naming the file and its first byte that is not UTF-8 (binary garbage, another
+    encoding). `OSError` when it cannot be read."""
+    data = path.read_bytes()
+    try:
+        return data.decode()
+    except UnicodeDecodeError as err:
+        raise YamlPatchError(f"{path} is not UTF-8 text: byte {err.start} ({data[err.start:err.start + 1]!r}) "
+                             f"{err.reason}") from None
+
+
+def read_document(path: Path) -> tuple[str, Node]:
+    """A YAML file's text and node tree (`utf8_text`, `compose`)."""
+    text = utf8_text(path)
+    return text, compose(text, str(path))
+
+
 def compose(text: str, source: str) -> Node:
     """The document's node tree, with positions; a YAML error names `source` and the line."""
     try:
@@ -43,6 +62,12 @@ def compose(text: str, source: str) -> Node:
         mark = err.problem_mark or err.context_mark
         where = f"{source}:{mark.line + 1}" if mark else source
         raise YamlPatchError(f"{where}: {err.problem or err.context}") from None
+    except ReaderError as err:  # a character YAML does not allow (binary garbage): no mark, a position
+        line = text.count("\n", 0, err.position) + 1
+        code = ord(err.character) if isinstance(err.character, str) else err.character
+        raise YamlPatchError(f"{source}:{line}: unacceptable character #x{code:04x}: {err.reason}") from None
+    except RecursionError:
+        raise YamlPatchError(f"{source}: nested too deeply to read") from None
     if node is None:
         raise YamlPatchError(f"{source}: the file is empty")
     return node

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -55,10 +56,11 @@ def agent_command(
         raise typer.BadParameter("must differ from the agent's token", param_hint="--metrics-token-file")
     try:
         agent_config = load_agent_config(config)
-    except AgentConfigError as err:
+        scheme, ssl = tls_options(agent_config.host, tls_cert, tls_key, insecure_http, "pipetune agent")
+        logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+        app = create_app(agent_config, token, metrics_token=metrics_token)
+    except AgentConfigError as err:  # agent.yaml, or a component's own file it names
         raise typer.BadParameter(str(err), param_hint="--config") from None
-    scheme, ssl = tls_options(agent_config.host, tls_cert, tls_key, insecure_http, "pipetune agent")
-    app = create_app(agent_config, token, metrics_token=metrics_token)
     typer.echo(f"pipetune agent: {len(agent_config.components)} components, "
                f"listening on {scheme}://{agent_config.host}:{agent_config.port}", err=True)
     uvicorn.run(app, host=agent_config.host, port=agent_config.port, log_level="warning", **ssl)

@@ -18,6 +18,7 @@ import yaml
 from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from agents.client import AgentClient
+from agents.config import GivenValue, read_yaml_mapping
 from controller.kafka_lag import GroupLag, LagWatch
 from controller.live import LivePipeline, managers
 from controller.realizer import Driven
@@ -27,8 +28,7 @@ from controller.telemetry import PrometheusTelemetry
 from controller.tuned_space import Managers
 from models.presets import preset
 from models.rollout import plan_rollout
-from models.space import PIPELINE_SPACE, Config, ParamError, Value
-from models.yaml_doc import yaml_mapping
+from models.space import PIPELINE_SPACE, Config, ParamError
 
 
 class DeploymentError(ValueError):
@@ -84,7 +84,7 @@ class StartConfig(_Spec):
     agent takes, which the daemon holds at these values: it never searches them (`controller.tuned_space`)."""
 
     preset: str = "defaults"
-    set: dict[str, Value] = {}
+    set: dict[str, GivenValue] = {}
 
     def config(self) -> Config:
         try:
@@ -161,7 +161,7 @@ def load_deployment(path: Path | str) -> Deployment:
     """Read and validate a deployment file (its nodes' token and CA files must be readable)."""
     path = Path(path)
     try:
-        raw = yaml_mapping(path.read_text(), str(path), "deployment")
+        raw = read_yaml_mapping(path, "deployment")
     except OSError as err:
         raise DeploymentError(f"cannot read deployment file {path}: {err.strerror}") from None
     except ValueError as err:
@@ -182,11 +182,14 @@ def load_deployment(path: Path | str) -> Deployment:
 
 
 def is_deployment_file(path: Path) -> bool:
-    """Whether `path` is a deployment file (it lists `nodes`) rather than a testbed pipeline file."""
+    """Whether `path` is a deployment file (it lists `nodes`) rather than a testbed pipeline file. One that is not
+    UTF-8 text or is nested too deeply to read is taken for one: `load_deployment` says what is wrong with it."""
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = yaml.safe_load(path.read_bytes().decode())
     except (OSError, yaml.YAMLError):
         return False  # let the loader of the other format say what is wrong
+    except (UnicodeDecodeError, RecursionError):
+        return True
     return isinstance(raw, dict) and "nodes" in raw
 
 

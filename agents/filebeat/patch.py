@@ -21,7 +21,7 @@ from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from agents.filebeat.render import duration_value, go_seconds
 from agents.rebase import OnDisk, to_rewrite
-from agents.yaml_patch import Edit, YamlPatchError, apply, compose, edits_for, line_of, lookup
+from agents.yaml_patch import Edit, YamlPatchError, apply, edits_for, line_of, lookup, read_document
 from models.space import PIPELINE_SPACE, Value
 
 # pipetune's parameter -> the key a `log` input spells it with, and a `filestream` input.
@@ -94,11 +94,9 @@ class FilebeatFiles:
 
 def _read(path: Path) -> tuple[str, Node]:
     try:
-        text = path.read_text()
+        return read_document(path)
     except OSError as err:
         raise FilebeatConfigError(f"{path}: cannot read it ({err.strerror})") from None
-    try:
-        return text, compose(text, str(path))
     except YamlPatchError as err:
         raise FilebeatConfigError(str(err)) from None
 
@@ -225,8 +223,8 @@ def _on_disk(key: _Key, text: str) -> OnDisk:
 
 
 def _composed(files: FilebeatFiles) -> tuple[dict[Path, str], dict[Path, Node]]:
-    texts = {path: path.read_text() for path in files.files()}
-    return texts, {path: compose(text, str(path)) for path, text in texts.items()}
+    documents = {path: read_document(path) for path in files.files()}
+    return {path: text for path, (text, _) in documents.items()}, {path: root for path, (_, root) in documents.items()}
 
 
 def on_disk(files: FilebeatFiles) -> list[OnDisk]:

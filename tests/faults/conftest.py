@@ -1,5 +1,5 @@
 """Fixtures for the fault tests: small filesystems the test mounts itself (tmpfs with `size=`, unmounted when the
-test ends), and filling one up."""
+test ends), filling one up, and an agent over a stand-in Filebeat."""
 
 from __future__ import annotations
 
@@ -10,8 +10,42 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 import pytest
+from fastapi import FastAPI
 
+from agents.adapter import ConfigStore
+from agents.component import ManagedComponent
+from agents.config import AgentConfig
+from agents.filebeat.adapter import FilebeatAdapter
+from agents.filebeat.patch import InputSelector
+from agents.service import create_app
 from tests.agents.conftest import kafka_topic  # noqa: F401  (a fixture: a Kafka topic of the test's own)
+from tests.agents.test_component import OPERATOR, StandIn
+
+AGENT_TOKEN = "fault-test-token"
+AGENT_AUTH = {"Authorization": f"Bearer {AGENT_TOKEN}"}
+
+
+class StandInAgent:
+    """The agent's app managing one Filebeat whose process is a stand-in (tests/agents/test_component.py): the
+    operator's filebeat.yml in `conf`, the agent's state in `state`, Filebeat's path.data `data`."""
+
+    def __init__(self, conf: Path, state: Path, data: Path, binary_dir: Path) -> None:
+        self.conf, self.state, self.data = conf, state, data
+        conf.mkdir(parents=True, exist_ok=True)
+        self.config = conf / "filebeat.yml"
+        self.config.write_text(OPERATOR)
+        binary = binary_dir / "filebeat"  # `filebeat test config` passes: Filebeat's own check is not the subject
+        binary.write_text("#!/bin/sh\nexit 0\n")
+        binary.chmod(0o755)
+        self.runtime = StandIn(self.config)
+        adapter = FilebeatAdapter(self.config, [InputSelector(id="access")], binary, runtime=self.runtime,
+                                  data_dir=data)
+        self.component = ManagedComponent(adapter, self.runtime, ConfigStore(state, "filebeat"), {}, settle_s=0)
+        agent_config = AgentConfig.model_validate({
+            "state_dir": str(state), "supervise_interval_s": 3600,
+            "components": [{"name": "filebeat", "kind": "filebeat", "binary": str(binary), "config": str(self.config),
+                            "inputs": [{"id": "access"}]}]})
+        self.app: FastAPI = create_app(agent_config, AGENT_TOKEN, {"filebeat": self.component})
 
 
 @pytest.fixture

@@ -20,44 +20,22 @@ import pytest
 from confluent_kafka import Consumer
 from fastapi.testclient import TestClient
 
-from agents.adapter import ConfigStore, DiskFull
+from agents.adapter import DiskFull
 from agents.client import AgentError
-from agents.component import ManagedComponent
-from agents.config import AgentConfig
-from agents.filebeat.adapter import FilebeatAdapter
-from agents.filebeat.patch import InputSelector
 from agents.filebeat.registry import registry_offsets
 from agents.runtimes import ProcessRuntime
-from agents.service import create_app
 from tests.agents.conftest import filebeat_agent_config
 from tests.agents.filebeat.test_adapter import Agent, LineWriter
-from tests.agents.test_component import OPERATOR, StandIn
-from tests.faults.conftest import fill
-
-TOKEN = "disk-full-token"
-AUTH = {"Authorization": f"Bearer {TOKEN}"}
+from tests.faults.conftest import AGENT_AUTH, StandInAgent, fill
 
 
-class Node:
-    """An agent served through FastAPI's test client, managing a stand-in Filebeat whose filebeat.yml, agent state
-    and registry (path.data) are each on a small filesystem of their own."""
+class Node(StandInAgent):
+    """A stand-in agent served through FastAPI's test client, its filebeat.yml, agent state and Filebeat's registry
+    (path.data) each on a small filesystem of their own."""
 
     def __init__(self, tmp_path: Path, small_disk) -> None:
-        self.conf, self.state, self.data = (small_disk(tmp_path / name, "1m") for name in ("conf", "state", "data"))
-        self.config = self.conf / "filebeat.yml"
-        self.config.write_text(OPERATOR)
-        binary = tmp_path / "filebeat"  # `filebeat test config` passes: Filebeat's own check is not the subject
-        binary.write_text("#!/bin/sh\nexit 0\n")
-        binary.chmod(0o755)
-        self.runtime = StandIn(self.config)
-        adapter = FilebeatAdapter(self.config, [InputSelector(id="access")], binary, runtime=self.runtime,
-                                  data_dir=self.data)
-        self.component = ManagedComponent(adapter, self.runtime, ConfigStore(self.state, "filebeat"), {}, settle_s=0)
-        agent_config = AgentConfig.model_validate({
-            "state_dir": str(self.state), "supervise_interval_s": 3600,
-            "components": [{"name": "filebeat", "kind": "filebeat", "binary": str(binary), "config": str(self.config),
-                            "inputs": [{"id": "access"}]}]})
-        self.http = TestClient(create_app(agent_config, TOKEN, {"filebeat": self.component}), headers=AUTH)
+        super().__init__(*(small_disk(tmp_path / name, "1m") for name in ("conf", "state", "data")), tmp_path)
+        self.http = TestClient(self.app, headers=AGENT_AUTH)
 
     def put(self, version: int, params: dict) -> tuple[int, dict]:
         answer = self.http.put("/components/filebeat/config", json={"version": version, "params": params})
@@ -267,7 +245,8 @@ def test_real_filebeat_with_its_registry_disk_full_ships_on_is_not_healthy_and_l
                 real_node.client.put_config("filebeat", 1, {"filebeat.queue.mem.flush.timeout": 0.1})
             assert refused.value.status == 507 and refused.value.detail["path"] == str(data)
             # The registry's last block fills (a few seconds of updates), then every write fails and Filebeat says so.
-            _poll(lambda: "Failed to update state in the registry" in _filebeat_log(real_node), "a registry write failed")
+            _poll(lambda: "Failed to update state in the registry" in _filebeat_log(real_node),
+                  "a registry write failed")
             stale, written_when_full = registry_offsets(data), writer.written
             # It ships on: lines written since reach Kafka; the registry stays where it was; no restart was made.
             arrivals.until(lambda: max(arrivals.seen, default=-1) >= written_when_full + 200,
