@@ -35,7 +35,7 @@ from agents.filebeat.adapter import FilebeatAdapter
 from agents.filebeat.exporter import FilebeatCollector
 from agents.filebeat.patch import InputSelector, discover
 from agents.filebeat.registry import registry_offsets
-from agents.filebeat.source_watch import SourceWatch, filebeat_data_dir, watched_sources
+from agents.filebeat.source_watch import SourceWatch, filebeat_data_dir, message_max_bytes, watched_sources
 from agents.heartbeat import HeartbeatWriter
 from agents.kafka.broker import KafkaBrokerAdapter
 from agents.kafka.client import KafkaConsumerAdapter, KafkaProducerAdapter
@@ -158,7 +158,8 @@ def node_metrics(config: AgentConfig) -> CollectorRegistry:
         # Without a registry (a container's Filebeat) the backlog counts from the agent's start.
         data_dir = _filebeat_data_dir(spec)
         registry.register(SourceWatch(watched_sources(files.inputs),
-                                      (lambda d=data_dir: registry_offsets(d)) if data_dir else None))
+                                      (lambda d=data_dir: registry_offsets(d)) if data_dir else None,
+                                      message_max_bytes(files)))
         if spec.http_port is not None:
             registry.register(FilebeatCollector(f"http://127.0.0.1:{spec.http_port}/stats"))
     return registry

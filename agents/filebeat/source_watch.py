@@ -11,6 +11,13 @@ Rotation: a file is followed by its open descriptor, so lines appended after a r
 writer reopens) are counted, and the new file at the old path is counted from its start; a file that
 shrinks (copytruncate) is counted again from its start. What a file held when the agent started is not
 offered load; a file that appears later is counted whole, as Filebeat reads it whole.
+
+Lines end at `\n` only, as Filebeat splits them (a `\r` in binary garbage is not a line end), and a line longer
+than a read block is followed to its end. A line at least as long as the largest message Filebeat's Kafka output
+sends (`output.kafka.max_message_bytes`, 1,000,000 by default) is counted oversized: that output drops such an
+event, yet counts it acknowledged (`dropping too large message` in Filebeat's log, measured in
+tests/faults/test_bad_input.py), so it is lost; lines a little shorter may be dropped too (the event adds its
+fields to the line).
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ import yaml
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from agents.filebeat.patch import TunedInput
+from agents.filebeat.patch import FilebeatFiles, TunedInput
 
 Identity = tuple[int, int]  # (device, inode): how Filebeat's registry names a file too
 READ_BLOCK_BYTES = 1 << 20
@@ -61,6 +68,7 @@ class _Counts:
     lines: int = 0
     events: int = 0
     bytes: int = 0
+    oversized: int = 0
     files: dict[Identity, _File] = field(default_factory=dict)
 
 
@@ -68,13 +76,16 @@ class SourceWatch(Collector):
     """Appended lines, events and bytes per watched glob, and the source backlog, collected at each scrape.
 
     `acknowledged` returns Filebeat's acknowledged offset per file identity (its registry); None: no
-    Filebeat registry known, the backlog is what was appended since the agent started.
+    Filebeat registry known, the backlog is what was appended since the agent started. `message_max_bytes`: the
+    largest message Filebeat's output sends (None: no such limit), longer lines are counted oversized.
     """
 
     def __init__(self, sources: list[WatchedSource],
-                 acknowledged: Callable[[], dict[Identity, int]] | None = None) -> None:
+                 acknowledged: Callable[[], dict[Identity, int]] | None = None,
+                 message_max_bytes: int | None = None) -> None:
         self.sources = sources
         self.acknowledged = acknowledged
+        self.message_max_bytes = message_max_bytes
         self._lock = threading.Lock()
         self._counts = {source.glob: _Counts() for source in sources}
         for source in sources:  # what the files hold now predates the watch
@@ -116,14 +127,21 @@ class SourceWatch(Collector):
         watched.handle.seek(watched.offset)
         while watched.offset < size:
             chunk = watched.handle.read(min(READ_BLOCK_BYTES, size - watched.offset))
-            whole = chunk[: chunk.rfind(b"\n") + 1]
-            if not whole:
-                break  # no newline yet: the line is still being written
-            lines = whole.splitlines()
+            length = chunk.rfind(b"\n") + 1
+            if length:
+                lines = chunk[:length].split(b"\n")[:-1]
+                lengths = [len(line) for line in lines]
+            else:  # one line longer than the block, or a line still being written
+                length = _line_length(watched.handle, watched.offset + len(chunk), size) + len(chunk)
+                if length <= len(chunk):
+                    break  # no newline yet
+                lines, lengths = [chunk], [length - 1]  # its first block says whether it starts an event
             counts.lines += len(lines)
             counts.events += source.events_in(lines)
-            counts.bytes += len(whole)
-            watched.offset += len(whole)
+            counts.bytes += length
+            if self.message_max_bytes is not None:
+                counts.oversized += sum(1 for n in lengths if n >= self.message_max_bytes)
+            watched.offset += length
             watched.handle.seek(watched.offset)
             grew = True
         return grew
@@ -145,8 +163,12 @@ class SourceWatch(Collector):
                                              "files", labels=["path"]),
                 "backlog": GaugeMetricFamily("pipetune_source_backlog_bytes", "Bytes appended to the watched files "
                                              "that Filebeat's output has not acknowledged", labels=["path"]),
+                "oversized": CounterMetricFamily("pipetune_source_oversized_lines", "Lines at least as long as the "
+                                                 "largest message Filebeat's output sends: dropped by it, and lost",
+                                                 labels=["path"]),
             }
             for name, counts in self._counts.items():
+                families["oversized"].add_metric([name], counts.oversized)
                 families["lines"].add_metric([name], counts.lines)
                 families["events"].add_metric([name], counts.events)
                 families["bytes"].add_metric([name], counts.bytes)
@@ -159,6 +181,30 @@ class SourceWatch(Collector):
                 for watched in counts.files.values():
                     watched.handle.close()
                 counts.files.clear()
+
+
+def _line_length(handle: BinaryIO, start: int, size: int) -> int:
+    """Bytes from `start` up to and including the next newline before `size`; 0 when there is none (yet)."""
+    handle.seek(start)
+    position = start
+    while position < size:
+        block = handle.read(min(READ_BLOCK_BYTES, size - position))
+        found = block.find(b"\n")
+        if found >= 0:
+            return position + found + 1 - start
+        position += len(block)
+    return 0
+
+
+def message_max_bytes(files: FilebeatFiles) -> int | None:
+    """The largest message Filebeat's output sends: `output.kafka.max_message_bytes` (1,000,000 by default, as
+    Filebeat 7.17 has it); None for the Logstash output, which sets none."""
+    if files.output != "kafka":
+        return None
+    document = yaml.safe_load(files.config.read_text()) or {}
+    kafka = _nested(_nested(document, "output") if isinstance(document, dict) else {}, "kafka")
+    limit = kafka.get("max_message_bytes", 1_000_000)
+    return int(limit) if isinstance(limit, int) else 1_000_000
 
 
 def _whole_lines_end(handle: BinaryIO, size: int) -> int:

@@ -84,3 +84,8 @@ def fill(directory: Path) -> Path:
                     raise
     assert os.statvfs(directory).f_bavail == 0
     return ballast
+
+
+def filebeat_log(home: Path) -> str:
+    """What a Filebeat whose path.home is `home` logged (its path.logs: logs/ under it, as the agent tests write it)."""
+    return "".join(p.read_text(errors="replace") for p in sorted((home / "logs").glob("filebeat*")))

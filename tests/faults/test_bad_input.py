@@ -4,21 +4,32 @@ counted, skipped event; never a crash, a traceback or a stuck window."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import tempfile
+import time
 import traceback
 from pathlib import Path
 
+import httpx
 import pytest
 import schemathesis
+from confluent_kafka import Consumer
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, settings
+from prometheus_client.parser import text_string_to_metric_families
 from typer.testing import CliRunner
 
+from agents.probe.consumer import Probe, consumer_settings
+from agents.probe.ledger import Ledger
+from agents.probe.metrics import ProbeMetrics
 from cli.main import app
+from replay.events import msec
+from tests.agents.conftest import TOKEN, filebeat_agent_config
+from tests.agents.filebeat.test_adapter import Agent
 from tests.conftest import write_deployment
-from tests.faults.conftest import AGENT_AUTH, StandInAgent
+from tests.faults.conftest import AGENT_AUTH, StandInAgent, filebeat_log
 
 # The agent's API, fuzzed from its own OpenAPI schema (as the REST API is, tests/api/test_schemathesis.py), over a
 # stand-in Filebeat: a change that passes is applied for real to the operator's file. Made at collection, as the
@@ -165,3 +176,111 @@ def test_a_broken_deployment_file_is_exit_2_naming_the_file_and_what_is_wrong(tm
     result = runner.invoke(app, ["autotune", "--pipeline", str(path), "--windows", "1"])
     assert result.exit_code == 2
     assert all(_compact(part) in _said(result) for part in [f"--pipeline: {path}", *said]), _said(result)
+
+
+# Bad lines in the harvested file, through real Filebeat into the session's Kafka and on to the probe.
+
+
+def _event(request_id: str) -> bytes:
+    """A good line as nginx writes it: its own write time in `ts_nginx` ($msec)."""
+    return b'{"request_id": "%s", "status": 200, "ts_nginx": %s}\n' % (request_id.encode(), msec(time.time()).encode())
+
+
+class Measured:
+    """The probe reading a topic in this process, and beside it a consumer of the test's own that notes when each
+    good event arrived: the truth the probe's latency is checked against."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.metrics = ProbeMetrics()
+        self.probe = Probe(consumer_settings(bootstrap, f"{topic}-probe"), topic, self.metrics, Ledger(late_after_s=60))
+        self.truth = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-truth",
+                               "auto.offset.reset": "earliest"})
+        self.truth.subscribe([topic])
+        self.latency_s: dict[str, float] = {}  # request_id -> arrival minus its write time
+        self.messages: list[bytes] = []
+
+    def value(self, name: str, **labels: str) -> float:
+        return self.metrics.registry.get_sample_value(name, labels) or 0.0
+
+    def e2e(self) -> tuple[float, float]:
+        """The sum and count of the probe's end-to-end latencies of events (every node)."""
+        [family] = [f for f in self.metrics.registry.collect() if f.name == "pipetune_e2e_latency_seconds"]
+        samples = [s for s in family.samples if s.labels.get("stage") == "e2e" and s.labels["source"] == "event_time"]
+        return (sum(s.value for s in samples if s.name.endswith("_sum")),
+                sum(s.value for s in samples if s.name.endswith("_count")))
+
+    def until(self, condition, what: str, timeout_s: float = 90.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not condition():
+            assert time.monotonic() < deadline, f"{what}: not within {timeout_s:g} s"
+            self.probe.poll()
+            for record in self.truth.consume(500, 0.05):
+                if record.error() is None:
+                    arrived = time.time()
+                    message = json.loads(record.value())["message"]
+                    self.messages.append(message.encode(errors="surrogatepass"))
+                    try:
+                        line = json.loads(message)
+                        self.latency_s[line["request_id"]] = arrived - float(line["ts_nginx"])
+                    except (ValueError, KeyError, TypeError):
+                        continue
+
+    def close(self) -> None:
+        self.probe.close()
+        self.truth.close()
+
+
+@pytest.mark.slow
+def test_bad_lines_through_real_filebeat_are_counted_and_skipped_and_good_events_keep_their_latency(
+        installed, testbed, kafka_topic, tmp_path):
+    """A JSON record without the event time, a line that is not UTF-8, binary garbage: each reaches the probe and is
+    counted untimed, out of the histograms. Invalid bytes inside a good event are replaced by Filebeat and the event
+    is measured. A 1 MiB line is more than Filebeat's Kafka output sends: it drops it (counting it acknowledged), and
+    the agent counts it oversized. The good events after them arrive and are measured as the truth has them."""
+    agent = Agent(filebeat_agent_config(tmp_path, installed.filebeat, bootstrap=testbed.bootstrap, topic=kafka_topic))
+    log = tmp_path / "logs" / "access.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    measured = Measured(testbed.bootstrap, kafka_topic)
+    try:
+        with open(log, "ab", buffering=0) as out:
+            for i in range(5):
+                out.write(_event(f"before-{i}"))
+            measured.until(lambda: measured.value("pipetune_events_total") == 5, "the first good events measured")
+            before = measured.e2e()
+            for line in BAD_LINES:
+                out.write(line)
+            out.write(_event("utf8-inside").replace(b'"status"', b'"note": "\xff\xfe", "status"'))
+            for i in range(5):
+                out.write(_event(f"after-{i}"))
+            measured.until(lambda: measured.value("pipetune_events_total") == 11 and len(measured.latency_s) == 11,
+                           "the good events after the bad lines measured")
+        after = measured.e2e()
+        assert measured.value("pipetune_untimed_events_total") == 3  # no time field, not UTF-8, binary
+        assert (measured.value("pipetune_records_total"), measured.value("pipetune_unparsed_events_total")) == (14, 0)
+        assert '"note": "\ufffd\ufffd"'.encode() in b"".join(measured.messages)  # replaced, and measured
+        # The probe's latency of the events after the bad lines is the truth's (both stamp arrival on this machine).
+        new = [seq for seq in measured.latency_s if not seq.startswith("before-")]
+        truth_s = sum(measured.latency_s[seq] for seq in new) / len(new)
+        probe_s = (after[0] - before[0]) / (after[1] - before[1])
+        assert after[1] - before[1] == len(new) and abs(probe_s - truth_s) < 0.5, (probe_s, truth_s)
+        assert truth_s < 10, "the bad lines held the good ones up"
+        source = _agent_metrics(agent)
+        assert source[("pipetune_source_lines_total", str(log))] == 5 + len(BAD_LINES) + 6
+        assert source[("pipetune_source_oversized_lines_total", str(log))] == 1
+        assert "dropping too large message of size" in filebeat_log(agent.config_dir)
+    finally:
+        measured.close()
+        agent.close()
+
+
+BAD_LINES = [b'{"request_id": "untimed", "status": 200}\n',  # JSON without the event time
+             b"\xff\xfe\xfd not UTF-8 \xc3\x28\n",
+             bytes(range(1, 10)) + bytes(range(11, 256)) + b"\n",  # binary garbage: every byte but \0 and \n
+             b"x" * (1 << 20) + b"\n"]  # 1 MiB
+
+
+def _agent_metrics(agent: Agent) -> dict[tuple[str, str], float]:
+    """The agent's /metrics: (sample name, path label) -> value."""
+    text = httpx.get(f"{agent.url}/metrics", headers={"Authorization": f"Bearer {TOKEN}"}).text
+    return {(sample.name, sample.labels.get("path", "")): sample.value
+            for family in text_string_to_metric_families(text) for sample in family.samples}

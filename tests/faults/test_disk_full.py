@@ -26,7 +26,7 @@ from agents.filebeat.registry import registry_offsets
 from agents.runtimes import ProcessRuntime
 from tests.agents.conftest import filebeat_agent_config
 from tests.agents.filebeat.test_adapter import Agent, LineWriter
-from tests.faults.conftest import AGENT_AUTH, StandInAgent, fill
+from tests.faults.conftest import AGENT_AUTH, StandInAgent, filebeat_log, fill
 
 
 class Node(StandInAgent):
@@ -190,11 +190,6 @@ def _poll(condition, what: str, timeout_s: float = 60.0) -> None:
         time.sleep(0.2)
 
 
-def _filebeat_log(agent: Agent) -> str:
-    """What Filebeat logged (path.logs: logs/ under its home)."""
-    return "".join(p.read_text(errors="replace") for p in sorted((agent.config_dir / "logs").glob("filebeat*")))
-
-
 @pytest.fixture
 def real_node(installed, testbed, kafka_topic, tmp_path: Path, small_disk) -> Iterator[Agent]:
     """A served agent and a real Filebeat writing to a topic of the test's own; Filebeat's config directory (its
@@ -245,7 +240,7 @@ def test_real_filebeat_with_its_registry_disk_full_ships_on_is_not_healthy_and_l
                 real_node.client.put_config("filebeat", 1, {"filebeat.queue.mem.flush.timeout": 0.1})
             assert refused.value.status == 507 and refused.value.detail["path"] == str(data)
             # The registry's last block fills (a few seconds of updates), then every write fails and Filebeat says so.
-            _poll(lambda: "Failed to update state in the registry" in _filebeat_log(real_node),
+            _poll(lambda: "Failed to update state in the registry" in filebeat_log(real_node.config_dir),
                   "a registry write failed")
             stale, written_when_full = registry_offsets(data), writer.written
             # It ships on: lines written since reach Kafka; the registry stays where it was; no restart was made.

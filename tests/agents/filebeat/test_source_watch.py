@@ -1,6 +1,7 @@
 """What the agent counts of the harvested files: whole lines and events appended after it starts, across
-rename and copytruncate rotation; multiline events as Filebeat joins them; the backlog against Filebeat's
-registry; and the agent's /metrics that serves it, behind its token."""
+rename and copytruncate rotation; multiline events as Filebeat joins them; lines longer than a read block, and
+lines too long for the output; the backlog against Filebeat's registry; and the agent's /metrics that serves it,
+behind its token."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from prometheus_client import CollectorRegistry
 from agents.config import AgentConfig
 from agents.filebeat.patch import InputSelector, discover
 from agents.filebeat.render import FilebeatLayout, input_selector, write_first_config
-from agents.filebeat.source_watch import SourceWatch, WatchedSource, filebeat_data_dir, watched_sources
+from agents.filebeat.source_watch import (READ_BLOCK_BYTES, SourceWatch, WatchedSource, filebeat_data_dir,
+                                          message_max_bytes, watched_sources)
 from agents.service import create_app
 from models.space import PIPELINE_SPACE
 from tests.agents.conftest import TOKEN
@@ -118,6 +120,44 @@ def test_multiline_events_are_counted_as_filebeat_joins_them(tmp_path):
         assert scraped.value("pipetune_source_lines_total", str(log)) == 4
 
 
+def test_a_line_longer_than_a_read_block_is_counted_and_the_lines_after_it_too(tmp_path):
+    """Issue 41: a line longer than the 1 MiB read block had no newline in its block and stopped the count there:
+    every line after it went uncounted, the offered load read 0 for good."""
+    log = tmp_path / "access.log"
+    log.write_text("")
+    glob = str(log)
+    scraped = Scraped(SourceWatch([WatchedSource(glob)], message_max_bytes=1_000_000))
+    long_line = "x" * (READ_BLOCK_BYTES + 5) + "\n"
+    _append(log, _line(0) + long_line[:1000])  # the long line half written: not counted yet
+    assert scraped.events(glob) == 1
+    carriage = "a line with a \r inside\n"  # \r ends no line, as for Filebeat
+    _append(log, long_line[1000:] + _line(1) + carriage)
+    assert scraped.events(glob) == 4
+    assert scraped.value("pipetune_source_bytes_total", glob) == len(_line(0) + long_line + _line(1) + carriage)
+    assert scraped.value("pipetune_source_oversized_lines_total", glob) == 1
+
+
+def _first_filebeat(tmp_path: Path) -> tuple[Path, FilebeatLayout, Path]:
+    """An empty log and the first Filebeat config the testbed writes over it: (log, layout, filebeat.yml)."""
+    log = tmp_path / "logs" / "access.log"
+    log.parent.mkdir()
+    log.write_text("")
+    layout = FilebeatLayout((log,), "filestream", False, ("127.0.0.1:9",), "t", 5066, tmp_path / "filebeat")
+    return log, layout, write_first_config(layout, PIPELINE_SPACE.defaults())
+
+
+def test_lines_at_least_as_long_as_the_outputs_largest_message_are_oversized(tmp_path):
+    log, layout, config = _first_filebeat(tmp_path)
+    files = discover(config, [InputSelector(id=input_selector(layout)["id"])])
+    assert message_max_bytes(files) == 1_000_000  # Filebeat's Kafka output's own default
+    config.write_text(config.read_text().replace("output.kafka:\n", "output.kafka:\n  max_message_bytes: 100\n"))
+    assert message_max_bytes(files) == 100
+    scraped = Scraped(SourceWatch([WatchedSource(str(log))], message_max_bytes=100))
+    _append(log, "y" * 99 + "\n" + "z" * 100 + "\n")
+    assert scraped.value("pipetune_source_oversized_lines_total", str(log)) == 1
+    assert scraped.events(str(log)) == 2
+
+
 def test_the_backlog_is_what_filebeats_registry_has_not_acknowledged(tmp_path):
     log, other = tmp_path / "access.log", tmp_path / "other.log"
     log.write_text(_line(0))  # before the start, and acknowledged
@@ -147,11 +187,7 @@ def test_filebeats_data_dir_is_found_as_filebeat_finds_it(tmp_path):
 
 
 def test_the_agent_serves_its_sources_at_metrics_behind_its_tokens_and_the_scrapers_changes_nothing(tmp_path):
-    log = tmp_path / "logs" / "access.log"
-    log.parent.mkdir()
-    log.write_text("")
-    layout = FilebeatLayout((log,), "filestream", False, ("127.0.0.1:9",), "t", 5066, tmp_path / "filebeat")
-    config = write_first_config(layout, PIPELINE_SPACE.defaults())
+    log, layout, config = _first_filebeat(tmp_path)
     agent_config = AgentConfig.model_validate({
         "state_dir": str(tmp_path / "state"),
         "components": [{"name": "filebeat", "kind": "filebeat", "binary": "/usr/bin/filebeat", "config": str(config),
