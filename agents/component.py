@@ -199,15 +199,18 @@ class ManagedComponent:
                 record.status, record.action = "applied", "unchanged"
                 return self._commit(record, 0.0)
             self._check(checked)
+            staged = StagedFiles(_changed(checked))  # before anything is touched: a disk without room is found here
         except RebaseConflict as err:
             raise ChangeRefused(409, f"{self.name} is held, version {record.version} not applied: {err}",
                                 version=current.version, held=str(err)) from None
-        except ValidationFailed as err:
+        except DiskFull:
+            raise
+        except (ValidationFailed, OSError) as err:  # refused by the component's check, or files it cannot write
             record.status, record.message = "rejected", str(err)
             self.store.put(record)
             self.store.audit("rejected", version=record.version, reason=str(err))
             return self._result(record, record.version)
-        return self._switch(record, current, self._cost(current.params, record.params), checked)
+        return self._switch(record, current, self._cost(current.params, record.params), checked, staged)
 
     def rollback(self) -> ChangeResult:
         """Go back to the version that was in force before the current one."""
@@ -282,11 +285,10 @@ class ManagedComponent:
         self.held = None
         return files
 
-    def _switch(self, record: Version, current: Version, cost: ChangeCost, checked: Mapping[Path, str]
-                ) -> ChangeResult:
-        """Stage, record, write, apply, check health; on any failure put `current` back and report why. A full disk
-        met before the component is touched is raised as it is (the caller answers it)."""
-        staged = StagedFiles(_changed(checked))
+    def _switch(self, record: Version, current: Version, cost: ChangeCost, checked: Mapping[Path, str],
+                staged: StagedFiles) -> ChangeResult:
+        """Record, write, apply, check health; on any failure put `current` back and report why. A full disk met
+        before the component is touched is raised as it is (the caller answers it)."""
         try:
             self.store.put(record)
             self.store.set_pending(record.version)

@@ -12,6 +12,7 @@ import typer
 import uvicorn
 from typer.core import TyperGroup
 
+from agents.adapter import DiskFull
 from agents.config import AgentConfigError, load_agent_config
 from agents.filebeat.patch import InputSelector
 from agents.init import DEFAULT_PORT, METRICS_TOKEN, InitError, init
@@ -61,6 +62,9 @@ def agent_command(
         app = create_app(agent_config, token, metrics_token=metrics_token)
     except AgentConfigError as err:  # agent.yaml, or a component's own file it names
         raise typer.BadParameter(str(err), param_hint="--config") from None
+    except DiskFull as err:  # its state directory, or a component's files, as it brings them to their version
+        typer.echo(f"pipetune agent: cannot start: {err}", err=True)
+        raise typer.Exit(1) from None
     typer.echo(f"pipetune agent: {len(agent_config.components)} components, "
                f"listening on {scheme}://{agent_config.host}:{agent_config.port}", err=True)
     uvicorn.run(app, host=agent_config.host, port=agent_config.port, log_level="warning", **ssl)

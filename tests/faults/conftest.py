@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Callable, Iterator
 
 import pytest
 from fastapi import FastAPI
+from typer.testing import CliRunner
 
 from agents.adapter import ConfigStore
 from agents.component import ManagedComponent
@@ -18,6 +20,7 @@ from agents.config import AgentConfig
 from agents.filebeat.adapter import FilebeatAdapter
 from agents.filebeat.patch import InputSelector
 from agents.service import create_app
+from cli.main import app
 from tests.agents.conftest import kafka_topic  # noqa: F401  (a fixture: a Kafka topic of the test's own)
 from tests.agents.test_component import OPERATOR, StandIn
 
@@ -89,3 +92,20 @@ def fill(directory: Path) -> Path:
 def filebeat_log(home: Path) -> str:
     """What a Filebeat whose path.home is `home` logged (its path.logs: logs/ under it, as the agent tests write it)."""
     return "".join(p.read_text(errors="replace") for p in sorted((home / "logs").glob("filebeat*")))
+
+
+GOLDEN = Path(__file__).parents[1] / "agents" / "golden" / "operator"
+
+
+def agent_init(home: Path, out: Path) -> tuple[Path, Path]:
+    """agent.yaml and its token as `pipetune agent init` writes them into `out`, for a copy of the golden operator
+    files under `home` and a stand-in filebeat binary."""
+    shutil.copytree(GOLDEN, home / "etc")
+    binary = home / "etc" / "filebeat-bin"
+    binary.write_text("#!/bin/sh\nexit 0\n")
+    binary.chmod(0o755)
+    result = CliRunner().invoke(app, ["agent", "init", "--filebeat-config", str(home / "etc" / "filebeat.yml"),
+                                      "--filebeat-binary", str(binary), "--input-id", "nginx-access",
+                                      "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    return out / "agent.yaml", out / "token"

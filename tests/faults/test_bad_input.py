@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import tempfile
 import time
 import traceback
@@ -29,7 +28,7 @@ from replay.events import msec
 from tests.agents.conftest import TOKEN, filebeat_agent_config
 from tests.agents.filebeat.test_adapter import Agent
 from tests.conftest import write_deployment
-from tests.faults.conftest import AGENT_AUTH, StandInAgent, filebeat_log
+from tests.faults.conftest import AGENT_AUTH, StandInAgent, agent_init, filebeat_log
 
 # The agent's API, fuzzed from its own OpenAPI schema (as the REST API is, tests/api/test_schemathesis.py), over a
 # stand-in Filebeat: a change that passes is applied for real to the operator's file. Made at collection, as the
@@ -77,7 +76,6 @@ def test_numbers_no_version_or_parameter_can_hold_are_a_422_naming_the_field(bod
 # line: exit 2, the file and the line or field named, never a traceback.
 
 runner = CliRunner()
-GOLDEN = Path(__file__).parents[1] / "agents" / "golden" / "operator"
 
 
 def _said(result) -> str:
@@ -93,16 +91,7 @@ def _compact(text: str) -> str:
 
 @pytest.fixture
 def written(tmp_path: Path) -> tuple[Path, Path]:
-    """agent.yaml and its token as `pipetune agent init` writes them for the golden operator files."""
-    shutil.copytree(GOLDEN, tmp_path / "etc")
-    binary = tmp_path / "etc" / "filebeat-bin"
-    binary.write_text("#!/bin/sh\nexit 0\n")
-    binary.chmod(0o755)
-    result = runner.invoke(app, ["agent", "init", "--filebeat-config", str(tmp_path / "etc" / "filebeat.yml"),
-                                 "--filebeat-binary", str(binary), "--input-id", "nginx-access",
-                                 "--out", str(tmp_path / "out")])
-    assert result.exit_code == 0, result.output
-    return tmp_path / "out" / "agent.yaml", tmp_path / "out" / "token"
+    return agent_init(tmp_path, tmp_path / "out")
 
 
 def _nested(depth: int) -> str:

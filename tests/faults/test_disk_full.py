@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import subprocess
 import time
 from collections import Counter
 from pathlib import Path
@@ -19,14 +20,16 @@ from typing import Iterator
 import pytest
 from confluent_kafka import Consumer
 from fastapi.testclient import TestClient
+from typer.testing import CliRunner
 
 from agents.adapter import DiskFull
 from agents.client import AgentError
 from agents.filebeat.registry import registry_offsets
 from agents.runtimes import ProcessRuntime
+from cli.main import app
 from tests.agents.conftest import filebeat_agent_config
 from tests.agents.filebeat.test_adapter import Agent, LineWriter
-from tests.faults.conftest import AGENT_AUTH, StandInAgent, filebeat_log, fill
+from tests.faults.conftest import AGENT_AUTH, StandInAgent, agent_init, filebeat_log, fill
 
 
 class Node(StandInAgent):
@@ -109,6 +112,17 @@ def test_a_change_with_the_agents_state_disk_full_is_507_and_the_audit_says_so_o
     assert events[-(attempt + 3):] == ["no_space"] * (attempt + 1) + ["change_started", "applied"]
 
 
+def test_a_config_directory_that_cannot_be_written_rejects_the_change_and_touches_nothing(node):
+    before, starts = node.config.read_bytes(), len(node.runtime.started_on)
+    subprocess.run(["mount", "-o", "remount,ro", str(node.conf)], check=True)  # root writes through any mode bits
+    status, body = node.put(2, CHANGE)
+    assert (status, body["status"], body["version"]) == (422, "rejected", 1), body
+    assert "Read-only file system" in body["message"] and str(node.conf) in body["message"]
+    assert node.config.read_bytes() == before and len(node.runtime.started_on) == starts
+    subprocess.run(["mount", "-o", "remount,rw", str(node.conf)], check=True)
+    assert node.put(3, CHANGE)[0] == 200
+
+
 def test_a_disk_that_fills_during_the_change_puts_the_version_in_force_back(node):
     started = node.runtime.restart
 
@@ -142,6 +156,15 @@ def test_filebeats_registry_disk_full_is_not_healthy_and_a_change_is_refused_unt
     ballast.unlink()
     assert node.state_of()["health"]["ok"] is True
     assert node.put(2, CHANGE)[0] == 200
+
+
+def test_an_agent_whose_state_disk_is_full_does_not_start_and_says_why(tmp_path, small_disk):
+    out = small_disk(tmp_path / "out", "1m")
+    agent_yaml, token = agent_init(tmp_path, out)
+    fill(out)
+    result = CliRunner().invoke(app, ["agent", "run", "--config", str(agent_yaml), "--token-file", str(token)])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit)
+    assert f"pipetune agent: cannot start: no space left on device: {out / 'state'}" in result.output
 
 
 def test_a_process_whose_pid_file_does_not_fit_is_not_left_running(tmp_path, small_disk):
