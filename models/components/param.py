@@ -96,7 +96,7 @@ class Param:
             raise ParamError(self.name, value, self.allowed())
         try:
             number = float(value)  # type: ignore[arg-type]
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # OverflowError: an integer no float holds
             raise ParamError(self.name, value, self.allowed()) from None
         if isinstance(value, bool) or not math.isfinite(number):
             raise ParamError(self.name, value, self.allowed())

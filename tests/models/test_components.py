@@ -4,7 +4,8 @@ pipeline reports."""
 import pytest
 
 from models.components import COMPONENTS, TOPOLOGIES, Component, Timer, Topology
-from models.components.param import param
+from models.components.param import ParamError, param
+from models.space import PIPELINE_SPACE
 from models.twin import STAGES
 from models.units import SECONDS_PER_UNIT
 
@@ -55,3 +56,9 @@ def test_filebeats_pipelining_is_tuned_only_where_it_ships_to_logstash():
     assert "filebeat.output.pipelining" in TOPOLOGIES["paper"].tuned()
     assert "filebeat.output.pipelining" not in TOPOLOGIES["filebeat-kafka"].tuned()
     assert TOPOLOGIES["filebeat-kafka"].stage_params()["filebeat->kafka"] == ("filebeat.output.bulk_max_size",)
+
+
+@pytest.mark.parametrize("value", [10**400, -(10**400), float("nan"), True, "fast", None])
+def test_a_value_no_parameter_can_take_is_a_param_error_naming_the_range(value):
+    with pytest.raises(ParamError, match=r"filebeat.output.bulk_max_size=.* is not allowed: expected an integer in \[1"):
+        PIPELINE_SPACE["filebeat.output.bulk_max_size"].validate(value)
