@@ -46,7 +46,7 @@ import time
 import urllib.request
 from collections import Counter
 from contextlib import ExitStack, contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
@@ -54,6 +54,7 @@ import numpy as np
 from rich.console import Console
 
 from agents.client import AgentClient
+from agents.probe.metrics import LATENCY_BUCKETS_S
 from agents.process_stats import cpu_seconds, read_pid
 from bench.peers import _table, free_port, kafka_broker, pipetune_argv
 from bench.result import RESULT_FILE, BenchResult
@@ -307,12 +308,40 @@ class Window:
     truth_p95_s: float = math.nan
     truth_events: int = 0
     filebeat_cores: float = math.nan  # the probe's --cpu-of filebeat, as the window's cost
+    # Where the error comes from: the span Prometheus's samples of the probe's histogram cover (what increase()
+    # reads), and the truth's P95 of the arrivals in it through the probe's buckets, as histogram_quantile reads it
+    scraped_s: tuple[float, float] | None = None
+    as_read_p95_s: float = math.nan
 
     @property
     def error(self) -> float:
         """pipetune's P95 over the truth's, less 1 (NaN where either is missing)."""
-        ok = math.isfinite(self.p95_s) and math.isfinite(self.truth_p95_s) and self.truth_p95_s > 0
-        return self.p95_s / self.truth_p95_s - 1 if ok else math.nan
+        return _ratio_error(self.p95_s, self.truth_p95_s)
+
+    @property
+    def read_error(self) -> float:
+        """pipetune's P95 over the truth's as the probe's histogram reads it over the scraped span, less 1: the part
+        of the error the probe itself makes (its stamps and counts), without the window's edges and buckets."""
+        return _ratio_error(self.p95_s, self.as_read_p95_s)
+
+
+def _ratio_error(measured: float, truth: float) -> float:
+    ok = math.isfinite(measured) and math.isfinite(truth) and truth > 0
+    return measured / truth - 1 if ok else math.nan
+
+
+def histogram_quantile(q: float, values: np.ndarray, bounds: Sequence[float] = LATENCY_BUCKETS_S) -> float:
+    """Prometheus's histogram_quantile over `values` counted into buckets of upper bounds `bounds`: linear within
+    the bucket the rank falls in (from 0 in the first), the highest finite bound past the last."""
+    if values.size == 0:
+        return math.nan
+    cumulative = np.searchsorted(np.sort(values), np.asarray(bounds), side="right")
+    rank = q * values.size
+    b = int(np.searchsorted(cumulative, rank, side="left"))
+    if b == len(bounds):
+        return float(bounds[-1])
+    lower, below = (bounds[b - 1], cumulative[b - 1]) if b else (0.0, 0)
+    return float(lower + (bounds[b] - lower) * (rank - below) / (cumulative[b] - below))
 
 
 def _number(value: object) -> float:
@@ -339,8 +368,23 @@ def with_truth(windows: Sequence[Window], truth: Truth, since_s: float) -> list[
     for w in windows:
         inside = truth.arrived(w.start_s, w.end_s, since_s) if math.isfinite(w.end_s) else np.zeros(0, bool)
         latency = truth.latency_s[inside] if inside.size else np.zeros(0)
-        rows.append(Window(**{**asdict(w), "truth_p95_s": p95(latency), "truth_events": int(latency.size)}))
+        read = truth.latency_s[truth.arrived(*w.scraped_s, since_s)] if w.scraped_s else np.zeros(0)
+        rows.append(Window(**{**asdict(w), "truth_p95_s": p95(latency), "truth_events": int(latency.size),
+                              "as_read_p95_s": histogram_quantile(0.95, read)}))
     return rows
+
+
+def scraped_span(prometheus: str, window: Window) -> tuple[float, float] | None:
+    """The first and last sample of the probe's latency histogram that increase() reads for `window`, as the
+    daemon queried it at its end (None: fewer than two samples)."""
+    from prometheus_api_client import PrometheusConnect
+
+    w = f"{max(round(window.end_s - window.start_s), 1)}s"
+    query = f'pipetune_e2e_latency_seconds_count{{stage="e2e",source=~"event_time|"}}[{w}]'
+    client = PrometheusConnect(url=prometheus, disable_ssl=True)
+    result = client.custom_query(query, params={"time": f"{window.end_s:.3f}"})
+    samples = result[0]["values"] if result else []
+    return (float(samples[0][0]), float(samples[-1][0])) if len(samples) >= 2 else None
 
 
 @dataclass(frozen=True)
@@ -350,9 +394,10 @@ class Agreement:
     worst: float  # the largest |error|; NaN when no window was compared
 
     @classmethod
-    def of(cls, windows: Sequence[Window]) -> Agreement:
-        errors = [abs(w.error) for w in windows if math.isfinite(w.error)]
-        return cls(len(errors), sum(e <= GOAL_AGREEMENT for e in errors), max(errors) if errors else math.nan)
+    def of(cls, errors: Iterable[float]) -> Agreement:
+        """Of each window's error (NaN: not compared)."""
+        compared = [abs(e) for e in errors if math.isfinite(e)]
+        return cls(len(compared), sum(e <= GOAL_AGREEMENT for e in compared), max(compared) if compared else math.nan)
 
 
 @dataclass(frozen=True)
@@ -398,6 +443,7 @@ class RunReport:
     final_cores: float
     sweep: dict[str, dict[str, float]]  # the hand sweep's figures by config, the defaults among them
     agreement: Agreement
+    read_agreement: Agreement  # against the truth as the probe's histogram reads it over its samples' span
     logged: int
     lost: int
     edit: EditCheck | None  # None: the run ended before the edit
@@ -642,6 +688,7 @@ class RunRecord:
     final_text: str = ""
     lull_s: tuple[float, float] | None = None
     audit: list[dict] = field(default_factory=list)
+    scraped: dict[int, tuple[float, float]] = field(default_factory=dict)  # window -> its samples' span
 
 
 def stop_agent(site: Site) -> None:
@@ -760,6 +807,9 @@ def tune(site: Site, traffic: Traffic, args: argparse.Namespace, run: int, out: 
     record.exit_code = daemon.returncode
     record.ended_s = time.time()
     record.decisions = _decisions(state)
+    prometheus = f"http://127.0.0.1:{site.prometheus_port}"
+    record.scraped = {w.window: span for w in windows_of(record.decisions, run) if math.isfinite(w.end_s)
+                      and (span := scraped_span(prometheus, w)) is not None}
     with site.agent() as agent:
         record.in_force = dict(agent.component("filebeat")["params"])
         record.audit = agent.audit("filebeat")
@@ -844,7 +894,8 @@ def report_run(record: RunRecord, windows: Sequence[Window], figures: Mapping[st
         run=record.run, exit_code=record.exit_code, final_p95_s=final.get("p95_s", math.nan),
         defaults_p95_s=figures.get("defaults", {}).get("p95_s", math.nan), final_cores=cores,
         sweep={n: figures[n] for n in sweep if n in figures},
-        agreement=Agreement.of(windows), logged=logged, lost=lost,
+        agreement=Agreement.of(w.error for w in windows),
+        read_agreement=Agreement.of(w.read_error for w in windows), logged=logged, lost=lost,
         edit=None if record.edited is None else check_edit(record.edited, record.final_text),
         changes={k: [record.start.get(k), v] for k, v in record.final.items() if v != record.start.get(k)},
         decisions_changed=sum(bool(d["change"]) for d in record.decisions),
@@ -859,10 +910,13 @@ def _pct(error: float) -> str:
 
 def print_report(reports: Sequence[RunReport], windows: Sequence[Window], figures: Mapping[str, Mapping],
                  totals: Mapping[str, int], console: Console) -> None:
-    console.print(_table("each tuning window: pipetune's P95 beside the truth's (arrivals in the same span)",
-                         ("run", "win", "action", "pipetune", "truth", "error", "events", "FB cores"),
+    console.print(_table("each tuning window: pipetune's P95 beside the truth's (arrivals in the window); 'as read': "
+                         "the truth through the probe's buckets over the span Prometheus's samples cover",
+                         ("run", "win", "action", "pipetune", "truth", "error", "as read", "error", "events",
+                          "FB cores"),
                          [(str(w.run), str(w.window), w.action, _s(w.p95_s), _s(w.truth_p95_s), _pct(w.error),
-                           f"{w.truth_events:,}", f"{w.filebeat_cores:.3f}") for w in windows], left=3))
+                           _s(w.as_read_p95_s), _pct(w.read_error), f"{w.truth_events:,}", f"{w.filebeat_cores:.3f}")
+                          for w in windows], left=3))
     defaults = figures.get("defaults", {}).get("p95_s", math.nan)
     console.print(_table("fresh windows side by side (the truth's P95 of what nginx wrote in them; median of rounds)",
                          ("config", "P95", "P50", "out/in", "FB cores", "defaults/it"),
@@ -882,6 +936,9 @@ def print_report(reports: Sequence[RunReport], windows: Sequence[Window], figure
                       "nginx wrote it")
         for ok, text in report.goals():
             console.print(("[green]met[/]    " if ok else "[red]MISSED[/] ") + text)
+        read = report.read_agreement
+        console.print(f"       (not a goal: within {GOAL_AGREEMENT:.0%} of the truth as the probe's histogram reads it "
+                      f"over its samples' span in {read.within} of {read.compared} windows, worst {read.worst:.1%})")
     console.print(f"whole bench: {totals['lost']} of {totals['logged']:,} requests nginx logged never reached the "
                   f"truth; {totals['duplicates']:,} read twice; {totals['other']:,} records of the error log")
 
@@ -894,14 +951,17 @@ def figures_of(reports: Sequence[RunReport], windows: Sequence[Window],
              "sweep_best": r.sweep_best,
              "final_over_sweep_best": r.final_p95_s / r.sweep[r.sweep_best]["p95_s"] if r.sweep_best else None,
              "final_filebeat_cores": r.final_cores, "windows_within_5pct": r.agreement.within,
-             "windows_compared": r.agreement.compared, "worst_window_error": r.agreement.worst, "lost": r.lost,
+             "windows_compared": r.agreement.compared, "worst_window_error": r.agreement.worst,
+             "windows_within_5pct_as_read": r.read_agreement.within, "worst_error_as_read": r.read_agreement.worst,
+             "lost": r.lost,
              "logged": r.logged, "edit_kept": r.edit.kept if r.edit else None, "changes": r.decisions_changed,
              "after_lull_first_s": r.after_lull_s, "goals_met": sum(ok for ok, _ in r.goals()),
              "goals": len(r.goals())} for r in reports]
     contenders = [{"config": name, "p95_s": f["p95_s"], "p50_s": f["p50_s"], "out_in": f["out_in"],
                    "filebeat_cores": f["filebeat_cores"]} for name, f in figures.items()]
     per_window = [{"run": w.run, "window": w.window, "action": w.action, "pipetune_p95_s": w.p95_s,
-                   "truth_p95_s": w.truth_p95_s, "error": w.error, "events": w.truth_events} for w in windows]
+                   "truth_p95_s": w.truth_p95_s, "error": w.error, "as_read_p95_s": w.as_read_p95_s,
+                   "read_error": w.read_error, "events": w.truth_events} for w in windows]
     return {"each run from the operator's defaults": runs, "fresh windows side by side": contenders,
             "each tuning window against the truth": per_window}
 
@@ -952,7 +1012,8 @@ def analyse(records: Sequence[RunRecord], rows: Sequence[Contender], truth: Trut
             began_s: float, sweep: Sequence[str]) -> Analysis:
     """Everything the bench reports, from what it recorded, what the truth read and what nginx logged."""
     seen = truth.seen()
-    windows = [w for r in records for w in with_truth(windows_of(r.decisions, r.run), truth, began_s)]
+    windows = [w for r in records for w in with_truth(
+        [replace(w, scraped_s=r.scraped.get(w.window)) for w in windows_of(r.decisions, r.run)], truth, began_s)]
     figures = contender_figures(with_truth_contenders(rows, truth, logged))
     reports = []
     for record in records:
@@ -975,7 +1036,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--rate", type=float, default=800.0, help="k6's requests/s")
     parser.add_argument("--window", type=float, help="autotune --window (default 20 s; 15 with --quick)")
     parser.add_argument("--windows", type=int, help="autotune --windows (default 25; 8 with --quick)")
-    parser.add_argument("--out", type=Path, help="write result.json, foreign.png and each run's files here")
+    parser.add_argument("--out", type=Path, help="write result.json, foreign.txt (this output), foreign.png and each "
+                                                 "run's files here")
     args = parser.parse_args(argv)
     runs = 1 if args.quick else args.runs
     args.window = args.window or (15.0 if args.quick else 20.0)
@@ -987,7 +1049,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         if not ok:
             parser.error(f"{flag} must be {allowed}")
     started = BenchResult.start("bench.foreign", argv)
-    console = Console(width=100) if not sys.stdout.isatty() else Console()
+    console = Console(width=100, record=True) if not sys.stdout.isatty() else Console(record=True)
     out = args.out or Path(tempfile.mkdtemp(prefix="pipetune-foreign-out-"))
     out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="pipetune-foreign-"))
@@ -1027,7 +1089,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                "goals": {r.run: [{"met": ok, "text": text} for ok, text in r.goals()] for r in reports}}
     started.finish(figures_of(reports, windows, figures), details).write(out / RESULT_FILE)
     plot(records, windows, figures, out / "foreign.png")
-    console.print(f"{out / RESULT_FILE}, {out / 'foreign.png'}")
+    console.print(f"{out / RESULT_FILE}, {out / 'foreign.png'}, {out / 'foreign.txt'}")
+    console.save_text(str(out / "foreign.txt"))
 
 
 if __name__ == "__main__":

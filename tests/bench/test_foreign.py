@@ -16,8 +16,8 @@ from rich.console import Console
 
 from bench.foreign import (HAND_EDITS, STAMP_STEP_S, TEMPLATES, Agreement, Contender, EditCheck, RunRecord, RunReport,
                            Site, Truth, Window, access_line, analyse, apply_hand_edits, best_within_budget, check_edit,
-                           figures_of, fill, lost_requests, plot, print_report, read_access_log, truth_line,
-                           with_truth, windows_of, write_rotated)
+                           figures_of, fill, histogram_quantile, lost_requests, plot, print_report, read_access_log,
+                           truth_line, with_truth, windows_of, write_rotated)
 
 
 def _site(tmp_path: Path) -> Site:
@@ -114,8 +114,18 @@ def test_agreement_counts_the_windows_within_5pct_of_the_truth():
     windows = [Window(1, k, "hold", 0, 1, p, truth_p95_s=t)
                for k, (p, t) in enumerate(((1.04, 1.0), (0.9, 1.0), (math.nan, 1.0), (1.0, math.nan)))]
     assert windows[0].error == pytest.approx(0.04) and math.isnan(windows[2].error)
-    agreement = Agreement.of(windows)
+    agreement = Agreement.of(w.error for w in windows)
     assert (agreement.compared, agreement.within, agreement.worst) == (2, 1, pytest.approx(0.1))
+
+
+def test_the_truth_is_read_through_the_probes_buckets_as_prometheus_reads_a_histogram():
+    bounds = (0.01, 0.02, 0.05)
+    # cumulative counts 50, 90, 100: rank 95 is halfway into the (0.02, 0.05] bucket
+    spread = np.array([0.005] * 50 + [0.015] * 40 + [0.03] * 10)
+    assert histogram_quantile(0.95, spread, bounds) == pytest.approx(0.035)
+    assert histogram_quantile(0.95, np.full(100, 0.005), bounds) == pytest.approx(0.0095)  # from 0 in the first
+    assert histogram_quantile(0.95, np.full(100, 1.0), bounds) == 0.05  # past the last bound: the last bound
+    assert math.isnan(histogram_quantile(0.95, np.zeros(0), bounds))
 
 
 SWEEP = {"defaults": {"p95_s": 2.8, "filebeat_cores": 0.045}, "flush 10ms": {"p95_s": 1.8, "filebeat_cores": 0.05},
@@ -130,7 +140,8 @@ def test_the_sweep_is_compared_at_the_finals_cpu_budget():
 
 def _report(**changes) -> RunReport:
     good = dict(run=1, exit_code=0, final_p95_s=0.01, defaults_p95_s=2.8, final_cores=0.3, sweep=SWEEP,
-                agreement=Agreement(20, 20, 0.02), logged=1000, lost=0, edit=EditCheck((), ()))
+                agreement=Agreement(20, 20, 0.02), read_agreement=Agreement(20, 20, 0.01), logged=1000, lost=0,
+                edit=EditCheck((), ()))
     return RunReport(**(good | changes))
 
 
@@ -155,7 +166,8 @@ def test_a_whole_bench_is_reported_from_what_it_recorded(tmp_path):
     decisions = [_decision(k, 100.0 + 20 * k, 0.0104 if k else 2.0) for k in range(5)]
     edited = apply_hand_edits(_filebeat_yml(tmp_path))
     record = RunRecord(1, 90.0, 200.0, 0, decisions, start, final, in_force=final, edited=edited, edited_at_s=130.0,
-                       final_text=edited, lull_s=(150.0, 160.0), audit=[{"event": "applied"}, {"event": "applied"}])
+                       final_text=edited, lull_s=(150.0, 160.0), audit=[{"event": "applied"}, {"event": "applied"}],
+                       scraped={2: (121.5, 139.5)})
     # nginx wrote a request every 10 ms from 95 s to 260 s; the truth read each 10.5 ms after its msec, but one
     logged = {f"{i:032x}": float(m) for i, m in enumerate(np.arange(95.0, 260.0, 0.01))}
     truth = Truth.parse([truth_line(m + 0.0105, _event(m, rid)) for rid, m in logged.items() if rid != f"{500:032x}"])
@@ -164,6 +176,8 @@ def test_a_whole_bench_is_reported_from_what_it_recorded(tmp_path):
     analysis = analyse([record], rows, truth, logged, 90.0, ("defaults", "flush 10ms"))
     assert [w.window for w in analysis.windows] == [1, 2, 3, 4]
     assert all(w.truth_p95_s == pytest.approx(0.010) and w.error == pytest.approx(0.04) for w in analysis.windows)
+    assert [w.window for w in analysis.windows if math.isfinite(w.read_error)] == [2]  # only it has a scraped span
+    assert analysis.windows[1].as_read_p95_s == pytest.approx(0.010, rel=0.1)  # within the bucket holding 10 ms
     assert analysis.totals == {"lost": 1, "logged": len(logged), "duplicates": 0, "other": 0}
     assert analysis.figures["pipetune run 1"]["p95_s"] == pytest.approx(0.010)
     assert analysis.figures["defaults"]["out_in"] == pytest.approx(1.0, abs=0.001)
