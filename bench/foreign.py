@@ -1004,7 +1004,8 @@ def plot(records: Sequence[RunRecord], windows: Sequence[Window], figures: Mappi
 class Analysis:
     reports: list[RunReport]
     windows: list[Window]
-    figures: dict[str, dict]  # each contender's figures on its fresh windows
+    contenders: list[Contender]  # each side-by-side window with the truth's figures
+    figures: dict[str, dict]  # each contender's figures on its fresh windows, the median of its rounds
     totals: dict[str, int]  # the whole bench: requests logged, lost, read twice; other records
 
 
@@ -1014,7 +1015,8 @@ def analyse(records: Sequence[RunRecord], rows: Sequence[Contender], truth: Trut
     seen = truth.seen()
     windows = [w for r in records for w in with_truth(
         [replace(w, scraped_s=r.scraped.get(w.window)) for w in windows_of(r.decisions, r.run)], truth, began_s)]
-    figures = contender_figures(with_truth_contenders(rows, truth, logged))
+    contenders = with_truth_contenders(rows, truth, logged)
+    figures = contender_figures(contenders)
     reports = []
     for record in records:
         in_run = sum(record.began_s <= msec < record.ended_s for msec in logged.values())
@@ -1024,7 +1026,7 @@ def analyse(records: Sequence[RunRecord], rows: Sequence[Contender], truth: Trut
     accessed = sum(bool(rid) for rid in truth.request_ids)
     totals = {"lost": len(lost_requests(logged, seen, 0.0, math.inf)), "logged": len(logged),
               "duplicates": accessed - len(seen), "other": truth.other_records()}
-    return Analysis(reports, windows, figures, totals)
+    return Analysis(reports, windows, contenders, figures, totals)
 
 
 # ---- main -------------------------------------------------------------------------------------------------
@@ -1084,7 +1086,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     print_report(reports, windows, figures, totals, console)
     details = {"args": {"runs": runs, "rate_eps": args.rate, "window_s": args.window, "windows": args.windows,
                         "rounds": rounds, "measure_s": measure_s, "sweep": {n: SWEEP[n] for n in sweep}},
-               "totals": totals, "contenders": contenders, "side_by_side": [asdict(r) for r in rows],
+               "totals": totals, "contenders": contenders, "side_by_side": [asdict(r) for r in analysis.contenders],
                "runs": [asdict(r) for r in records],
                "goals": {r.run: [{"met": ok, "text": text} for ok, text in r.goals()] for r in reports}}
     started.finish(figures_of(reports, windows, figures), details).write(out / RESULT_FILE)
