@@ -42,7 +42,8 @@ def test_the_telemetry_reads_the_produce_requests_a_broker_took_and_its_cpu(test
     _scraped_after(telemetry, time.time())  # a second scrape: increase() sees the whole step inside the window
     window = telemetry.window(start, time.time())
     seconds = window.duration_s
-    # increase() extrapolates to the window's edges: a little more, never less, than was counted
-    assert records <= window.produce_requests_per_s * seconds <= 1.3 * records
-    assert records * size <= window.kafka_bytes_in_per_s * seconds <= 1.3 * records * (size + 100)  # + framing
+    # increase() extrapolates to the window's edges: never less than was counted; the session's broker is shared
+    # (the testbed's own producers may ship in the same window), so only this run's part of it is certain
+    assert window.produce_requests_per_s * seconds >= records
+    assert window.kafka_bytes_in_per_s * seconds >= records * size
     assert window.cpu_cores["broker-1"] > 0

@@ -55,7 +55,8 @@ def test_latency_histograms_read_back_through_prometheus(testbed):
     assert [part for part in observation.cpu_cores if part.startswith("broker-")] == ["broker-1"]  # its JMX exporter
     assert "kafka" not in observation.cpu_cores  # counted once: the probe no longer reads the broker's process
     # the node agent's whole-node CPU, over its cores: busy with at least the pipeline's own processes
-    assert sum(observation.cpu_cores.values()) / os.cpu_count() * 0.5 < observation.busiest_cpu_share <= 1.0
+    # (rate() extrapolates to the window's edges: a saturated node reads a little above 1)
+    assert sum(observation.cpu_cores.values()) / os.cpu_count() * 0.5 < observation.busiest_cpu_share <= 1.05
 
 
 def test_the_agent_counts_what_is_appended_and_the_backlog_drains(testbed):
