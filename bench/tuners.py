@@ -77,7 +77,12 @@ def misjudged(calibration: Calibration, seed: int, spread: float = 0.3) -> Calib
     pipetune pre-screens on this, not on the twin it is tuning, so the benchmark does not hand it an
     oracle: in production the screening twin is a calibration fitted to imperfect measurements.
     """
-    rng = np.random.default_rng(10_000 + seed)
+    return perturbed(calibration, np.random.default_rng(10_000 + seed), spread)
+
+
+def perturbed(calibration: Calibration, rng: np.random.Generator, spread: float) -> Calibration:
+    """The calibration with every component's time and CPU cost (its `_s` figures) times a lognormal factor of
+    σ `spread`, drawn from `rng` in the sections' and fields' order."""
     changes = {}
     for section in ("writer", "filebeat", "logstash", "kafka", "spark", "consumer"):
         for f in dataclasses.fields(getattr(calibration, section)):

@@ -37,7 +37,7 @@ from rich.table import Table
 
 from bench.convergence import drive
 from bench.result import BenchResult
-from bench.tuners import capacity_eps, noise_free, oracle
+from bench.tuners import capacity_eps, oracle, perturbed
 from controller.fresh_windows import measure_fresh
 from controller.ray_learner import start_ray
 from models.learning import TunedCube, tuned_names
@@ -94,16 +94,10 @@ def draw(seed: int) -> Variant:
 def calibration(variant: Variant) -> Calibration:
     """The twin of `variant`: its base calibration with every cost off by its own factor, then its node, event
     size, parse cost and idle files."""
-    base = load(variant.base)
-    rng = np.random.default_rng([variant.seed, 1])
-    changes: dict = {}
-    for section in ("writer", "filebeat", "logstash", "kafka", "spark", "consumer"):
-        for name, value in asdict(getattr(base, section)).items():
-            if name.endswith("_s") and isinstance(value, float):
-                changes[f"{section}__{name}"] = value * float(np.exp(rng.normal(0.0, COST_SPREAD)))
-    changes["filebeat__cpu_per_event_s"] *= PARSE_COST[variant.parse]
-    return base.scaled(node__cores=float(variant.cores), node__idle_files=variant.idle_files,
-                       event_bytes=variant.event_bytes, **changes)
+    costs = perturbed(load(variant.base), np.random.default_rng([variant.seed, 1]), COST_SPREAD)
+    return costs.scaled(node__cores=float(variant.cores), node__idle_files=variant.idle_files,
+                        event_bytes=variant.event_bytes,
+                        filebeat__cpu_per_event_s=costs.filebeat.cpu_per_event_s * PARSE_COST[variant.parse])
 
 
 def held_out_seed(commit: str) -> int:
@@ -200,23 +194,21 @@ def main() -> None:
                   + (f" (from commit {commit[:7]})" if args.seed is None and args.part == "held-out" else ""))
     start_ray()
     args.out.mkdir(parents=True, exist_ok=True)
-    rows = []
+    rows: list[dict] = []
+    details: dict = {"part": args.part, "first_seed": first, "variants": []}
     for seed in range(first, first + args.variants):
         variant = draw(seed)
         console.print(f"variant {len(rows) + 1}/{args.variants}: {variant.label()}, drawn at "
                       f"{variant.drawn_rate_eps:.0f} ev/s, {variant.event_bytes} B events ...")
         rows.append(judge_variant(variant, args.windows, args.window, args.oracle_samples))
-        result.finish(rows, {"part": args.part, "first_seed": first, "variants": [asdict(draw(r["seed"]))
-                                                                                   for r in rows]}).write(
-            args.out / "result.json")  # after every variant, so a long run is never lost
+        details["variants"].append(asdict(variant))
+        result.finish(rows, details).write(args.out / "result.json")  # after every variant: a long run is kept
     figures = summary(rows)
     console.print(_table(rows, f"{args.part}: {args.windows} windows × {args.window:g} s (* rate capped)"))
     console.print(f"final/oracle: median {figures['median_final_over_oracle']:.2f} (goal ≤ {NEAR}), worst "
                   f"{figures['worst_final_over_oracle']:.2f} (goal ≤ 2); {figures['reached_near']} of "
                   f"{figures['variants']} came within {NEAR}× in a window")
-    result.finish({"variants": rows, "summary": [figures]},
-                  {"part": args.part, "first_seed": first, "variants": [asdict(draw(r["seed"])) for r in rows]}
-                  ).write(args.out / "result.json")
+    result.finish({"variants": rows, "summary": [figures]}, details).write(args.out / "result.json")
     _plot(rows, args.out / "zoo.png")
     console.print(f"result: {args.out / 'result.json'}, plot: {args.out / 'zoo.png'}")
 
