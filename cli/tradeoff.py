@@ -11,6 +11,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from cli.cost import core_share
 from controller.fresh_windows import measure_fresh
 from controller.state import StateStore, load_pool_dirs
 from models.observation import pipeline_cpu_cores
@@ -43,10 +44,6 @@ def _pool_store(state_dir: Path, pool: str | None) -> StateStore:
     return StateStore(chosen.directory)
 
 
-def _cores(value: float) -> str:
-    return f"{100 * value:.1f} %"
-
-
 def _table(shown: list[Point], on_front: list[Point], defaults: Point | None, rate_eps: float) -> Table:
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1),
                   title=f"P95 against the pipeline's CPU (% of a core) at {rate_eps:.0f} ev/s")
@@ -55,7 +52,7 @@ def _table(shown: list[Point], on_front: list[Point], defaults: Point | None, ra
     for point in sorted(shown, key=lambda p: p.cpu_cores):
         over = f"{100 * point.cpu_over(defaults):+.1f} %" if defaults else "–"
         mark = "yes" if point in on_front else "" if point.kept_up else "behind"
-        table.add_row(point.label, f"{point.p95_s:.4f}", _cores(point.cpu_cores), over, str(point.windows), mark)
+        table.add_row(point.label, f"{point.p95_s:.4f}", core_share(point.cpu_cores), over, str(point.windows), mark)
     return table
 
 
