@@ -45,7 +45,7 @@ from controller.state import (COST_GAUGES, CPU_GAUGE, Action, Cost, Decision, Gu
 from controller.tuned_space import TunedSpace
 from models.clock_offset import ClockOffset
 from models.event_time import below_resolution
-from models.learning import Context, Learner, load_moved
+from models.learning import Context, Learner
 from models.observation import Observation
 from models.policy import Policy
 from models.space import PIPELINE_SPACE, ChangeCost, Config, Value
@@ -312,21 +312,26 @@ class Daemon:
         return decision
 
     def _update_incumbent(self, collected: Collected) -> None:
+        """Take the window's figure for the incumbent: its own window (a figure at this load), or a candidate's
+        that beat the incumbent's latest figure at about the same load."""
         inc, config, observation = self.incumbent, collected.config, collected.observation
         if collected.outcome is not None:
             # A realizer that concludes (a pool) judged what it runs on every node side by side with the config
             # before it, on the same windows, load moves removed: that is the incumbent, whatever the load did
             # since the last figure, and a candidate it took back is not, however low its window's figure.
-            adopt = collected.outcome.in_force
+            adopted = collected.outcome.in_force
         else:
-            remeasured = inc is not None and config == inc.config
-            better = inc is not None and not load_moved(inc.offered_eps, observation.offered_eps) \
-                and observation.p95_s < inc.p95_s
-            adopt = inc is None or remeasured or better
-        if adopt:
+            reference_s = inc.p95_at(observation.offered_eps) if inc is not None else None
+            adopted = (inc is None or config == inc.config
+                       or (reference_s is not None and observation.p95_s < reference_s))
+        if not adopted:
+            return
+        if inc is not None and config == inc.config:
+            self.incumbent = inc.measured_again(observation.p95_s, observation.offered_eps, Cost.of(observation))
+        else:
             self.incumbent = Incumbent(config, observation.p95_s, observation.offered_eps, Cost.of(observation))
-            if self.store:
-                self.store.save_incumbent(self.incumbent)
+        if self.store:
+            self.store.save_incumbent(self.incumbent)
 
     def _decide(self, collected: Collected, verdict: Verdict) -> Choice:
         """The config to run next, and why; writes nothing (what it vetoes, `_record` writes down)."""
@@ -353,7 +358,7 @@ class Daemon:
                           f"override {override.id} ({override.reason}), {override.remaining_s():.0f}s left")
         if person_hold is not None:
             return Choice(config, person_hold, f"{person_hold} by a person: the config is held")
-        if inc is not None and inc.config != config and load_moved(inc.offered_eps, context.offered_eps):
+        if inc is not None and inc.config != config and inc.p95_at(context.offered_eps) is None:
             return Choice(self.policy.enforce(inc.config), Action.REMEASURE, (
                 f"offered load moved {inc.offered_eps:.0f} → {context.offered_eps:.0f} ev/s: re-measure the incumbent"
                 " before trusting it"))

@@ -34,7 +34,7 @@ from typing import Iterator
 
 from pydantic import BaseModel, Field
 
-from models.learning import HISTORY_BEST, HISTORY_RECENT, Context, kept_history
+from models.learning import HISTORY_BEST, HISTORY_RECENT, Context, kept_history, load_moved
 from models.observation import Observation
 from models.policy import Mode, Policy
 from models.space import PIPELINE_SPACE, Config, Value
@@ -47,6 +47,7 @@ DECISION_LOG_BYTES = 8 * 2**20  # ~8,000 decisions a file: weeks of 30 s windows
 DECISION_LOG_FILES = 4  # the live file and three rotated ones: 32 MiB at most on disk
 # observations.jsonl is compacted when it holds twice what the learner keeps: a rewrite every ~220 windows
 OBSERVATIONS_KEPT = HISTORY_RECENT + HISTORY_BEST
+INCUMBENT_LOADS = 8  # the incumbent's figures kept at other loads: 25 % apart, they span a 6x range of loads
 
 
 class Action(StrEnum):
@@ -154,6 +155,13 @@ class Decision(BaseModel):
     error: str | None = Field(default=None, description="action error: the unexpected error, its type and message")
 
 
+class LoadFigure(BaseModel):
+    """The P95 one window of a config measured, and the load it ran at."""
+
+    offered_eps: float
+    p95_s: float
+
+
 class IncumbentReport(BaseModel):
     """The incumbent as status.json and incumbent.json hold it."""
 
@@ -162,6 +170,9 @@ class IncumbentReport(BaseModel):
     offered_eps: float
     cost: Cost | None = Field(default=None, description="what the incumbent cost when it measured its P95 (null: "
                                                         "an incumbent recorded before costs were)")
+    other_loads: list[LoadFigure] = Field(default_factory=list, description=(
+        "its latest window at each other load it ran at, oldest first: a candidate measured at such a load is "
+        "judged against it without running the incumbent again"))
 
 
 class OverrideReport(BaseModel):
@@ -235,16 +246,31 @@ class Status(BaseModel):
 
 @dataclass
 class Incumbent:
-    """The best config known to be safe, and what it measured at which load."""
+    """The best config known to be safe, and what it measured at which load: its latest window, and its
+    latest at each of up to `INCUMBENT_LOADS` other loads (a load that moves back and forth, as an MMPP's
+    does, would otherwise send every candidate measured at another load back to the incumbent)."""
 
     config: Config
     p95_s: float
     offered_eps: float
     cost: Cost | None = None
+    other_loads: tuple[LoadFigure, ...] = ()
+
+    def p95_at(self, offered_eps: float) -> float | None:
+        """Its latest P95 at about `offered_eps` (within `LOAD_SHIFT`), None where it never ran at about it."""
+        figures = (LoadFigure(offered_eps=self.offered_eps, p95_s=self.p95_s), *reversed(self.other_loads))
+        return next((f.p95_s for f in figures if not load_moved(f.offered_eps, offered_eps)), None)
+
+    def measured_again(self, p95_s: float, offered_eps: float, cost: Cost | None) -> Incumbent:
+        """The same config after another window: that window is its latest, and its figures at the loads that
+        window does not stand for are kept."""
+        figures = (*self.other_loads, LoadFigure(offered_eps=self.offered_eps, p95_s=self.p95_s))
+        kept = tuple(f for f in figures if load_moved(f.offered_eps, offered_eps))[-INCUMBENT_LOADS:]
+        return Incumbent(self.config, p95_s, offered_eps, cost, kept)
 
     def report(self) -> IncumbentReport:
         return IncumbentReport(config=dict(self.config), p95_s=self.p95_s, offered_eps=self.offered_eps,
-                               cost=self.cost)
+                               cost=self.cost, other_loads=list(self.other_loads))
 
 
 @dataclass
@@ -324,8 +350,9 @@ class StateStore:
         if not path.exists():
             return None
         doc = json.loads(path.read_text())
-        cost = Cost.model_validate(doc["cost"]) if doc.get("cost") is not None else None
-        return Incumbent(PIPELINE_SPACE.config(doc["config"]), doc["p95_s"], doc["offered_eps"], cost)
+        report = IncumbentReport.model_validate(doc)
+        return Incumbent(PIPELINE_SPACE.config(report.config), report.p95_s, report.offered_eps, report.cost,
+                         tuple(report.other_loads))
 
     def append_observation(self, config: Config, offered_eps: float, observation: Observation,
                            verdict: Verdict) -> None:

@@ -346,8 +346,8 @@ class SafeBayesLearner:
 
     def _pool(self, center: np.ndarray, context: Context, length: float, base: Config) -> Pool:
         """Candidates in a box of side `length` around `center` (TuRBO's, then stage by stage), scored; untuned
-        values from `base`. Safe: the margin's lower bound clears the floor (SafeOpt), and under a P95 ceiling the
-        P95's upper bound stays below it."""
+        values from `base`. Safe: the margin's lower bound clears the floor (SafeOpt), the recent peak load is carried
+        (`_carry_peak`), and under a P95 ceiling the P95's upper bound stays below it."""
         s = self.settings
         feature = context_feature(context.offered_eps, s)
         cand = np.vstack([candidates(center, length, self.rng, s),
@@ -356,10 +356,21 @@ class SafeBayesLearner:
         chunks = np.array_split(inputs, max(1, len(inputs) // s.score_chunk))
         scored = list(self.parallel_map(partial(self._score_chunk, base=base), chunks))
         mean, optimistic, m_mean, m_std = (np.concatenate([part[k] for part in scored]) for k in range(4))
-        safe = m_mean - s.beta * m_std >= self.margin_floor
+        safe = (m_mean - s.beta * m_std >= self.margin_floor) & self._carry_peak(center, cand, context)
         if self.policy.p95_ceiling_s is not None:
             safe &= self.stages.predict_p95(inputs, [-s.beta], base, self._resolution_s)[0] <= self.policy.p95_ceiling_s
         return Pool(cand, mean, optimistic, m_mean, m_std, safe)
+
+    def _carry_peak(self, center: np.ndarray, cand: np.ndarray, context: Context) -> np.ndarray:
+        """Which candidates carry the highest load of the learner's history as well as the incumbent (at `center`)
+        does (`rules.carries_peak`); all of them where that peak is about the window's load or below it."""
+        peak_eps = max(c.offered_eps for c in self.history.contexts)
+        if peak_eps <= context.offered_eps or not load_moved(context.offered_eps, peak_eps):
+            return np.ones(len(cand), dtype=bool)
+        at_peak = np.column_stack([np.vstack([center, cand]),
+                                   np.full(len(cand) + 1, context_feature(peak_eps, self.settings))])
+        margins, _ = self._margin_gp.predict(at_peak)
+        return rules.carries_peak(margins[1:], float(margins[0]), self.margin_floor)
 
     def _score_chunk(self, inputs: np.ndarray, base: Config) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         mean, optimistic = self.stages.predict_p95(inputs, [0.0, self.settings.kappa], base, self._resolution_s)

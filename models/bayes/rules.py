@@ -1,7 +1,7 @@
 """The rules one window's decision is made of, each a small pure function over the scored candidates.
 
 `SafeBayesLearner._search` applies them in order: hold while converged, unless something re-opens the search
-(`reopening`); pick which gain counts (`expects_only`) and score it (`gains`), far from capacity only where no
+(`reopening`); keep only candidates that carry the recent peak load (`carries_peak`); pick which gain counts (`expects_only`) and score it (`gains`), far from capacity only where no
 loss is expected (`no_loss`); if nothing beats the threshold, first know the noise (`noise_unknown`), then
 grow the safe set while the search is young (`young`, `expanders`), else look beyond the trust region
 (`beyond_expects_only`) and widen or converge; rank what beats the threshold (`ranked`) and let the twin's
@@ -44,6 +44,15 @@ def reopening(held: Converged, incumbent: Config, offered_eps: float) -> Reopeni
     if incumbent != held.config:
         return Reopening(Reopened.INCUMBENT_CHANGED, "the daemon's incumbent changed")
     return None
+
+
+def carries_peak(peak_margins: np.ndarray, incumbent_margin: float, margin_floor: float) -> np.ndarray:
+    """Which candidates are expected to carry the highest load the pipeline was measured at recently (a diurnal
+    crest, a burst) as well as the incumbent does: their margin there (`peak_margins`, expected) at or above the
+    floor, or at or above the incumbent's where the incumbent falls below the floor there too. SafeOpt's safe
+    set holds for the window's load only; a config adopted in a trough must not give up the capacity the crest
+    needs."""
+    return peak_margins >= min(margin_floor, incumbent_margin)
 
 
 def expects_only(search: SearchState, far_from_capacity: bool, s: LearnerSettings) -> bool:

@@ -6,7 +6,7 @@ from dataclasses import replace
 import pytest
 
 from bench.zoo import (BASES, CORES, EVENT_BYTES, HELD_OUT_FROM, IDLE_FILES, PARSE_COST, RATE_EPS, SHAPES,
-                       calibration, draw, held_out_seed, summary)
+                       calibration, draw, held_out_seed, mean_over_base, summary)
 from models.twin import load
 
 
@@ -41,3 +41,10 @@ def test_the_summary_holds_the_goals_median_and_worst_final_over_oracle():
     figures = summary(rows)
     assert figures["median_final_over_oracle"] == 1.1 and figures["worst_final_over_oracle"] == 2.5
     assert figures["median_goal_met"] and not figures["worst_goal_met"] and figures["reached_near"] == 2
+
+
+def test_the_rate_cap_counts_a_shapes_long_run_mean_so_an_mmpp_is_not_overloaded_whatever_the_config():
+    steady, mmpp = replace(draw(3), shape="steady"), replace(draw(3), shape="mmpp")
+    assert mean_over_base(steady, 40, 30.0) == pytest.approx(1.0, abs=0.01)
+    assert mean_over_base(mmpp, 40, 30.0) == pytest.approx(1.6, abs=0.15)  # ×4 bursts of 5 s every 25 s
+    assert mean_over_base(replace(steady, shape="diurnal"), 40, 30.0) == 1.0  # never lifts the cap

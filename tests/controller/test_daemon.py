@@ -9,7 +9,7 @@ import pytest
 
 from controller.daemon import ERROR_WINDOWS, Daemon, PersistentError
 from controller.pipelines import ApplyReport, PipelineUnavailable, TwinPipeline
-from controller.state import StateStore
+from controller.state import Incumbent, LoadFigure, StateStore
 from models.clock_offset import ClockOffset
 from models.learning import Suggestion, TunedCube, tuned_names
 from models.observation import Observation
@@ -136,6 +136,33 @@ def test_a_clear_change_of_load_remeasures_the_incumbent_first():
     daemon.incumbent.offered_eps = RATE * 2  # as if the incumbent had been measured at twice today's load
     decision = daemon.step()
     assert decision.action == "remeasure" and pipeline.current() == daemon.incumbent.config
+
+
+def test_a_candidate_at_a_load_the_incumbent_ran_at_before_is_judged_against_that_figure_without_a_remeasure(
+        tmp_path):
+    cheap = PIPELINE_SPACE.config({"filebeat.backoff": 0.5})
+    daemon, pipeline = _daemon(Scripted(cheap, cheap), store=StateStore(tmp_path))
+    defaults = pipeline.current()
+    # the defaults' latest figure is at twice today's load; before, at about today's, they measured 10 s
+    daemon.incumbent = Incumbent(defaults, 0.001, RATE * 2, other_loads=(LoadFigure(offered_eps=RATE, p95_s=10.0),))
+    decision = daemon.step()  # the window ran the defaults at RATE: measured again, the earlier load kept
+    assert daemon.incumbent.p95_at(RATE * 2) == 0.001 and daemon.incumbent.p95_at(RATE) < 10.0
+    assert decision.action == "explore" and pipeline.current() == cheap
+    decision = daemon.step()  # the candidate's window, at RATE: judged against the defaults' figure at RATE
+    assert decision.action != "remeasure" and daemon.incumbent.config == cheap
+    assert StateStore(tmp_path).load_incumbent() == daemon.incumbent
+
+
+def test_the_incumbent_keeps_its_latest_figure_at_each_other_load_and_forgets_the_oldest():
+    incumbent = Incumbent(preset("defaults"), 1.0, 100.0)
+    for load_eps in (200.0, 400.0, 800.0, 100.0, 110.0):
+        incumbent = incumbent.measured_again(load_eps / 100, load_eps, None)
+    assert incumbent.p95_at(110.0) == incumbent.p95_at(100.0) == 1.1  # the latest at about that load
+    assert incumbent.p95_at(200.0) == 2.0 and incumbent.p95_at(400.0) == 4.0 and incumbent.p95_at(8000.0) is None
+    assert [f.offered_eps for f in incumbent.other_loads] == [200.0, 400.0, 800.0]  # 100 is 110's load
+    for step in range(20):
+        incumbent = incumbent.measured_again(1.0, 1000.0 * 2 ** step, None)
+    assert len(incumbent.other_loads) == 8 and incumbent.p95_at(200.0) is None
 
 
 def test_state_survives_a_restart_of_the_daemon(tmp_path):
