@@ -193,7 +193,8 @@ _VERSION_FIELDS = frozenset(Version.__dataclass_fields__)
 
 class ConfigStore:
     """`<state>/<component>/`: `v<N>.json` per version, `current` (the version in force, replaced
-    atomically), `pending` (a change under way: present only while one runs), `audit.jsonl`."""
+    atomically), `pending` (the version a change or rollback under way puts in force: present only while one
+    runs), `audit.jsonl`."""
 
     UNWRITTEN_MAX = 10_000  # audit lines kept in memory while the disk is full; beyond, the oldest are counted
 

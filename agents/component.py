@@ -89,8 +89,11 @@ class ManagedComponent:
         """Bring the component to the stored current version. The first version is what the component's files
         hold (its own default where they set none) with agent.yaml's starting values: it writes nothing else.
 
-        A change that was under way when the agent stopped is undone: the keys it wrote go back to the version in
-        force and the component is restarted, so the agent and the component agree.
+        A change or rollback that was under way when the agent stopped (`pending` names its version) ends on the
+        version `current` names: a change is complete only once `current` names it. One that got that far is kept;
+        any other is undone: the keys it wrote go back to the version in force and the component is restarted on
+        them, so the agent and the component agree. The audit log says what was found (`interrupted`) and what
+        was done (`recovered`); a change undone was never decided and can be sent again.
         """
         with self._lock:
             current = self.store.current()
@@ -99,15 +102,51 @@ class ManagedComponent:
                 return
             record = self._current_record()
             interrupted = self.store.pending()
-            if interrupted is not None:
-                undone = self.store.get(interrupted)
-                self.store.audit("recovered", interrupted=interrupted, restored=record.version)
-                self.store.path(interrupted).unlink(missing_ok=True)
-                self._put_in_force(record, ChangeCost.RESTART, undone.params if undone else record.params,
-                                   during="recovery", held_ok=True)
-                self.store.set_pending(None)
-            else:
+            if interrupted is None:
                 self._restart_if_stopped(record, "not running at agent start")
+            elif interrupted == record.version:
+                self.store.audit("interrupted", version=interrupted, in_force=record.version,
+                                 found=f"version {interrupted} was in force; only the end of its change was not "
+                                       "recorded")
+                self._restart_if_stopped(record, "not running at agent start")
+                self.store.set_pending(None)
+                self.store.audit("recovered", interrupted=interrupted, restored=record.version)
+            else:
+                self._undo(interrupted, record)
+
+    def _undo(self, interrupted: int, record: Version) -> None:
+        """Put `record` (the version in force) back over the keys the `interrupted` change or rollback wrote."""
+        undone = self.store.get(interrupted)
+        self.store.audit("interrupted", version=interrupted, in_force=record.version,
+                         found=self._found(interrupted, undone, record))
+        self._put_in_force(record, ChangeCost.RESTART, undone.params if undone else record.params,
+                           during="recovery", held_ok=True)
+        if interrupted > record.version and (undone is None or undone.status != "rolled_back"):
+            self.store.forget(interrupted)  # a change never decided; a rollback's target is an older version, kept
+        self.store.set_pending(None)
+        self.store.audit("recovered", interrupted=interrupted, restored=record.version)
+
+    def _found(self, interrupted: int, undone: Version | None, record: Version) -> str:
+        """What an interrupted change or rollback had done, in words: how far it got and what the files hold."""
+        if interrupted < record.version:
+            stage = f"a rollback from version {record.version} to version {interrupted} was under way"
+        elif undone is None:
+            stage = f"version {interrupted} was about to be recorded, nothing of it written yet"
+        elif undone.status == "rolled_back":
+            stage = f"version {interrupted} had failed and version {record.version} was being put back"
+        elif undone.status == "applied":
+            stage = f"version {interrupted} was healthy but not yet recorded in force"
+        else:
+            stage = f"version {interrupted} was being put in force, its health not yet confirmed"
+        moved = {k: v for k, v in (undone.params if undone else {}).items() if record.params.get(k) != v}
+        try:
+            on_disk = self.adapter.read()
+        except ValidationFailed as err:
+            return f"{stage}; its files do not read: {err}"
+        holds = [v for v, params in ((record.version, record.params), (interrupted, moved))
+                 if all(on_disk.get(k) == params.get(k) for k in moved)]
+        return f"{stage}; {self.name}'s files hold " + (f"version {holds[0]}'s values" if holds else
+                                                          "values of neither version")
 
     def _start_first(self) -> None:
         found = {k: v for k, v in self.adapter.read().items() if k in self.space}
@@ -225,9 +264,12 @@ class ManagedComponent:
                 raise ChangeRefused(409, f"{self.name} is held, not rolled back to version {previous.version}: "
                                          f"{err}", version=current.version, held=str(err)) from None
             started = time.monotonic()
-            try:
+            staged = StagedFiles({})
+            try:  # `pending` names the rollback's target: an agent that stops during it undoes it at start
                 staged = StagedFiles(_changed(files))
+                self.store.set_pending(previous.version)
             except DiskFull as full:
+                staged.discard()
                 raise self._no_space(full, f"not rolled back to version {previous.version}",
                                      f"version {current.version} stays in force, untouched") from None
             try:
@@ -236,10 +278,12 @@ class ManagedComponent:
                 self.store.set_current(previous.version)
             except Exception as err:  # the earlier version fails too: put the current one back
                 restored = self._restore(current, previous.params, "restoring after a rollback")
+                self.store.set_pending(None)
                 if isinstance(err, DiskFull):
                     raise self._no_space(err, f"not rolled back to version {previous.version}", restored) from None
                 raise ChangeRefused(502, f"rolling {self.name} back to version {previous.version} failed, "
                                          f"{restored}: {err}") from None
+            self.store.set_pending(None)
             self.store.audit("rolled_back_on_request", version=previous.version, from_version=current.version)
             return ChangeResult(self.name, previous.version, previous.version, "applied", "rolled back",
                                 f"back to version {previous.version} from {current.version}",
@@ -289,9 +333,9 @@ class ManagedComponent:
                 staged: StagedFiles) -> ChangeResult:
         """Record, write, apply, check health; on any failure put `current` back and report why. A full disk met
         before the component is touched is raised as it is (the caller answers it)."""
-        try:
-            self.store.put(record)
+        try:  # `pending` first: an agent that stops once anything of the version is stored undoes it at start
             self.store.set_pending(record.version)
+            self.store.put(record)
         except DiskFull:
             staged.discard()
             raise

@@ -191,7 +191,14 @@ class Daemon:
 
     def warm_up(self) -> None:
         """Let a freshly started pipeline fill its buffers; that window measures the start, not the config (an
-        error reading it is recorded as a step's is)."""
+        error reading it is recorded as a step's is). What a pool's rollout found cut short by a kill, and did
+        to put one config on every node, is recorded before it (action `recover`)."""
+        rollout = self.realizer.report().rollout
+        if rollout is not None and rollout.recovered:
+            log.warning("%s: %s", self.name, rollout.recovered)
+            self._record(Decision(window=self.window, t_s=self.t_s, config=dict(self.pipeline.current()),
+                                  observed=_unobserved(0.0), action=Action.RECOVER, reason=rollout.recovered,
+                                  rollout=rollout))
         self.t_s += self.window_s
         try:
             self.pipeline.observe(self.window_s)

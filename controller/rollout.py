@@ -28,9 +28,12 @@ promoted config (after a settle window when that took a restart): the next candi
 with nothing on trial concludes where the pool stands: APPLIED (the promoted config on every node), or
 CANARY (a candidate not judged yet).
 
-Each node's version and state are written to the state file after every step, so a restarted daemon
-finishes a promotion that was judged better (its remaining steps are not judged one by one) and reverts
-a canary that was not judged yet, however many windows it had run.
+Each node's version and state are written to the state file after every step, and the phase before the nodes
+change, so a daemon killed at any point finds the pool's rollout as far as it got when it restarts, and puts every
+node on one config: it finishes a promotion that was judged better (its remaining steps are not judged one by one),
+finishes taking back a promotion a step showed worse, and takes back a canary that was not judged yet (or was still
+being put on its nodes), however many windows it had run. What it found and did is the rollout's `recovered` until
+the pool's next window, and the daemon records it as its first decision (`recover`).
 """
 
 from __future__ import annotations
@@ -94,6 +97,7 @@ class Phase(StrEnum):
     STEADY = "steady"  # every node runs the promoted config (or failed on the last candidate)
     CANARY = "canary"  # the canary nodes run the candidate, not judged yet
     PROMOTING = "promoting"  # judged better: going to the other nodes step by step
+    TAKING_BACK = "taking_back"  # a step showed a node worse: every node going back to the promoted config
 
 
 @dataclass
@@ -109,6 +113,7 @@ class RolloutState:
     known: list[dict] = field(default_factory=list)  # configs the pool ran in full, the latest last
     # the canary's P95 over the controls' in the promoted version's baselines (`CanaryPool._usual_ratio`)
     baseline_ratios: list[float] = field(default_factory=list)
+    recovered: str = ""  # what a restarted daemon found half done and did, until the pool's next window
 
 
 @dataclass
@@ -164,7 +169,10 @@ class CanaryPool:
     def observe(self, seconds: float) -> Observation:
         """Measure the pool, keeping each node's latencies: the window before a change is the canary's
         baseline, and the canary's full windows after it are its trial, which `conclude` judges (a window that
-        settles the canary's restart is neither)."""
+        settles the canary's restart is neither). What a restart recovered has been said by then."""
+        if self.state.recovered:
+            self.state.recovered = ""
+            self._save()
         try:
             window = self.windows.observe(seconds)
         except PipelineUnavailable as err:
@@ -193,13 +201,17 @@ class CanaryPool:
             return Outcome(OutcomeKind.APPLIED, config, "the pool's promoted config")
         if dict(config) in self.state.known:
             return self._roll_out_known(config)
+        # written before the canary changes: a daemon that stops meanwhile finds a canary to take back
+        self.state.candidate, self.state.phase = dict(config), Phase.CANARY
+        self._save()
         reports = self._change(self.plan.canary, config)
         failed = {node: r for node, r in reports.items() if not r.ok}
         if failed:
             self._change([n for n in reports if n not in failed], Config(self.state.promoted))
+            self.state.candidate, self.state.phase = None, Phase.STEADY
+            self._save()
             said = "; ".join(f"{node}: {r.message}" for node, r in failed.items())
             return Outcome(OutcomeKind.REFUSED, config, f"canary refused the change ({said})")
-        self.state.candidate, self.state.phase = dict(config), Phase.CANARY
         self._set(self.plan.canary, self.state.version + 1, NodeState.CANARY)
         pause_s = max((r.pause_s for r in reports.values()), default=0.0)
         self._settling = pause_s > 0
@@ -279,7 +291,7 @@ class CanaryPool:
     def rollout(self) -> RolloutReport:
         """Where the pool's rollout stands: its phase, the promoted version, each node's, the last judgement."""
         return RolloutReport(phase=str(self.state.phase), promoted_version=self.state.version,
-                             judgement=self.state.judgement,
+                             judgement=self.state.judgement, recovered=self.state.recovered,
                              nodes={v.node: NodeRolloutReport(version=v.version, state=str(v.state),
                                                               judgement=v.judgement)
                                     for v in self.state.nodes})
@@ -411,6 +423,8 @@ class CanaryPool:
     def _roll_back_promotion(self) -> dict[str, ApplyReport]:
         """Every node that took the candidate back on the promoted config, in the plan's steps (at most
         `max_unavailable` restarting at once): a step showed it worse."""
+        self.state.phase = Phase.TAKING_BACK
+        self._save()
         promoted = Config(self.state.promoted)
         reports: dict[str, ApplyReport] = {}
         for step in (self.plan.canary, *self.plan.steps):
@@ -435,11 +449,34 @@ class CanaryPool:
         return reports
 
     def _recover(self) -> None:
-        """After a restart: a promotion judged better is finished, a canary not judged is taken back."""
-        if self.state.phase is Phase.PROMOTING:
-            self._finish_promotion()
-        elif self.state.phase is Phase.CANARY:
-            self._revert_canary("the daemon restarted before the canary was judged")
+        """After a restart in the middle of a rollout, every node on one config: a promotion judged better (or of a
+        config the pool ran before) is finished, one a step showed worse is taken back in full, and a canary not
+        judged yet is taken back. What was found and done is kept in `recovered` for the decision log."""
+        phase = self.state.phase
+        if phase is Phase.STEADY:
+            return
+        changed = Config(self.state.promoted).diff(Config(self.state.candidate or {}))
+        found = (f"version {self.state.version + 1} ({', '.join(f'{k} {a} → {b}' for k, (a, b) in changed.items())}) "
+                 f"{_FOUND[phase]}, {self._standing()}")
+        if phase is Phase.PROMOTING:
+            did, reports = "finished the promotion, its remaining steps not judged", self._finish_promotion()
+        elif phase is Phase.TAKING_BACK:
+            did, reports = f"finished taking it back ({self.state.judgement})", self._roll_back_promotion()
+        else:
+            did, reports = "took the canary back", self._revert_canary("the daemon restarted before the canary "
+                                                                       "was judged")
+        said = "; ".join(f"{node}: {report.message}" for node, report in reports.items()) or "no node to change"
+        versions = {v.version for v in self.state.nodes}
+        failed = any(v.state is NodeState.FAILED for v in self.state.nodes)  # on a version it may not run
+        where = f"every node on version {min(versions)}" if len(versions) == 1 and not failed else \
+            f"not every node on one version: {self._standing()}"
+        self.state.recovered = f"the daemon restarted in the middle of a rollout: found {found}; {did} ({said}); " \
+                               f"{where}"
+        self._save()
+
+    def _standing(self) -> str:
+        """Each node's state and version, as the state file has them."""
+        return ", ".join(f"{v.node} {v.state} on version {v.version}" for v in self.state.nodes)
 
     def _change(self, nodes: list[str] | tuple[str, ...], config: Config) -> dict[str, ApplyReport]:
         """`config` on each of `nodes` at once (a step restarts at most that many); a node whose agent does
@@ -477,6 +514,11 @@ class CanaryPool:
         nodes = [NodeVersion(v["node"], v["version"], NodeState(v["state"]), v.get("judgement", ""))
                  for v in doc.pop("nodes")]
         return RolloutState(**{**doc, "phase": Phase(doc["phase"]), "nodes": nodes})
+
+
+# What a restarted daemon found a candidate doing, by the phase the state file was left in.
+_FOUND = {Phase.CANARY: "on the canary, not judged yet", Phase.PROMOTING: "being promoted",
+          Phase.TAKING_BACK: "being taken back"}
 
 
 def _p95(window: PoolWindow, nodes: tuple[str, ...] | list[str]) -> float:

@@ -64,6 +64,7 @@ class Action(StrEnum):
     PAUSED = "paused"  # a person paused the tuner
     REVERT = "revert"  # stopping with --on-exit revert: the config the daemon started from is back
     ERROR = "error"  # the window ended in an unexpected error: recorded, and the next window goes on
+    RECOVER = "recover"  # started after a kill mid-rollout: what it found half done, and how it put one config back
 
 
 class NodeRolloutReport(BaseModel):
@@ -75,10 +76,13 @@ class NodeRolloutReport(BaseModel):
 class RolloutReport(BaseModel):
     """A pool's canary rollout: a candidate goes to the canary nodes first, then to the rest in steps."""
 
-    phase: str = Field(description="steady, canary (a candidate being judged) or promoting")
+    phase: str = Field(description="steady, canary (a candidate being judged), promoting or taking_back (a step "
+                                   "showed a node worse)")
     promoted_version: int
     judgement: str = Field(description="the last canary judgement, or why a canary was taken back")
     nodes: dict[str, NodeRolloutReport]
+    recovered: str = Field(default="", description="after a daemon restarted in the middle of a rollout, until the "
+                                                   "pool's next window: what it found half done and what it did")
 
 
 class OutcomeReport(BaseModel):
