@@ -14,8 +14,10 @@ the incumbent, and the daemon changes nothing, until a load move, a breach, a dr
 P95 or a policy change re-opens the search (the learner's reason says which). Modes: `auto` applies,
 `advise` only recommends, `frozen` holds.
 While the pipeline cannot be observed or reached (`PipelineUnavailable`), the daemon holds as in
-`frozen` on its own, and picks up again with the first window it can read. Any other error a window ends in
-is recorded as that window's decision (action `error`) and the next window goes on, as the Flink autoscaler
+`frozen` on its own, and picks up again with the first window it can read. A window the Kafka cluster disturbed
+(`Observation.disturbance`: a broker lost, leaders moved, replicas out of sync) it holds through too, naming the
+cause: its figures are the failover's, neither blamed on the config nor credited to it. Any other error a window
+ends in is recorded as that window's decision (action `error`) and the next window goes on, as the Flink autoscaler
 records a scaling error; the same error `ERROR_WINDOWS` windows in a row stops the loop (`PersistentError`).
 The daemon decides; a realizer (`controller.realizer`) puts the decision in force and says what came of it: a
 single pipeline's applies it at once, a pool's rolls it out canary first and judges it on the next window.
@@ -240,6 +242,10 @@ class Daemon:
             collected = self._collect()
         except PipelineUnavailable as err:
             return self._record(self._unavailable(err))
+        # a pool that judged its canary on the window (promoted, reverted, extended) has acted on it already
+        judged = collected.outcome is not None and collected.outcome.judgement is not None
+        if collected.observation.disturbance is not None and not judged:
+            return self._record(self._disturbed(collected))
         if collected.outcome is not None and collected.outcome.kind is OutcomeKind.EXTENDED:
             return self._record(self._on_trial(collected))
         verdict = self._judge(collected)
@@ -286,6 +292,16 @@ class Daemon:
         until the trial ends."""
         return self._decision(collected, Choice(collected.config, Action.HOLD,
                                                 f"canary on trial: {collected.outcome.message}"), guardrail=[])
+
+    def _disturbed(self, collected: Collected) -> Decision:
+        """Hold through a window the Kafka cluster disturbed (a broker lost, leaders moved, replicas out of sync): its
+        figures are the failover's, so it is neither judged against the config (no rollback) nor told the learner or
+        taken for the incumbent (no credit), and nothing changes while the cluster recovers. The backlog trend starts
+        afresh after it, as after any gap."""
+        self.previous = None
+        return self._decision(collected, Choice(collected.config, Action.HOLD, (
+            f"disturbed: {collected.observation.disturbance}: the window is the cluster's, not the config's: "
+            "not judged, the config held")), guardrail=[])
 
     def _unavailable(self, err: PipelineUnavailable, decision: Decision | None = None) -> Decision:
         """Hold while the pipeline cannot be read or reached: a window not seen teaches the learner nothing and

@@ -16,7 +16,10 @@ no samples of the probe or the sources for, is `TelemetryMissing`.
 What a window cost: each component's CPU (`pipetune_component_cpu_seconds_total`), the busiest node's share of its
 cores, Filebeat's output batches, and, where the brokers export them through the Prometheus JMX exporter
 (docs/deploy.md), the cluster's Produce requests and bytes in and each broker's process CPU (`broker-<id>`); a
-cluster that does not export them leaves those None.
+cluster that does not export them leaves those None. From the same exporters, whether the cluster disturbed the
+window (`Observation.disturbance`, models.disturbance): a broker that missed its scrapes, leaders that moved,
+partitions under-replicated or offline, with how far the consumer group's lag rose; a cluster that does not export
+them is never read as disturbed.
 
 A telemetry given `nodes` (a pool's) reads only the series of those nodes: latency and the records
 consumed (`pipetune_node_records_total`) by the probe's `node` label (Filebeat's `host.name`, a canary's
@@ -38,9 +41,10 @@ import requests
 from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
 
 from agents.probe.metrics import LATENCY_BUCKETS_S
-from controller.kafka_lag import LagWatch
+from controller.kafka_lag import LagUnknown, LagWatch
 from controller.pipelines import PipelineUnavailable
 from models.canary import LatencyHistogram
+from models.disturbance import BrokerWindow, disturbance
 from models.observation import Observation
 
 HISTOGRAM = "pipetune_e2e_latency_seconds"
@@ -58,6 +62,13 @@ NODE_CPU_BUSY, NODE_CPUS = "pipetune_node_cpu_busy_seconds_total", "pipetune_nod
 PRODUCE_REQUESTS = 'kafka_network_requestmetrics_requests_total{request="Produce"}'
 KAFKA_BYTES_IN = "kafka_server_brokertopicmetrics_bytesin_total"
 BROKER_CPU = 'process_cpu_seconds_total{broker!=""}'
+# ... and what says the cluster disturbed a window: the same targets' scrapes, each broker's count of partitions led
+# and of those under-replicated (kafka.server ReplicaManager), and partitions without a leader (every KRaft
+# controller's kafka.controller KafkaController count).
+BROKER_UP = 'up{broker!=""}'
+LEADERS = "kafka_server_replicamanager_leadercount"
+UNDER_REPLICATED = "kafka_server_replicamanager_underreplicatedpartitions"
+OFFLINE = "kafka_controller_kafkacontroller_offlinepartitionscount"
 _COUNTED = ("pipetune_records_total", "pipetune_events_total", NODE_RECORDS, APPENDED)  # the probes' and agents'
 # Every record the probe consumed (`increase` or `rate`); a probe from before `pipetune_records_total`
 # counted them in two.
@@ -250,8 +261,15 @@ class PrometheusTelemetry:
         batches = self.scalar(f"sum(increase(pipetune_filebeat_output_batches_total{of}[{w}]))", end)
         bytes_per_event = self.scalar(f"sum(pipetune_source_bytes_total{of}) / sum({APPENDED}{of})", end)
         backlog = {"source": self.scalar(f"sum(pipetune_source_backlog_bytes{of})", end) / bytes_per_event}
+        brokers, offline = self._cluster(w, start, end)  # the cluster's, whatever the pool
+        lag_rise = math.nan
         if self.kafka_lag is not None:
-            backlog["kafka"] = self.kafka_lag.lag_events(start, end)  # the topic's: every pool's
+            try:
+                backlog["kafka"] = self.kafka_lag.lag_events(start, end)  # the topic's: every pool's
+            except LagUnknown:
+                if disturbance(brokers, offline) is None:  # a failover holds up the group's coordinator too
+                    raise
+            lag_rise = self.kafka_lag.rise_events(start, end)
         cpu = self.by_label(f"sum by (component) (rate(pipetune_component_cpu_seconds_total{of}[{w}]))",
                             "component", end)
         # the probe's own process: the target that exports its record counts
@@ -281,8 +299,23 @@ class PrometheusTelemetry:
             busiest_cpu_share=busiest if math.isfinite(busiest) else None,
             produce_requests_per_s=produce / seconds if math.isfinite(produce) else None,
             kafka_bytes_in_per_s=bytes_in / seconds if math.isfinite(bytes_in) else None, series=series,
-            latency_resolution_s=resolution_s,
+            latency_resolution_s=resolution_s, disturbance=disturbance(brokers, offline, lag_rise),
         )
+
+    def _cluster(self, w: str, start: float, end: float) -> tuple[dict[str, BrokerWindow], int]:
+        """Each broker's figures over the window (by broker id; none where the brokers do not export them), and the
+        most partitions without a leader the controllers counted in it."""
+        missed = self.by_label(f"sum by (broker) (count_over_time({BROKER_UP}[{w}]) - sum_over_time({BROKER_UP}[{w}]))",
+                               "broker", end)
+        changes = self.by_label(f"sum by (broker) (changes({LEADERS}[{w}]))", "broker", end)
+        led_from = self.by_label(f"sum by (broker) ({LEADERS})", "broker", start)
+        led_to = self.by_label(f"sum by (broker) (last_over_time({LEADERS}[{w}]))", "broker", end)
+        lagging = self.by_label(f"sum by (broker) (max_over_time({UNDER_REPLICATED}[{w}]))", "broker", end)
+        brokers = {b: BrokerWindow(round(_num(missed.get(b, 0.0))), round(_num(changes.get(b, 0.0))),
+                                   led_from.get(b, math.nan), led_to.get(b, math.nan),
+                                   round(_num(lagging.get(b, 0.0))))
+                   for b in {*missed, *changes, *led_to, *lagging}}
+        return brokers, round(_num(self.scalar(f"max(max_over_time({OFFLINE}[{w}]))", end)))
 
     def close(self) -> None:
         if self.kafka_lag is not None:

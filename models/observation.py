@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from models.clock_offset import ClockOffset
+from models.disturbance import Disturbance
 
 
 # parts in `cpu_cores` that run beside the pipeline, not in it: the load, pipetune's own, the OS
@@ -56,6 +57,9 @@ class Observation:
     # The standard deviation of `p95_s` where the measurement says it (a canary's judgement has an interval);
     # None: a plain window, whose noise the learner estimates from repeated windows.
     p95_sd_s: float | None = None
+    # What the Kafka cluster did in the window that its figures measure instead of the config (a broker lost,
+    # leaders moved, replicas out of sync): such a window is not judged. None: a steady cluster, or one not read.
+    disturbance: Disturbance | None = None
 
     @property
     def throughput_ratio(self) -> float:

@@ -3,6 +3,7 @@ windows that end in an error."""
 
 import json
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ from controller.daemon import ERROR_WINDOWS, Daemon, PersistentError
 from controller.pipelines import ApplyReport, PipelineUnavailable, TwinPipeline
 from controller.state import Incumbent, LoadFigure, StateStore
 from models.clock_offset import ClockOffset
+from models.disturbance import BrokerWindow, Disturbance, disturbance
 from models.learning import Suggestion, TunedCube, tuned_names
 from models.observation import Observation
 from models.policy import Policy
@@ -536,3 +538,32 @@ def test_a_state_directory_from_before_costs_resumes_and_says_the_incumbents_cos
     assert again.incumbent.cost is None and again.status().incumbent.cost is None
     assert again.step().observed["cpu_cores"]["filebeat"] > 0
     assert [costs <= set(d["observed"]) for d in StateStore(tmp_path).decisions()] == [False, True]
+
+
+class Failover(Outages):
+    """The twin whose Kafka cluster fails over while `disturbance` is set: every window then says so."""
+
+    disturbance: Disturbance | None = None
+
+    def observe(self, seconds):
+        return replace(super().observe(seconds), disturbance=self.disturbance)
+
+
+def test_a_window_the_cluster_disturbed_is_neither_blamed_on_the_config_nor_credited_to_it(tmp_path):
+    learner = Scripted(preset("micro-batching"))  # a candidate that collapses the twin: its own window is a breach
+    store = StateStore(tmp_path)
+    daemon = Daemon(Failover(TwinPipeline(preset("defaults"), _steady_load(), load("paper-2vcpu"), seed=1)),
+                    learner, Policy(), window_s=WINDOW_S, store=store)
+    daemon.warm_up()
+    assert daemon.step().action == "explore"
+    incumbent, told = daemon.incumbent, len(learner.told)
+    daemon.pipeline.disturbance = disturbance({"2": BrokerWindow(missed_scrapes=8)})
+    held = daemon.step()
+    assert held.action == "hold" and not held.change and not held.guardrail
+    assert held.reason.startswith("disturbed: broker silent: broker 2 missed 8 scrapes: ")
+    assert daemon.pipeline.current() == preset("micro-batching") and daemon.rollbacks == 0  # not blamed
+    assert len(learner.told) == told and daemon.incumbent == incumbent  # nor credited, nor stored as a figure
+    assert len(store.observations()) == told and store.decisions()[-1]["reason"] == held.reason
+    daemon.pipeline.disturbance = None
+    judged = daemon.step()  # the cluster steady again: the candidate's own window answers for it
+    assert judged.action == "rollback" and judged.guardrail and len(learner.told) == told + 1

@@ -3,6 +3,7 @@ the floor a window reads of the saw-tooth a committing group draws."""
 
 from __future__ import annotations
 
+import math
 import secrets
 import subprocess
 import sys
@@ -13,7 +14,8 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from controller.kafka_lag import GroupLag, LagSample, LagUnknown, LagWatch, close_open_watches, lag_floor
+from controller.kafka_lag import (GroupLag, LagSample, LagUnknown, LagWatch, close_open_watches, lag_floor,
+                                  lag_rise)
 
 
 def test_the_floor_is_the_smallest_lag_in_the_last_span_of_the_window():
@@ -23,6 +25,21 @@ def test_the_floor_is_the_smallest_lag_in_the_last_span_of_the_window():
     assert lag_floor(samples, 100, 110, span_s=4) == 20  # only 106..110: 1000 - 980
     assert lag_floor(samples, 107, 110, span_s=10) == 20  # a window shorter than the span: the window
     assert lag_floor(samples, 120, 130, span_s=10) != lag_floor(samples, 120, 130, span_s=10)  # none: NaN
+
+
+def _committing(lags: list[int]) -> list[LagSample]:
+    """One sample a second from 0 with these lags."""
+    return [LagSample(i, 10_000 - lag, 10_000) for i, lag in enumerate(lags)]
+
+
+def test_the_lag_rise_is_its_floors_not_a_commit_intervals_saw_tooth():
+    saw_tooth = _committing([0, 50, 100, 150, 200] * 6)  # a group that keeps up, committing every 5 s
+    assert lag_rise(saw_tooth, 10, 29, span_s=10) == 0
+    stalled = _committing([0, 50, 100, 150, 200] * 2 + [250 + 50 * i for i in range(20)])  # commits stop at 10 s
+    # the floor at 29 (the lag at 19, 700: a lag held high for a whole span) over the floor as the window began (0)
+    assert lag_rise(stalled, 10, 29, span_s=10) == 700
+    assert lag_rise(stalled, 29, 29, span_s=10) == 0  # one sample: nothing to rise from
+    assert math.isnan(lag_rise(stalled, 40, 50, span_s=10))  # no sample in the window
 
 
 class Scripted:

@@ -274,6 +274,40 @@ def test_the_clusters_produce_requests_bytes_in_and_each_brokers_cpu_come_from_t
     assert observation.cpu_cores["broker-1"] == pytest.approx(3 * observation.cpu_cores["broker-2"], rel=0.01)
 
 
+def test_a_window_in_which_leaders_moved_and_replicas_fell_behind_is_disturbed_naming_the_broker(prometheus):
+    exporter, telemetry = prometheus
+    brokers: dict[str, Gauge] = {}
+
+    def fill(registry: CollectorRegistry):
+        records = Counter("pipetune_records", "", registry=registry)
+        _sources(registry, 0, 0)
+        for name in ("kafka_server_replicamanager_leadercount", "kafka_server_replicamanager_underreplicatedpartitions",
+                     "kafka_controller_kafkacontroller_offlinepartitionscount"):
+            brokers[name] = Gauge(name, "", ["broker"], registry=registry)
+        for broker, led in (("1", 16), ("3", 17)):
+            brokers["kafka_server_replicamanager_leadercount"].labels(broker).set(led)
+            brokers["kafka_server_replicamanager_underreplicatedpartitions"].labels(broker).set(0)
+            brokers["kafka_controller_kafkacontroller_offlinepartitionscount"].labels(broker).set(0)
+        return lambda: records.inc(200)
+
+    start_s, end_s = _window(exporter, telemetry, fill, "pipetune_records_total")
+    assert telemetry.window(start_s, end_s).disturbance is None  # a whole cluster, leaders where they were
+
+    def failover(registry: CollectorRegistry):
+        counters = fill(registry)
+
+        def moved() -> None:
+            counters()
+            brokers["kafka_server_replicamanager_leadercount"].labels("1").set(24)
+            brokers["kafka_server_replicamanager_underreplicatedpartitions"].labels("1").set(24)
+        return moved
+
+    start_s, end_s = _window(exporter, telemetry, failover, "pipetune_records_total")
+    found = telemetry.window(start_s, end_s).disturbance
+    assert found.brokers == ("1",)
+    assert str(found) == "leader change: broker 1 leads 16 → 24 partitions; under-replicated partitions: 24 on broker 1"
+
+
 def test_a_window_without_the_agents_sources_is_telemetry_missing_naming_them(prometheus):
     exporter, telemetry = prometheus
 
