@@ -21,7 +21,7 @@ import numpy as np
 from models.components import TOPOLOGIES
 from models.observation import Observation
 from models.policy import Policy
-from models.space import NOT_ABOVE, PIPELINE_SPACE, ChangeCost, Config, Param, SearchSpace
+from models.space import NOT_ABOVE, PIPELINE_SPACE, ChangeCost, Config, Param, SearchSpace, kept_in_order
 from models.verdict import Verdict
 
 # Parameters each topology's learner tunes by default: the ones that move a latency stage (`Topology.tuned`).
@@ -110,7 +110,10 @@ class TunedCube:
         self.names = tuple(n for n in names if n not in policy.pins)
         self.params = [space[n] for n in self.names]
         self._shift = [_warp_shift(p) for p in self.params]
-        lows, highs = zip(*(policy.range_of(n, space) for n in self.names)) if self.names else ((), ())
+        self._ranges = {n: policy.range_of(n, space) for n in self.names}
+        lows, highs = zip(*self._ranges.values()) if self.names else ((), ())
+        # The parameters a component's rule names: reading one reads them all, to keep them in order.
+        self._ruled = tuple(dict.fromkeys(n for pair in NOT_ABOVE for n in pair if n in space))
         self._lo = np.array([self._warp(i, v) for i, v in enumerate(lows)])
         self._hi = np.array([self._warp(i, v) for i, v in enumerate(highs)])
 
@@ -140,13 +143,19 @@ class TunedCube:
             value = param.snap(self._unwarp(i, float(raw[i])), *self.policy.range_of(name, self.space))
             changes[name] = int(round(value)) if param.kind == "int" else round(value, 6)
         config = self.policy.enforce(self.space.config(changes, base=base), self.space)
-        # Never propose what the component itself refuses: pull a tuned value down to its limit.
-        repairs = {a: config[b] for a, b in NOT_ABOVE if a in self.names and config[a] > config[b]}
-        return self.space.config(repairs, base=config) if repairs else config
+        # Never propose what a component refuses or its reference forbids: a tuned value out of order with another
+        # moves (`kept_in_order`).
+        return self.space.in_order(config, self.names, self._ranges)
 
     def values(self, u: np.ndarray, name: str, *, base: Config) -> np.ndarray:
         """`name`'s value at each row of `u` (before snapping to its resolution), `base`'s where the cube does not
-        tune it (pinned or untuned)."""
+        tune it (pinned or untuned), kept in order with the others as decoding each row keeps it."""
+        if name not in self._ruled:
+            return self._raw(u, name, base)
+        rows = {n: self._raw(u, n, base) for n in self._ruled}
+        return np.broadcast_to(kept_in_order(rows, set(self.names) & set(self._ruled), self._ranges)[name], len(u))
+
+    def _raw(self, u: np.ndarray, name: str, base: Config) -> np.ndarray:
         if name not in self.names:
             return np.full(len(u), float(base[name]))
         i = self.names.index(name)

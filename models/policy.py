@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from models.space import PIPELINE_SPACE, Config, ParamError, SearchSpace, Value
+from models.space import IN_ORDER, PIPELINE_SPACE, Config, ParamError, RuleError, SearchSpace, Value
 
 Mode = Literal["auto", "advise", "frozen"]
 
@@ -50,6 +50,17 @@ class Policy(BaseModel):
                 raise ParamError(f"pins.{name}", value, exc.allowed) from None
             if name in self.bounds and not self.bounds[name][0] <= float(value) <= self.bounds[name][1]:
                 raise ParamError(f"pins.{name}", value, f"within its bounds {list(self.bounds[name])}")
+        for a, b in IN_ORDER:  # a component's rule that the pins and bounds leave no values to keep
+            if a in space and b in space:
+                (low_field, low), (high_field, high) = self._extreme(a, space, 0), self._extreme(b, space, 1)
+                if low > high:
+                    raise RuleError(low_field, low, high_field, high, (a, b))
+
+    def _extreme(self, name: str, space: SearchSpace, end: int) -> tuple[str, float]:
+        """The lowest (`end` 0) or highest (1) value the policy leaves `name`, and the field that sets it."""
+        if name in self.pins:
+            return f"pins.{name}", float(space[name].validate(self.pins[name]))
+        return (f"bounds.{name}" if name in self.bounds else name), self.range_of(name, space)[end]
 
     def range_of(self, name: str, space: SearchSpace = PIPELINE_SPACE) -> tuple[float, float]:
         """The numeric range the learner may use for `name`: its bounds, else the hard limits."""
@@ -58,7 +69,8 @@ class Policy(BaseModel):
         return float(low), float(high)
 
     def enforce(self, config: Config, space: SearchSpace = PIPELINE_SPACE) -> Config:
-        """`config` with pins applied and bounded values clipped into their bounds."""
+        """`config` with pins applied and bounded values clipped into their bounds; where that puts a value out of
+        order with another a component's rule ties it to, the other (unless pinned) follows it, within its bounds."""
         changes: dict[str, Value] = {}
         for name, (low, high) in self.bounds.items():
             value = float(config[name])
@@ -66,4 +78,7 @@ class Policy(BaseModel):
                 clipped = min(max(value, low), high)
                 changes[name] = int(round(clipped)) if space[name].kind == "int" else clipped
         changes.update(self.pins)
-        return space.config(changes, base=config)
+        enforced = space.config(changes, base=config)
+        moved = {name for name in changes if enforced[name] != config[name]}
+        partners = {n for pair in IN_ORDER if moved & set(pair) for n in pair} - moved - set(self.pins)
+        return space.in_order(enforced, partners, {n: self.range_of(n, space) for n in partners})

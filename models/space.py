@@ -7,13 +7,16 @@ a validated value. The rest of the code meets parameters here.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Mapping
+from functools import reduce
+from typing import Collection, Iterable, Iterator, Mapping
+
+import numpy as np
 
 from models.components import COMPONENTS
 from models.components.param import ChangeCost, Param, ParamError, Value
 
-__all__ = ["NOT_ABOVE", "PIPELINE_PARAMS", "PIPELINE_SPACE", "ChangeCost", "Config", "Param", "ParamError",
-           "SearchSpace", "Value"]
+__all__ = ["IN_ORDER", "NOT_ABOVE", "PIPELINE_PARAMS", "PIPELINE_SPACE", "UNCHECKED_NOT_ABOVE", "ChangeCost", "Config",
+           "Param", "ParamError", "RuleError", "SearchSpace", "Value", "check_rules", "kept_in_order"]
 
 
 @dataclass(frozen=True)
@@ -70,10 +73,78 @@ class SearchSpace:
             values[name] = self.params[name].validate(value)
         return Config(values)
 
+    def in_order(self, config: Config, movable: Collection[str], ranges: Mapping[str, tuple[float, float]]) -> Config:
+        """`config` with its `movable` values moved as the components' rules want them (`kept_in_order`, within
+        `ranges`), each in its own kind."""
+        named = [n for n in dict.fromkeys(n for pair in NOT_ABOVE for n in pair) if n in self]
+        free = {n for n in movable if n in named}
+        kept = kept_in_order({n: float(config[n]) for n in named}, free, ranges)
+        changes = {n: int(round(float(kept[n]))) if self[n].kind == "int" else float(kept[n])
+                   for n in free if float(kept[n]) != float(config[n])}
+        return self.config(changes, base=config) if changes else config
+
+
+class RuleError(ParamError):
+    """Two values a component's rule forbids together: `name`'s above `other`'s; the message names both."""
+
+    def __init__(self, name: str, value: object, other: str, other_value: object, rule: tuple[str, str]) -> None:
+        super().__init__(name, value, f"at most {other}={other_value!r} (a rule of the component: "
+                                      f"{rule[0]} <= {rule[1]})")
+        self.other = other
+        self.other_value = other_value
+
+
+def check_rules(values: Mapping[str, Value], changed: Collection[str] | None = None,
+                rules: tuple[tuple[str, str], ...] | None = None) -> None:
+    """Raise `RuleError` for a rule (of `rules`, every one by default) that `values` break (a pair both of whose keys
+    it holds) and that touches a name in `changed` (any, when None): one already broken and left alone is the
+    operator's."""
+    for a, b in NOT_ABOVE if rules is None else rules:
+        if a in values and b in values and float(values[a]) > float(values[b]) and (
+                changed is None or a in changed or b in changed):
+            raise RuleError(a, values[a], b, values[b], (a, b))
+
+
+def kept_in_order(values: Mapping[str, float | np.ndarray], movable: Collection[str],
+                  ranges: Mapping[str, tuple[float, float]]) -> dict[str, np.ndarray]:
+    """`values` (each a number, or an array of one per config) with the `movable` ones moved so that none breaks a
+    rule where moving them can keep it: each first into what its range and the ranges of those it must stay above or
+    below leave it (a fixed value's range is itself), then one above the value it must not exceed lowered to it.
+    A config that keeps every rule is left as it is."""
+    out = {n: np.asarray(v, dtype=float) for n, v in values.items()}
+
+    def span(name: str) -> tuple[float | np.ndarray, float | np.ndarray]:
+        return ranges[name] if name in movable else (out[name], out[name])
+
+    for name in movable:
+        low = reduce(np.maximum, [span(a)[0] for a, b in IN_ORDER if b == name and a in out], ranges[name][0])
+        high = reduce(np.minimum, [span(b)[1] for a, b in IN_ORDER if a == name and b in out], ranges[name][1])
+        out[name] = np.minimum(np.maximum(out[name], low), high)
+    for _ in NOT_ABOVE:  # a lowered value may put the one below it out of order: as many passes as there are links
+        for a, b in NOT_ABOVE:
+            if a in movable and b in out:
+                out[a] = np.minimum(out[a], out[b])
+    return out
+
+
+def _closure(pairs: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    closed = dict.fromkeys(pairs)
+    for _ in pairs:
+        closed |= dict.fromkeys((a, d) for a, b in closed for c, d in pairs if b == c)
+    return tuple(closed)
+
 
 PIPELINE_PARAMS: tuple[Param, ...] = tuple(p for component in COMPONENTS for p in component.params)
 
 PIPELINE_SPACE = SearchSpace(PIPELINE_PARAMS)
 
-# Pairs (a, b) whose values a component refuses when a > b.
-NOT_ABOVE: tuple[tuple[str, str], ...] = tuple(pair for component in COMPONENTS for pair in component.not_above)
+# Pairs (a, b) whose values a component refuses, or its reference forbids, when a > b (`Component.not_above`,
+# `Component.unchecked_not_above`).
+NOT_ABOVE: tuple[tuple[str, str], ...] = tuple(pair for component in COMPONENTS
+                                               for pair in (*component.not_above, *component.unchecked_not_above))
+# The ones no component checks itself: a node agent checks them before it writes anything (`check_rules`).
+UNCHECKED_NOT_ABOVE: tuple[tuple[str, str], ...] = tuple(pair for component in COMPONENTS
+                                                         for pair in component.unchecked_not_above)
+# Every pair the rules put in order, through a chain of them too (backoff <= max_backoff <= scan_frequency puts
+# backoff below scan_frequency).
+IN_ORDER: tuple[tuple[str, str], ...] = _closure(NOT_ABOVE)

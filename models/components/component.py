@@ -38,6 +38,8 @@ class Component:
     sends: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     timers: tuple[Timer, ...] = ()
     not_above: tuple[tuple[str, str], ...] = ()  # pairs (a, b) whose values the component refuses when a > b
+    # Pairs (a, b) its reference requires a <= b of, which the component does not check itself: its agent does.
+    unchecked_not_above: tuple[tuple[str, str], ...] = ()
     buffered: Buffered | None = None  # None: nothing it holds is cut off by a window's end
     presets: Mapping[str, Mapping[str, Value]] = field(default_factory=dict)  # its vendor's named configs
 

@@ -61,6 +61,13 @@ FILEBEAT = Component(
             Timer("filebeat.queue.mem.flush.timeout", batch="filebeat.queue.mem.flush.min_events")),
     # libbeat/publisher/queue/memqueue/config.go Validate: "flush.min_events must be less events"
     not_above=(("filebeat.queue.mem.flush.min_events", "filebeat.queue.mem.events"),),
+    # A requirement of both inputs that Filebeat states but does not check (`filebeat test config` takes any order):
+    # backoff <= max_backoff <= scan_frequency (7.17 reference, log input,
+    # https://www.elastic.co/guide/en/beats/filebeat/7.17/filebeat-input-log.html#_max_backoff), which filestream
+    # states as backoff.init <= backoff.max <= prospector.scanner.check_interval (the same keys, mapped;
+    # https://www.elastic.co/guide/en/beats/filebeat/7.17/filebeat-input-filestream.html#_backoff_max).
+    unchecked_not_above=(("filebeat.backoff", "filebeat.max_backoff"),
+                         ("filebeat.max_backoff", "filebeat.scan_frequency")),
     buffered=_buffered_events,
     # Elastic's output presets (Filebeat reference, "Configure the output preset")
     presets={

@@ -17,7 +17,7 @@ from models.verdict import buffered_events, judge
 
 # The synthetic problems are shapes in the unit cube, not the components' behaviour: their parameters are ones no
 # latency bound (`models.latency_bounds`) speaks for.
-NAMES = ("filebeat.scan_frequency", "logstash.pipeline.batch.delay", "filebeat.queue.mem.flush.timeout")
+NAMES = ("filebeat.close_inactive", "logstash.pipeline.batch.delay", "filebeat.queue.mem.flush.timeout")
 CTX = Context(300.0)
 SETTINGS = LearnerSettings()
 

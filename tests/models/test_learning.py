@@ -8,7 +8,8 @@ from hypothesis import given, settings, strategies as st
 
 from models.learning import TunedCube, tuned_names
 from models.policy import Policy
-from models.space import PIPELINE_SPACE, ChangeCost, ParamError
+from models.presets import preset
+from models.space import PIPELINE_SPACE, ChangeCost, ParamError, RuleError, check_rules
 
 
 def test_encode_decode_round_trips_and_warps_wide_ranges():
@@ -69,6 +70,54 @@ def test_the_box_never_decodes_a_queue_filebeat_refuses():
     u[i], u[j] = 1.0, 0.0  # the largest flush batch in the smallest queue
     config = cube.decode(u, base=PIPELINE_SPACE.defaults())
     assert config["filebeat.queue.mem.flush.min_events"] <= config["filebeat.queue.mem.events"]
+
+
+_BACKOFFS = ("filebeat.backoff", "filebeat.max_backoff", "filebeat.scan_frequency")
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.floats(0, 1, allow_nan=False), min_size=3, max_size=3), st.sampled_from([{}, *[
+    {"pins": {name: value}} for name in _BACKOFFS for value in (0.005, 0.5, 9.0)], {"bounds": {
+        "filebeat.backoff": (0.5, 2.0)}}, {"bounds": {"filebeat.scan_frequency": (0.01, 0.1)}}]))
+def test_the_box_never_decodes_backoffs_out_of_filebeats_order(u, steer):
+    """Issue 39: the final config's backoff.max (55.8 s) was above check_interval, which Filebeat's reference forbids
+    (backoff <= max_backoff <= scan_frequency); a pin or a bound moves the others, within their own bounds."""
+    policy = Policy(tuned=list(_BACKOFFS), **steer)
+    policy.check()
+    cube, base = TunedCube(tuned_names(policy, "paper"), policy), policy.enforce(PIPELINE_SPACE.defaults())
+    config = cube.decode(u[: cube.dims], base=base)
+    check_rules(config)
+    assert policy.enforce(config) == config
+    rows = np.array([u[: cube.dims]])  # what the learner's models read there: the values it proposes
+    assert [cube.values(rows, n, base=base)[0] for n in _BACKOFFS] == pytest.approx(
+        [float(config[n]) for n in _BACKOFFS], rel=0.01)
+
+
+def test_a_pin_moves_the_values_a_rule_ties_to_it_and_leaves_a_config_that_broke_none_alone():
+    assert policy_enforced({"filebeat.scan_frequency": 0.5}) == (0.5, 0.5, 0.5)
+    assert policy_enforced({"filebeat.max_backoff": 30.0}) == (1.0, 30.0, 30.0)
+    assert policy_enforced({"filebeat.backoff": 0.1}) == (0.1, 10.0, 10.0)
+    # the paper's Hybrid (scan_frequency 0.01 s with the default backoffs) is no pin's doing: left as the study ran it
+    assert Policy(pins={"filebeat.output.worker": 2}).enforce(preset("hybrid"))["filebeat.max_backoff"] == 10.0
+
+
+def policy_enforced(pins: dict) -> tuple[float, ...]:
+    config = Policy(pins=pins).enforce(PIPELINE_SPACE.defaults())
+    return tuple(float(config[n]) for n in _BACKOFFS)
+
+
+@pytest.mark.parametrize("policy, low, high", [
+    (Policy(pins={"filebeat.max_backoff": 30.0}, bounds={"filebeat.scan_frequency": (0.1, 20.0)}),
+     "pins.filebeat.max_backoff", "bounds.filebeat.scan_frequency"),
+    (Policy(pins={"filebeat.backoff": 5.0, "filebeat.scan_frequency": 1.0}),  # through max_backoff, between them
+     "pins.filebeat.backoff", "pins.filebeat.scan_frequency"),
+    (Policy(bounds={"filebeat.queue.mem.flush.min_events": (8192, 16384), "filebeat.queue.mem.events": (64, 4096)}),
+     "bounds.filebeat.queue.mem.flush.min_events", "bounds.filebeat.queue.mem.events"),
+])
+def test_policy_check_names_both_fields_that_leave_a_components_rule_no_values(policy, low, high):
+    with pytest.raises(RuleError) as err:
+        policy.check()
+    assert (err.value.name, err.value.other) == (low, high)
 
 
 @settings(max_examples=30, deadline=None)
