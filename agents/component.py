@@ -29,7 +29,8 @@ from typing import Mapping
 
 from agents.adapter import Adapter, ConfigStore, DiskFull, Runtime, StagedFiles, ValidationFailed, Version
 from agents.rebase import RebaseConflict
-from models.space import ChangeCost, Config, Param, ParamError, SearchSpace, Value
+from models.space import (UNCHECKED_NOT_ABOVE, ChangeCost, Config, Param, ParamError, RuleError, SearchSpace, Value,
+                          check_rules)
 
 log = logging.getLogger("pipetune.agent")
 
@@ -293,8 +294,17 @@ class ManagedComponent:
         return self.store.audit_entries()
 
     def _validated(self, base: Mapping[str, Value], changes: Mapping[str, object]) -> dict[str, Value]:
+        """`changes` over `base`, each value in range and none out of order with another where the component's
+        reference requires an order its own check does not (Filebeat's backoff <= max_backoff <= scan_frequency:
+        `filebeat test config` takes any); a rule the files already broke is the operator's, and refused only once a
+        change touches one of its keys."""
         try:
-            return dict(self.space.config(changes, base=base))
+            wanted = dict(self.space.config(changes, base=base))
+            check_rules(wanted, {k for k, v in wanted.items() if base.get(k) != v}, UNCHECKED_NOT_ABOVE)
+            return wanted
+        except RuleError as err:
+            raise ChangeRefused(422, str(err), field=err.name, value=err.value, other=err.other,
+                                other_value=err.other_value, allowed=err.allowed) from None
         except ParamError as err:
             raise ChangeRefused(422, str(err), field=err.name, allowed=err.allowed, value=err.value) from None
         except KeyError as err:

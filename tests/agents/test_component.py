@@ -95,9 +95,9 @@ def test_the_first_version_writes_nothing_and_reports_what_filebeat_reads(node):
 
 def test_a_change_writes_only_its_own_keys(node):
     component, runtime = node
-    assert component.change(1, {"filebeat.max_backoff": 0.25}).status == "applied"
+    assert component.change(1, {"filebeat.max_backoff": 4.0}).status == "applied"
     changed = [line for line in runtime.config.read_text().splitlines() if line not in OPERATOR.splitlines()]
-    assert changed == ["    backoff.max: 250ms"]
+    assert changed == ["    backoff.max: 4s"]
 
 
 def _edit(runtime: StandIn, old: str, new: str) -> str:
@@ -108,7 +108,7 @@ def _edit(runtime: StandIn, old: str, new: str) -> str:
 
 def test_a_restart_after_an_operators_edit_keeps_it_and_rewrites_nothing(node):
     component, runtime = node
-    component.change(1, {"filebeat.max_backoff": 0.25})
+    component.change(1, {"filebeat.max_backoff": 4.0})
     edited = _edit(runtime, "  compression: gzip\n", "  compression: gzip\n  max_message_bytes: 2000000  # big\n")
     runtime.stop()  # the operator restarts Filebeat to load the edit; the agent's supervisor finds it stopped
     assert component.keep_running()
@@ -119,8 +119,8 @@ def test_a_restart_after_an_operators_edit_keeps_it_and_rewrites_nothing(node):
 
 def test_a_tuned_key_edited_by_hand_is_held_with_its_line_and_never_overwritten(node):
     component, runtime = node
-    component.change(1, {"filebeat.max_backoff": 0.25})
-    edited = _edit(runtime, "backoff.max: 250ms", "backoff.max: 3s")
+    component.change(1, {"filebeat.max_backoff": 4.0})
+    edited = _edit(runtime, "backoff.max: 4s", "backoff.max: 3s")
     runtime.stop()
     assert component.keep_running()  # Filebeat runs again, on the operator's file as it is
     assert runtime.config.read_text() == edited and runtime.started_on[-1] == edited
@@ -131,21 +131,21 @@ def test_a_tuned_key_edited_by_hand_is_held_with_its_line_and_never_overwritten(
         component.change(2, {"filebeat.backoff": 0.5})
     assert refused.value.status == 409 and "backoff.max is 3s on disk" in str(refused.value)
     assert runtime.config.read_text() == edited
-    _edit(runtime, "backoff.max: 3s", "backoff.max: 250ms")  # the operator puts it back: the agent goes on
+    _edit(runtime, "backoff.max: 3s", "backoff.max: 4s")  # the operator puts it back: the agent goes on
     assert component.change(2, {"filebeat.backoff": 0.5}).status == "applied"
     assert component.state()["held"] is None
 
 
 def test_a_rollback_keeps_the_operators_edit_and_is_refused_over_a_tuned_key_edited_by_hand(node):
     component, runtime = node
-    component.change(1, {"filebeat.max_backoff": 0.25})
-    component.change(2, {"filebeat.max_backoff": 0.5, "filebeat.queue.mem.flush.timeout": 0.1})
+    component.change(1, {"filebeat.max_backoff": 4.0})
+    component.change(2, {"filebeat.max_backoff": 8.0, "filebeat.queue.mem.flush.timeout": 0.1})
     _edit(runtime, "processors:\n", "processors:\n  - drop_fields: {fields: [agent]}\n")
     assert component.rollback().version == 1
     text = runtime.config.read_text()
-    assert "  - drop_fields: {fields: [agent]}\n" in text and "backoff.max: 250ms" in text
+    assert "  - drop_fields: {fields: [agent]}\n" in text and "backoff.max: 4s" in text
     assert "flush.timeout: 1s" in text  # written back as Filebeat's default: the rebase makes the key explicit
-    edited = _edit(runtime, "backoff.max: 250ms", "backoff.max: 1s")
+    edited = _edit(runtime, "backoff.max: 4s", "backoff.max: 1s")
     with pytest.raises(ChangeRefused) as refused:
         component.rollback()
     assert refused.value.status == 409 and "backoff.max is 1s on disk" in str(refused.value)
@@ -155,7 +155,7 @@ def test_a_rollback_keeps_the_operators_edit_and_is_refused_over_a_tuned_key_edi
 
 def test_an_agent_that_starts_and_finds_filebeat_stopped_keeps_the_operators_edit(node, tmp_path):
     component, runtime = node
-    component.change(1, {"filebeat.max_backoff": 0.25})
+    component.change(1, {"filebeat.max_backoff": 4.0})
     runtime.stop()  # the agent and Filebeat stopped; the operator edits meanwhile
     edited = _edit(runtime, "topic: web\n", "topic: web-v2\n")
     again = _component(tmp_path, runtime)
@@ -166,13 +166,44 @@ def test_an_agent_that_starts_and_finds_filebeat_stopped_keeps_the_operators_edi
 
 def test_a_change_interrupted_by_the_agents_death_is_undone_key_by_key(node, tmp_path):
     component, runtime = node
-    component.change(1, {"filebeat.max_backoff": 0.25})
+    component.change(1, {"filebeat.max_backoff": 4.0})
     # Version 2 was written, then the agent died before it was in force; the operator edited meanwhile.
     component.store.put(Version(2, {**component.store.get(1).params, "filebeat.max_backoff": 5.0}, 1))
     component.store.set_pending(2)
-    edited = _edit(runtime, "backoff.max: 250ms", "backoff.max: 5s").replace("topic: web\n", "topic: web-v2\n")
+    edited = _edit(runtime, "backoff.max: 4s", "backoff.max: 5s").replace("topic: web\n", "topic: web-v2\n")
     runtime.config.write_text(edited)
     again = _component(tmp_path, runtime)
     again.start()
-    assert runtime.config.read_text() == edited.replace("backoff.max: 5s", "backoff.max: 250ms")
+    assert runtime.config.read_text() == edited.replace("backoff.max: 5s", "backoff.max: 4s")
     assert again.state()["version"] == 1
+
+
+def test_a_change_out_of_filebeats_backoff_order_is_refused_naming_both_keys_and_touches_nothing(node):
+    """Issue 39: both final configs broke Filebeat's backoff.init <= backoff.max <= check_interval, which `filebeat
+    test config` does not check."""
+    component, runtime = node
+    before = (runtime.config.read_text(), list(runtime.started_on))
+    for version, changes, low, high in [(1, {"filebeat.max_backoff": 55.8}, "filebeat.max_backoff",
+                                         "filebeat.scan_frequency"),  # above check_interval (10 s)
+                                        (1, {"filebeat.max_backoff": 1.0}, "filebeat.backoff", "filebeat.max_backoff")]:
+        with pytest.raises(ChangeRefused) as refused:
+            component.change(version, changes)
+        assert refused.value.status == 422
+        assert (refused.value.detail["field"], refused.value.detail["other"]) == (low, high)
+        assert f"{low}=" in str(refused.value) and f"{high}=" in str(refused.value)
+    assert (runtime.config.read_text(), runtime.started_on) == before and component.state()["version"] == 0
+    assert component.change(1, {"filebeat.max_backoff": 1.0, "filebeat.backoff": 0.5}).status == "applied"
+
+
+def test_an_order_the_operators_file_already_breaks_is_theirs_until_a_change_touches_it(tmp_path):
+    config = tmp_path / "filebeat.yml"
+    config.write_text(OPERATOR.replace("    id: access\n", "    id: access\n    prospector.scanner.check_interval: 1s\n",
+                                       1))
+    runtime = StandIn(config)
+    component = _component(tmp_path, runtime)
+    component.start()  # backoff.max (10 s by default) above check_interval: the operator's, taken as it is
+    assert component.change(1, {"filebeat.queue.mem.flush.timeout": 0.1}).status == "applied"
+    with pytest.raises(ChangeRefused) as refused:
+        component.change(2, {"filebeat.max_backoff": 5.0})
+    assert refused.value.detail["other"] == "filebeat.scan_frequency"
+    assert component.change(2, {"filebeat.max_backoff": 1.0, "filebeat.backoff": 0.5}).status == "applied"

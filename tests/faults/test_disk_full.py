@@ -56,7 +56,7 @@ class Node(StandInAgent):
 @pytest.fixture
 def node(tmp_path: Path, small_disk) -> Iterator[Node]:
     served = Node(tmp_path, small_disk)
-    assert served.put(1, {"filebeat.max_backoff": 0.25})[0] == 200  # a version 1 in force, with a record
+    assert served.put(1, {"filebeat.max_backoff": 4.0})[0] == 200  # a version 1 in force, with a record
     yield served
     served.http.close()
 

@@ -96,7 +96,8 @@ def test_an_operators_filebeat_is_tuned_in_place_and_ships(operator_node, instal
     assert {v["cost"] for v in state["params_allowed"].values()} == {"restart"}
 
     result = agent.client.put_config("filebeat", 1, {
-        "filebeat.backoff": 0.05, "filebeat.scan_frequency": 0.5, "filebeat.queue.mem.events": 8192,
+        "filebeat.backoff": 0.05, "filebeat.max_backoff": 0.5, "filebeat.scan_frequency": 0.5,
+        "filebeat.queue.mem.events": 8192,
         "filebeat.queue.mem.flush.min_events": 64, "filebeat.queue.mem.flush.timeout": 0.1,
         "filebeat.output.bulk_max_size": 512})
     assert (result.status, result.action) == ("applied", "restarted"), result.message
