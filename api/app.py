@@ -34,7 +34,7 @@ from api.schemas import (POLICY_EXAMPLE, DecisionOut, DecisionPage, DeletedOut, 
 from controller.state import DEFAULT_POOL, Override, PoolDir, StateStore, load_pool_dirs
 from models.policy import Policy
 from models.presets import preset
-from models.space import PIPELINE_SPACE, ParamError, Value
+from models.space import PIPELINE_SPACE, ParamError, RuleError, Value, check_rules
 from models.tradeoff import STATIC_CHOICES, of_run
 
 DESCRIPTION = f"""Steer a running pipetune daemon: read its status and decisions, set the policy the learner
@@ -81,20 +81,24 @@ def _finite(doc: Any) -> Any:
     return doc
 
 
-def _param_error_loc(policy: Policy, exc: ParamError) -> list[str | int]:
-    field, _, name = exc.name.partition(".")
+def _param_error_loc(policy: Policy, named: str) -> list[str | int]:
+    field, _, name = named.partition(".")
     if field in ("bounds", "pins") and name:
         return ["body", field, name]
-    owner = next((f for f in ("bounds", "pins", "tuned") if exc.name in (getattr(policy, f) or ())), None)
-    return ["body", owner, exc.name] if owner else ["body", exc.name]
+    owner = next((f for f in ("bounds", "pins", "tuned") if named in (getattr(policy, f) or ())), None)
+    return ["body", owner, named] if owner else ["body", named]
 
 
 def _checked(policy: Policy) -> Policy:
-    """`policy` if the parameter space allows it, else a 422 naming the field and the allowed range."""
+    """`policy` if the parameter space allows it, else a 422 naming the field and the allowed range (both fields, for
+    pins and bounds that leave a component's rule no values to keep)."""
     try:
         policy.check(PIPELINE_SPACE)
+    except RuleError as exc:
+        raise _invalid([(_param_error_loc(policy, named), str(exc), "param_rule")
+                        for named in (exc.name, exc.other)]) from None
     except ParamError as exc:
-        raise _invalid([(_param_error_loc(policy, exc), str(exc), "param_range")]) from None
+        raise _invalid([(_param_error_loc(policy, exc.name), str(exc), "param_range")]) from None
     if policy.p95_ceiling_s is not None and not math.isfinite(policy.p95_ceiling_s):
         raise _invalid([(["body", "p95_ceiling_s"], "expected a finite number of seconds > 0", "value_error")])
     # Pins stored in each parameter's own type, so `"512"` from a command line reads back as 512.
@@ -120,13 +124,15 @@ def _managed(store: StateStore) -> list[str] | None:
     return (store.load_status().get("tuned_space") or {}).get("managed")
 
 
-def _override_values(body: OverrideRequest, policy: Policy, pool: str, managed: list[str] | None
-                     ) -> tuple[dict[str, Value], list[str]]:
+def _override_values(body: OverrideRequest, policy: Policy, pool: str, managed: list[str] | None,
+                     running: Mapping[str, Value] | None) -> tuple[dict[str, Value], list[str]]:
     """The override's values validated against each Param's hard limits, and which leave the policy's bounds.
 
     Raises 422 for a value outside hard limits or for a parameter no agent of the pool applies (`managed`, from the
-    daemon's status; None: every one), and for one outside the policy's bounds or against a pin unless the request
-    sets `override_bounds`.
+    daemon's status; None: every one); for one out of order with another a component's rule ties it to, in the
+    config the daemon would apply (the `running` one, as the daemon's status has it, with the pins and the override's
+    values), naming both; and for one outside the policy's bounds or against a pin unless the request sets
+    `override_bounds`.
     """
     values: dict[str, Value] = {}
     errors, outside = [], []
@@ -154,6 +160,11 @@ def _override_values(body: OverrideRequest, policy: Policy, pool: str, managed: 
                                  "set override_bounds to force it", "policy_bounds"))
     if errors:
         raise _invalid(errors)
+    try:
+        check_rules({**(running or {}), **policy.pins, **values}, changed=values)
+    except RuleError as exc:
+        raise _invalid([(["body", "params", named], str(exc), "param_rule")  # the message names the other too
+                        for named in (exc.name, exc.other) if named in values]) from None
     if outside and not body.override_bounds:
         raise _invalid(outside)
     return values, [str(loc[-1]) for loc, _, _ in outside]
@@ -340,7 +351,8 @@ def _pool_router(pools: Pools, resolve: Callable[..., PoolDir], require_token: A
                  summary="Force parameters for ttl_s seconds (applied at the next decision, guardrails still apply)")
     def add_override(request: Request, body: OverrideRequest, store: StateStore = _STORE) -> dict:
         with lock:
-            values, outside = _override_values(body, policy_now(store), request.state.pool.name, _managed(store))
+            values, outside = _override_values(body, policy_now(store), request.state.pool.name, _managed(store),
+                                               store.load_status().get("current_config"))
             override = store.add_override(values, body.ttl_s, body.reason, override_bounds=body.override_bounds)
             audit(store, request, "override_added", id=override.id, params=values, ttl_s=body.ttl_s,
                   reason=body.reason, override_bounds=body.override_bounds, outside_policy=outside)

@@ -112,6 +112,37 @@ def test_invalid_policy_is_refused_naming_field_and_range(client: TestClient, st
     assert store.load_policy() is None
 
 
+@pytest.mark.parametrize("method", ["PUT", "PATCH"])
+def test_a_pin_that_leaves_filebeats_backoff_order_no_values_is_refused_naming_both_fields(
+        client: TestClient, store: StateStore, method: str) -> None:
+    """Issue 39: backoff <= max_backoff <= scan_frequency is Filebeat's reference's requirement, which its own check
+    does not make; a pin above a bound the other way can only break it."""
+    body = {"pins": {"filebeat.max_backoff": 30}, "bounds": {"filebeat.scan_frequency": [0.1, 20]}}
+    answer = client.request(method, "/policy", json=body, headers=AUTH)
+    assert answer.status_code == 422
+    errors = answer.json()["detail"]
+    assert [e["loc"] for e in errors] == [["body", "pins", "filebeat.max_backoff"],
+                                          ["body", "bounds", "filebeat.scan_frequency"]]
+    assert all("filebeat.max_backoff <= filebeat.scan_frequency" in e["msg"] for e in errors)
+    assert store.load_policy() is None
+    assert client.request(method, "/policy", json={"pins": {"filebeat.max_backoff": 30}}, headers=AUTH).status_code \
+        == 200  # the learner moves scan_frequency up to it
+
+
+def test_an_override_out_of_filebeats_backoff_order_with_the_running_config_is_refused(client: TestClient,
+                                                                                      store: StateStore) -> None:
+    running = dict(preset("defaults"))  # scan_frequency 10 s
+    store.save_status(Status(mode="auto", paused=False, current_config=running))
+    request = {"params": {"filebeat.max_backoff": 55.8}, "ttl_s": 60, "reason": "r", "override_bounds": True}
+    refused = client.post("/overrides", json=request, headers=AUTH)
+    assert refused.status_code == 422
+    [error] = refused.json()["detail"]
+    assert error["loc"] == ["body", "params", "filebeat.max_backoff"] and "filebeat.scan_frequency=10.0" in error["msg"]
+    assert store.overrides() == []
+    both = request | {"params": {"filebeat.max_backoff": 55.8, "filebeat.scan_frequency": 60}}
+    assert client.post("/overrides", json=both, headers=AUTH).status_code == 201
+
+
 def test_patch_changes_only_the_fields_it_names(client: TestClient) -> None:
     client.put("/policy", json={"p95_ceiling_s": 3.0, "pins": {"filebeat.backoff": 0.5}}, headers=AUTH)
     patched = client.patch("/policy", json={"mode": "frozen"}, headers=AUTH).json()
