@@ -281,9 +281,14 @@ class Daemon:
         if not verdict.ok:
             self.violation_s += observation.duration_s
             self.metrics.violation_seconds.inc(observation.duration_s)
-        if verdict.ok and observation.events_in > 0 and verdict.drain is Drain.NONE:
+        if observation.events_in > 0 and verdict.drain is Drain.NONE:
             # nor does a window without load or one still shipping the past's queue say anything of the incumbent
-            self._update_incumbent(collected)
+            if verdict.ok:
+                self._update_incumbent(collected)
+            elif verdict.behind and self.incumbent is not None and collected.config == self.incumbent.config:
+                self.incumbent = self.incumbent.fell_behind(observation.p95_s, observation.offered_eps)
+                if self.store:
+                    self.store.save_incumbent(self.incumbent)
         return verdict
 
     def _on_trial(self, collected: Collected) -> Decision:
@@ -336,7 +341,7 @@ class Daemon:
 
     def _update_incumbent(self, collected: Collected) -> None:
         """Take the window's figure for the incumbent: its own window (a figure at this load), or a candidate's
-        that beat the incumbent's latest figure at about the same load."""
+        that beat the incumbent's latest figure at about the same load (or kept up where it fell behind)."""
         inc, config, observation = self.incumbent, collected.config, collected.observation
         if collected.outcome is not None:
             # A realizer that concludes (a pool) judged what it runs on every node side by side with the config
@@ -344,9 +349,9 @@ class Daemon:
             # since the last figure, and a candidate it took back is not, however low its window's figure.
             adopted = collected.outcome.in_force
         else:
-            reference_s = inc.p95_at(observation.offered_eps) if inc is not None else None
+            reference = inc.figure_at(observation.offered_eps) if inc is not None else None
             adopted = (inc is None or config == inc.config
-                       or (reference_s is not None and observation.p95_s < reference_s))
+                       or (reference is not None and (not reference.kept_up or observation.p95_s < reference.p95_s)))
         if not adopted:
             return
         if inc is not None and config == inc.config:
@@ -372,6 +377,8 @@ class Daemon:
             # the incumbent may predate a pin: roll back to it as today's policy allows
             if inc is not None and self.policy.enforce(inc.config) != config:
                 return Choice(self.policy.enforce(inc.config), Action.ROLLBACK, f"guardrail: {breached}", vetoed=vetoed)
+            if verdict.behind and vetoed is None and self.policy.mode != "advise":
+                return self._overloaded(config, context, breached)
             return Choice(config, Action.HOLD, f"guardrail on the incumbent itself, nothing safer known: {breached}",
                           vetoed=vetoed)
         if override is not None:
@@ -381,7 +388,7 @@ class Daemon:
                           f"override {override.id} ({override.reason}), {override.remaining_s():.0f}s left")
         if person_hold is not None:
             return Choice(config, person_hold, f"{person_hold} by a person: the config is held")
-        if inc is not None and inc.config != config and inc.p95_at(context.offered_eps) is None:
+        if inc is not None and inc.config != config and inc.figure_at(context.offered_eps) is None:
             return Choice(self.policy.enforce(inc.config), Action.REMEASURE, (
                 f"offered load moved {inc.offered_eps:.0f} → {context.offered_eps:.0f} ev/s: re-measure the incumbent"
                 " before trusting it"))
@@ -415,6 +422,20 @@ class Daemon:
         else:
             action = Action.EXPLORE
         return Choice(candidate, action, reason, suggestion.predicted)
+
+    def _overloaded(self, config: Config, context: Context, breached: str) -> Choice:
+        """The incumbent itself fell behind: the learner moves toward capacity where a config it measured is
+        expected to carry this load better (its overload rule), within the restart budget; else the config holds.
+        No dwell: every window spent behind grows the backlog."""
+        suggestion = self.learner.suggest(context)
+        candidate = self.policy.enforce(suggestion.config)
+        reason = f"guardrail on the incumbent itself ({breached}); {suggestion.reason}"
+        if candidate == config:
+            return Choice(config, Action.HOLD, reason, suggestion.predicted)
+        if _restarts(config, candidate) and not self._restart_allowed():
+            return Choice(config, Action.HOLD, f"{reason}; restart budget of {self.policy.max_restarts_per_hour}/h "
+                                               "spent", suggestion.predicted)
+        return Choice(candidate, Action.EXPLORE, reason, suggestion.predicted)
 
     def _restart_allowed(self) -> bool:
         limit = self.policy.max_restarts_per_hour

@@ -27,7 +27,7 @@ import json
 import os
 import secrets
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Iterator
@@ -160,10 +160,11 @@ class Decision(BaseModel):
 
 
 class LoadFigure(BaseModel):
-    """The P95 one window of a config measured, and the load it ran at."""
+    """The P95 one window of a config measured, the load it ran at, and whether it kept up with that load."""
 
     offered_eps: float
     p95_s: float
+    kept_up: bool = True
 
 
 class IncumbentReport(BaseModel):
@@ -260,17 +261,26 @@ class Incumbent:
     cost: Cost | None = None
     other_loads: tuple[LoadFigure, ...] = ()
 
-    def p95_at(self, offered_eps: float) -> float | None:
-        """Its latest P95 at about `offered_eps` (within `LOAD_SHIFT`), None where it never ran at about it."""
-        figures = (LoadFigure(offered_eps=self.offered_eps, p95_s=self.p95_s), *reversed(self.other_loads))
-        return next((f.p95_s for f in figures if not load_moved(f.offered_eps, offered_eps)), None)
+    def figure_at(self, offered_eps: float) -> LoadFigure | None:
+        """Its latest figure at about `offered_eps` (within `LOAD_SHIFT`), None where it never ran at about it. A
+        window it fell behind in is newer than any it kept up in at about that load (`measured_again` drops it)."""
+        near = [f for f in (LoadFigure(offered_eps=self.offered_eps, p95_s=self.p95_s), *reversed(self.other_loads))
+                if not load_moved(f.offered_eps, offered_eps)]
+        return next((f for f in near if not f.kept_up), near[0] if near else None)
 
     def measured_again(self, p95_s: float, offered_eps: float, cost: Cost | None) -> Incumbent:
-        """The same config after another window: that window is its latest, and its figures at the loads that
-        window does not stand for are kept."""
+        """The same config after another window it kept up in: that window is its latest, and its figures at the
+        loads that window does not stand for are kept."""
         figures = (*self.other_loads, LoadFigure(offered_eps=self.offered_eps, p95_s=self.p95_s))
         kept = tuple(f for f in figures if load_moved(f.offered_eps, offered_eps))[-INCUMBENT_LOADS:]
         return Incumbent(self.config, p95_s, offered_eps, cost, kept)
+
+    def fell_behind(self, p95_s: float, offered_eps: float) -> Incumbent:
+        """The same config after a window it fell behind in: at about that load, a candidate that keeps up is
+        better, whatever its P95. Its latest window kept up stays its headline figure."""
+        kept = tuple(f for f in self.other_loads if load_moved(f.offered_eps, offered_eps))
+        behind = LoadFigure(offered_eps=offered_eps, p95_s=p95_s, kept_up=False)
+        return replace(self, other_loads=(*kept, behind)[-INCUMBENT_LOADS:])
 
     def report(self) -> IncumbentReport:
         return IncumbentReport(config=dict(self.config), p95_s=self.p95_s, offered_eps=self.offered_eps,

@@ -74,6 +74,11 @@ class Verdict(BaseModel):
         return [b.message for b in self.breaches]
 
     @property
+    def behind(self) -> bool:
+        """Whether it broke a throughput rule (output behind input, a growing backlog), not only the P95 ceiling."""
+        return any(b.kind is not BreachKind.CEILING for b in self.breaches)
+
+    @property
     def excess(self) -> float:
         """Total relative excess over the limits: 0 for a feasible window (a graded constraint value)."""
         return sum(b.excess for b in self.breaches)

@@ -121,6 +121,7 @@ class SafeBayesLearner:
         self._resolution_s = settings.finest_s  # the latest window's latency step (`latency_resolution_s`)
         self._told = 0
         self._screened: dict[Config, float] = {}  # the twin ratios of the last screen's configs
+        self._behind: tuple[Config, float] | None = None  # the config and load of the last window, if it fell behind
 
     @property
     def policy(self) -> Policy:
@@ -163,6 +164,7 @@ class SafeBayesLearner:
             # neither is the config's, and told as the config's they set the noise of every later window.
             return
         self.search.windows += 1
+        self._behind = (config, context.offered_eps) if verdict.behind else None
         stage_log_p95 = self.stages.told(observation, self._resolution_s)
         self.history.add(config, context, self._features(config, context), stage_log_p95,
                          self._told_margin(config, observation, verdict), observation, verdict.ok,
@@ -228,6 +230,8 @@ class SafeBayesLearner:
         """One window's decision: the rules of `rules`, in order (docs/learner.md, "Phases")."""
         # the trust region follows the daemon's incumbent (the start until it has one), under today's policy
         incumbent = self.policy.enforce(context.incumbent if context.incumbent is not None else self.start)
+        if rules.overloaded(self._behind, incumbent, context.offered_eps):
+            return self._toward_capacity(incumbent, context)
         if self.search.phase is Phase.CONVERGED:
             reopening = rules.reopening(self.search.converged, incumbent, context.offered_eps)
             if reopening is None:
@@ -244,6 +248,31 @@ class SafeBayesLearner:
         if rules.young(self.search, float(np.mean(look.pool.safe)), self.settings):
             return self._explore_most_uncertain(look, ranking)
         return self._widen_or_converge(look, ranking)
+
+    def _toward_capacity(self, incumbent: Config, context: Context) -> Suggestion:
+        """Overload: the incumbent itself fell behind at this load, and the margin model, told so, expects it below
+        the floor here (one window behind it, a burst the buffers could not hold, is not overload). Capacity first,
+        as DS2 and the Flink autoscaler scale before they tune: of the configs measured, the one the margin model
+        expects to carry this load best, where it beats the incumbent's expected margin by `confidence_z` ×
+        `margin_noise_min` (`rules.most_capable`); else hold. Only measured configs: the margin's prior mean is 0,
+        which beats any failing config's, so an unmeasured one would be chosen for knowing nothing of it."""
+        s = self.settings
+        measured = list(dict.fromkeys(c for c in self.history.configs if c != incumbent))
+        x = np.array([self._features(c, context) for c in [incumbent, *measured]])
+        margins, _ = self._margin_gp.predict(x)
+        behind = f"the incumbent fell behind at {context.offered_eps:.0f} ev/s"
+        if margins[0] >= self.margin_floor:
+            return self._keep(incumbent, self.history.p95_s[-1], f"{behind}, but the margin model expects it to keep "
+                                                                 f"up here (margin {margins[0]:+.3f})", self._noise_s)
+        best = rules.most_capable(margins[1:], float(margins[0]), s.confidence_z * s.margin_noise_min)
+        if best is None:
+            return self._keep(incumbent, self.history.p95_s[-1], f"overloaded: {behind}, and no config measured is "
+                                                                 "expected to carry it better", self._noise_s)
+        self._current = measured[best]
+        return Suggestion(self._current, f"overloaded: {behind}: move toward capacity, to the config measured that "
+                                         f"the margin model expects to carry it best (margin {margins[best + 1]:+.3f} "
+                                         f"against the incumbent's {margins[0]:+.3f})",
+                          {"margin": float(margins[best + 1]), "incumbent_margin": float(margins[0])})
 
     def _look(self, incumbent: Config, context: Context) -> _Look:
         """Score the trust region around `incumbent` and measure the incumbent: its predicted P95, its measured one,

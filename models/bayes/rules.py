@@ -1,11 +1,13 @@
 """The rules one window's decision is made of, each a small pure function over the scored candidates.
 
-`SafeBayesLearner._search` applies them in order: hold while converged, unless something re-opens the search
-(`reopening`); keep only candidates that carry the recent peak load (`carries_peak`); pick which gain counts (`expects_only`) and score it (`gains`), far from capacity only where no
-loss is expected (`no_loss`); if nothing beats the threshold, first know the noise (`noise_unknown`), then
-grow the safe set while the search is young (`young`, `expanders`), else look beyond the trust region
-(`beyond_expects_only`) and widen or converge; rank what beats the threshold (`ranked`) and let the twin's
-pre-screen pick the first it expects to keep up (`screen_pick`).
+`SafeBayesLearner._search` applies them in order: while the incumbent itself falls behind, move toward
+capacity (`overloaded`, `most_capable`); hold while converged, unless something re-opens the search
+(`reopening`); keep only candidates that carry the recent peak load (`carries_peak`); pick which gain counts
+(`expects_only`) and score it (`gains`), far from capacity only where no loss is expected (`no_loss`); if
+nothing beats the threshold, first know the noise (`noise_unknown`), then grow the safe set while the search
+is young (`young`, `expanders`), else look beyond the trust region (`beyond_expects_only`) and widen or
+converge; rank what beats the threshold (`ranked`) and let the twin's pre-screen pick the first it expects
+to keep up (`screen_pick`).
 """
 
 from __future__ import annotations
@@ -44,6 +46,21 @@ def reopening(held: Converged, incumbent: Config, offered_eps: float) -> Reopeni
     if incumbent != held.config:
         return Reopening(Reopened.INCUMBENT_CHANGED, "the daemon's incumbent changed")
     return None
+
+
+def overloaded(behind: tuple[Config, float] | None, incumbent: Config, offered_eps: float) -> bool:
+    """Whether the incumbent itself fell behind in the last window (`behind`: its config and load), at about this
+    load: the search then goes toward capacity before latency."""
+    return behind is not None and behind[0] == incumbent and not load_moved(behind[1], offered_eps)
+
+
+def most_capable(margins: np.ndarray, incumbent_margin: float, min_gain: float) -> int | None:
+    """The index of the highest expected margin in `margins` if it beats the incumbent's by more than `min_gain`;
+    None where none does."""
+    if len(margins) == 0:
+        return None
+    best = int(np.argmax(margins))
+    return best if margins[best] - incumbent_margin > min_gain else None
 
 
 def carries_peak(peak_margins: np.ndarray, incumbent_margin: float, margin_floor: float) -> np.ndarray:

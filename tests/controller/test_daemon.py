@@ -148,7 +148,7 @@ def test_a_candidate_at_a_load_the_incumbent_ran_at_before_is_judged_against_tha
     # the defaults' latest figure is at twice today's load; before, at about today's, they measured 10 s
     daemon.incumbent = Incumbent(defaults, 0.001, RATE * 2, other_loads=(LoadFigure(offered_eps=RATE, p95_s=10.0),))
     decision = daemon.step()  # the window ran the defaults at RATE: measured again, the earlier load kept
-    assert daemon.incumbent.p95_at(RATE * 2) == 0.001 and daemon.incumbent.p95_at(RATE) < 10.0
+    assert daemon.incumbent.figure_at(RATE * 2).p95_s == 0.001 and daemon.incumbent.figure_at(RATE).p95_s < 10.0
     assert decision.action == "explore" and pipeline.current() == cheap
     decision = daemon.step()  # the candidate's window, at RATE: judged against the defaults' figure at RATE
     assert decision.action != "remeasure" and daemon.incumbent.config == cheap
@@ -159,12 +159,46 @@ def test_the_incumbent_keeps_its_latest_figure_at_each_other_load_and_forgets_th
     incumbent = Incumbent(preset("defaults"), 1.0, 100.0)
     for load_eps in (200.0, 400.0, 800.0, 100.0, 110.0):
         incumbent = incumbent.measured_again(load_eps / 100, load_eps, None)
-    assert incumbent.p95_at(110.0) == incumbent.p95_at(100.0) == 1.1  # the latest at about that load
-    assert incumbent.p95_at(200.0) == 2.0 and incumbent.p95_at(400.0) == 4.0 and incumbent.p95_at(8000.0) is None
+    assert incumbent.figure_at(110.0) == incumbent.figure_at(100.0) == LoadFigure(offered_eps=110.0, p95_s=1.1)
+    assert incumbent.figure_at(200.0).p95_s == 2.0 and incumbent.figure_at(400.0).p95_s == 4.0
+    assert incumbent.figure_at(8000.0) is None
     assert [f.offered_eps for f in incumbent.other_loads] == [200.0, 400.0, 800.0]  # 100 is 110's load
     for step in range(20):
         incumbent = incumbent.measured_again(1.0, 1000.0 * 2 ** step, None)
-    assert len(incumbent.other_loads) == 8 and incumbent.p95_at(200.0) is None
+    assert len(incumbent.other_loads) == 8 and incumbent.figure_at(200.0) is None
+    behind = incumbent.fell_behind(9.0, 1000.0 * 2 ** 19)  # at its latest figure's load: newer than that figure
+    assert behind.figure_at(1000.0 * 2 ** 19) == LoadFigure(offered_eps=1000.0 * 2 ** 19, p95_s=9.0, kept_up=False)
+    assert behind.p95_s == 1.0 and behind.measured_again(1.0, 1000.0 * 2 ** 19, None).figure_at(
+        1000.0 * 2 ** 19).kept_up  # kept up there since: the fall behind is forgotten
+
+
+class Overloaded(Scripted):
+    """A learner whose every config falls behind but `capable`, which it proposes once the incumbent fell behind;
+    records the loads it was asked at."""
+
+    def __init__(self, capable):
+        super().__init__()
+        self.capable, self.asked = capable, []
+
+    def suggest(self, context):
+        self.asked.append(context.incumbent)
+        return Suggestion(self.capable, "overloaded: move toward capacity")
+
+
+def test_an_incumbent_that_falls_behind_asks_the_learner_for_capacity_and_a_config_that_keeps_up_replaces_it(
+        tmp_path):
+    slow = PIPELINE_SPACE.config({"filebeat.output.bulk_max_size": 1, "filebeat.output.pipelining": 0})
+    capable = preset("defaults")
+    learner = Overloaded(capable)
+    daemon, pipeline = _daemon(learner, store=StateStore(tmp_path), start=slow)
+    daemon.incumbent = Incumbent(slow, 0.5, RATE)  # as if it had kept up at this load before
+    decision = daemon.step()  # per-record sends fall behind the test's load
+    assert decision.guardrail and decision.action == "explore" and pipeline.current() == capable
+    assert "overloaded" in decision.reason and learner.asked == [slow]
+    assert not daemon.incumbent.figure_at(RATE).kept_up  # it fell behind at this load, newer than its figure
+    decision = daemon.step()  # the capable config keeps up where the incumbent fell behind: better, whatever its P95
+    assert not decision.guardrail and daemon.incumbent.config == capable and decision.action != "remeasure"
+    assert StateStore(tmp_path).load_incumbent() == daemon.incumbent
 
 
 def test_state_survives_a_restart_of_the_daemon(tmp_path):

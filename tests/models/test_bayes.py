@@ -257,6 +257,24 @@ def test_a_breach_of_the_incumbent_reopens_the_search():
     assert learner.suggest(Context(CTX.offered_eps, incumbent)).reason.startswith("re-opened (guardrail: output 50.0%")
 
 
+def test_an_incumbent_that_falls_behind_sends_the_search_to_the_measured_config_expected_to_carry_the_load():
+    cube = TunedCube(NAMES, Policy())
+    capable = PIPELINE_SPACE.defaults()
+    incumbent = cube.decode(np.array([0.2, 0.8, 0.2]), base=capable)
+    learner = SafeBayesLearner(cube, capable, seed=0)
+
+    def window(ratio: float, cpu_share: float) -> Observation:
+        return Observation(duration_s=30, offered_eps=300, throughput_eps=300 * ratio, p50_s=0.5, p95_s=1.0,
+                           p99_s=1.2, mean_s=0.5, busiest_cpu_share=cpu_share)
+    for config, observation in ((capable, window(1.0, 0.3)), (capable, window(1.0, 0.3)),
+                                (incumbent, window(0.8, 1.0))):
+        learner.tell(config, CTX, observation, judge(observation, Policy(), config))
+    moved = learner.suggest(Context(CTX.offered_eps, incumbent))
+    assert moved.config == capable and "overloaded: the incumbent fell behind at 300 ev/s" in moved.reason
+    assert moved.predicted["margin"] > moved.predicted["incumbent_margin"]
+    assert "overloaded" not in learner.suggest(Context(CTX.offered_eps * 3, incumbent)).reason  # not at another load
+
+
 def test_a_drift_of_the_incumbents_p95_beyond_the_noise_reopens_the_search():
     learner, problem, incumbent, _ = _converged_learner()
     normal = problem(incumbent)

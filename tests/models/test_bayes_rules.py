@@ -125,3 +125,22 @@ def test_the_screen_lets_through_the_best_candidate_the_twin_expects_to_keep_up_
     assert 0.75 < SCREEN_STEP * 0.80 <= 0.79
     # a config that fell behind where the twin ranked it 0.795 bars every candidate it ranks as low
     assert rules.screen_pick([7, 3], [0.79, 0.795], 0.80, [], [0.795], floor) is None
+
+
+def test_overloaded_only_when_the_incumbent_itself_fell_behind_at_about_this_load():
+    assert rules.overloaded((A, 1000.0), A, 1100.0)
+    assert not rules.overloaded((B, 1000.0), A, 1000.0)  # a candidate fell behind: the rollback's business
+    assert not rules.overloaded((A, 1000.0), A, 2000.0)  # the load moved on
+    assert not rules.overloaded(None, A, 1000.0)
+
+
+def test_the_most_capable_config_must_beat_the_incumbents_margin_by_the_gain():
+    assert rules.most_capable(np.array([-0.02, 0.10, 0.04]), -0.06, 0.006) == 1
+    assert rules.most_capable(np.array([-0.057]), -0.06, 0.006) is None  # within the noise
+    assert rules.most_capable(np.array([]), -0.06, 0.006) is None
+
+
+def test_a_candidate_carries_the_peak_above_the_floor_or_as_well_as_an_incumbent_below_it():
+    floor = -0.05
+    assert list(rules.carries_peak(np.array([-0.04, -0.06]), 0.2, floor)) == [True, False]
+    assert list(rules.carries_peak(np.array([-0.08, -0.12]), -0.10, floor)) == [True, False]

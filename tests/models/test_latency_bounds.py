@@ -11,6 +11,10 @@ from models.policy import Policy
 from models.presets import preset
 from models.twin import Twin, load, steady_arrivals
 
+# The ceiling counts a stage's waits only; the work on an event comes on top (tens of µs on the twin), which shows
+# where the space's order backoff <= max_backoff <= scan_frequency leaves every wait near a millisecond.
+WORK_S = 2e-4
+
 
 @pytest.mark.parametrize("calibration, rate_eps", [("paper-2vcpu", 300.0), ("paper-2vcpu", 840.0),
                                                    ("local-filebeat-kafka", 300.0),
@@ -37,7 +41,8 @@ def test_every_stage_of_a_pipeline_that_keeps_up_lies_within_its_bounds(calibrat
             return np.array([float(config[name])])
 
         for stage, p95_s in window.stage_p95_s.items():
-            assert stage_floor_s(stage, value_of) <= p95_s <= stage_ceiling_s(stage, value_of), (stage, config)
+            ceiling_s = stage_ceiling_s(stage, value_of) + WORK_S
+            assert stage_floor_s(stage, value_of) <= p95_s <= ceiling_s, (stage, config)
         assert window.p95_s >= stage_floor_s(WHOLE_PIPELINE, value_of)
     assert checked >= 5
 
