@@ -110,11 +110,11 @@ def test_input_and_queue_settings_restart_filebeat(testbed):
     before = pipeline.current()
     pid = processes.running_pid(filebeat)
     try:
-        changed = PIPELINE_SPACE.config({"filebeat.max_backoff": 0.1}, base=before)
+        changed = PIPELINE_SPACE.config({"filebeat.max_backoff": 5.0}, base=before)  # backoff <= it <= scan
         assert lifecycle.apply(testbed, changed) == "filebeat restarted"  # a live reload can lose a line
         assert processes.running_pid(filebeat) not in (None, pid)
         inputs = (testbed.resolved_run_dir() / "filebeat" / "inputs.d" / "replay.yml").read_text()
-        assert "backoff.max: 100ms" in inputs
+        assert "backoff.max: 5s" in inputs
         assert pipeline.current() == changed
         pid = processes.running_pid(filebeat)
         queue = PIPELINE_SPACE.config({"filebeat.queue.mem.events": 8192}, base=changed)
