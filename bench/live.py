@@ -48,7 +48,7 @@ from controller.state import StateStore
 from controller.telemetry import PrometheusTelemetry, TelemetryMissing
 from models.policy import Policy
 from models.presets import preset
-from models.space import PIPELINE_SPACE, Config
+from models.space import PIPELINE_SPACE, Config, RuleError, check_rules
 from models.verdict import judge
 from replay.profiles import Profile, WorkloadSpec, build_schedule
 from testbed import agent, lifecycle
@@ -153,6 +153,21 @@ def longest_streak(flags: list[bool]) -> int:
         current = current + 1 if flag else 0
         longest = max(longest, current)
     return longest
+
+
+def applicable(contenders: dict[str, Config]) -> dict[str, Config]:
+    """The contenders an agent takes: one out of the order a component's reference requires (the paper's Hybrid
+    sets scan_frequency 10 ms beside the default max_backoff of 10 s) is refused with a 422, so it is left out,
+    and the console says why."""
+    kept = {}
+    for name, config in contenders.items():
+        try:
+            check_rules(config)
+        except RuleError as err:
+            console.print(f"[yellow]{name} left out: the agent refuses it ({err})[/]")
+            continue
+        kept[name] = config
+    return kept
 
 
 def measure_side_by_side(spec: PipelineSpec, contenders: dict[str, Config], args: argparse.Namespace) -> list[Measured]:
@@ -324,8 +339,8 @@ def main() -> None:
             audit = {name: client.audit(name)[seen[name]:] for name in owned}
         timeline = behind_windows(spec, began, ended, args.window)
         final = PIPELINE_SPACE.config(tuned["final"]["config"])
-        contenders = {"defaults": preset("defaults"), "hybrid": preset("hybrid"), "latency": preset("latency"),
-                      "pipetune": final}
+        contenders = applicable({"defaults": preset("defaults"), "hybrid": preset("hybrid"),
+                                 "latency": preset("latency"), "pipetune": final})
         rows = measure_side_by_side(spec, contenders, args)
         counted = canaries(spec, began) if spec.agent.canary_eps else None
     finally:
