@@ -378,7 +378,7 @@ class Daemon:
             if inc is not None and self.policy.enforce(inc.config) != config:
                 return Choice(self.policy.enforce(inc.config), Action.ROLLBACK, f"guardrail: {breached}", vetoed=vetoed)
             if verdict.behind and vetoed is None and self.policy.mode != "advise":
-                return self._overloaded(config, context, breached)
+                return self._overloaded(config, context)
             return Choice(config, Action.HOLD, f"guardrail on the incumbent itself, nothing safer known: {breached}",
                           vetoed=vetoed)
         if override is not None:
@@ -423,13 +423,13 @@ class Daemon:
             action = Action.EXPLORE
         return Choice(candidate, action, reason, suggestion.predicted)
 
-    def _overloaded(self, config: Config, context: Context, breached: str) -> Choice:
+    def _overloaded(self, config: Config, context: Context) -> Choice:
         """The incumbent itself fell behind: the learner moves toward capacity where a config it measured is
         expected to carry this load better (its overload rule), within the restart budget; else the config holds.
         No dwell: every window spent behind grows the backlog."""
         suggestion = self.learner.suggest(context)
         candidate = self.policy.enforce(suggestion.config)
-        reason = f"guardrail on the incumbent itself ({breached}); {suggestion.reason}"
+        reason = f"guardrail on the incumbent itself: {suggestion.reason}"  # the breaches: the decision's guardrail
         if candidate == config:
             return Choice(config, Action.HOLD, reason, suggestion.predicted)
         if _restarts(config, candidate) and not self._restart_allowed():
