@@ -273,7 +273,7 @@ class Incumbent:
         loads that window does not stand for are kept."""
         figures = (*self.other_loads, LoadFigure(offered_eps=self.offered_eps, p95_s=self.p95_s))
         kept = tuple(f for f in figures if load_moved(f.offered_eps, offered_eps))[-INCUMBENT_LOADS:]
-        return Incumbent(self.config, p95_s, offered_eps, cost, kept)
+        return replace(self, p95_s=p95_s, offered_eps=offered_eps, cost=cost, other_loads=kept)
 
     def fell_behind(self, p95_s: float, offered_eps: float) -> Incumbent:
         """The same config after a window it fell behind in: at about that load, a candidate that keeps up is

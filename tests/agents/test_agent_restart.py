@@ -87,11 +87,16 @@ def test_agent_killed_mid_change_comes_back_on_the_version_in_force(installed, t
         # The interrupted version was never decided, so the same request can be made again.
         assert client.put_config("filebeat", 2, {"filebeat.queue.mem.events": 16384}).status == "applied"
     finally:
-        client.close()
-        if agent.poll() is None:
-            agent.terminate()
-            agent.wait(20)
-        runtime.stop()
+        _stop(client, agent, runtime)
+
+
+def _stop(client: AgentClient, agent: subprocess.Popen, runtime: ProcessRuntime) -> None:
+    """End a test's real agent and its component: the client closed, the agent terminated, the process stopped."""
+    client.close()
+    if agent.poll() is None:
+        agent.terminate()
+        agent.wait(20)
+    runtime.stop()
 
 
 def _alive(pid: int) -> bool:

@@ -39,7 +39,7 @@ from controller.state import StateStore
 from models.canary import LatencyHistogram
 from models.policy import Policy
 from tests.agents.conftest import TOKEN, ServedAgent
-from tests.agents.test_agent_restart import _alive, _ignore, _start_agent, _wait_answering
+from tests.agents.test_agent_restart import _alive, _ignore, _start_agent, _stop, _wait_answering
 from tests.agents.test_component import OPERATOR
 from tests.conftest import free_ports
 from tests.controller.test_daemon import Scripted
@@ -413,11 +413,7 @@ def test_the_agent_process_killed_in_the_health_check_comes_back_on_the_previous
         assert (did["event"], did["interrupted"], did["restored"]) == ("recovered", 2, 1)
         assert client.put_config("filebeat", 2, V2).status == "applied"  # never decided: it can be sent again
     finally:
-        client.close()
-        if agent.poll() is None:
-            agent.terminate()
-            agent.wait(20)
-        runtime.stop()
+        _stop(client, agent, runtime)
 
 
 # -- real processes: `pipetune autotune` killed between a canary's promotion steps ---------------------------------
