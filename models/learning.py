@@ -125,15 +125,20 @@ class TunedCube:
         shift = self._shift[i]
         return float(value) if shift is None else math.log(float(value) + shift)
 
+    def _unit(self, i: int, value: float | np.ndarray) -> float | np.ndarray:
+        """Dimension `i`'s `value` on [0, 1] (clipped into the policy's bounds)."""
+        shift = self._shift[i]
+        warped = value if shift is None else np.log(np.asarray(value, dtype=float) + shift)
+        width = self._hi[i] - self._lo[i] if self._hi[i] > self._lo[i] else 1.0
+        return np.clip((warped - self._lo[i]) / width, 0.0, 1.0)
+
     def _unwarp(self, i: int, value: float | np.ndarray) -> float | np.ndarray:
         shift = self._shift[i]
         return value if shift is None else np.exp(value) - shift
 
     def encode(self, config: Config) -> np.ndarray:
         """The tuned values of `config` in [0, 1]^d (clipped into the policy's bounds)."""
-        width = np.where(self._hi > self._lo, self._hi - self._lo, 1.0)
-        raw = np.array([self._warp(i, float(config[n])) for i, n in enumerate(self.names)])
-        return np.clip((raw - self._lo) / width, 0.0, 1.0)
+        return np.array([self._unit(i, float(config[n])) for i, n in enumerate(self.names)], dtype=float)
 
     def decode(self, u: np.ndarray, base: Config) -> Config:
         """A config with the tuned values from `u`, the rest from `base`, pins and bounds enforced."""
@@ -146,6 +151,17 @@ class TunedCube:
         # Never propose what a component refuses or its reference forbids: a tuned value out of order with another
         # moves (`kept_in_order`).
         return self.space.in_order(config, self.names, self._ranges)
+
+    def kept_in_order(self, u: np.ndarray, base: Config) -> np.ndarray:
+        """The rows of `u` moved to where decoding them lands (`kept_in_order`): the models must score a candidate
+        at the config it stands for, or an out-of-order corner they can never measure stays uncertain for ever."""
+        ruled = [i for i, n in enumerate(self.names) if n in self._ruled]
+        if not ruled:
+            return u
+        kept = np.array(u, dtype=float, copy=True)
+        for i in ruled:
+            kept[:, i] = self._unit(i, self.values(u, self.names[i], base=base))
+        return kept
 
     def values(self, u: np.ndarray, name: str, *, base: Config) -> np.ndarray:
         """`name`'s value at each row of `u` (before snapping to its resolution), `base`'s where the cube does not

@@ -381,6 +381,7 @@ class SafeBayesLearner:
         feature = context_feature(context.offered_eps, s)
         cand = np.vstack([candidates(center, length, self.rng, s),
                           self.stages.best_moves(center, feature, length, base, self.rng, self._resolution_s)])
+        cand = self.cube.kept_in_order(cand, base)
         inputs = np.column_stack([cand, np.full(len(cand), feature)])
         chunks = np.array_split(inputs, max(1, len(inputs) // s.score_chunk))
         scored = list(self.parallel_map(partial(self._score_chunk, base=base), chunks))
