@@ -28,11 +28,12 @@ from rich.table import Table
 
 from bench.result import BenchResult
 from controller.daemon import Daemon
-from controller.fresh_windows import measure_fresh
+from controller.fresh_windows import FreshMeasurement, measure_fresh
 from controller.pipelines import TwinPipeline
 from controller.ray_learner import start_ray
 from controller.state import Decision
 from controller.tuning_run import LearnerSetup, tuning_learner, twin_pipeline
+from models.budget import BUDGETED_PARTS, CpuReference, cpu_limits_cores
 from models.learning import Context, Suggestion, TunedCube, tuned_names
 from models.observation import Observation
 from models.policy import Policy
@@ -103,30 +104,37 @@ def capacity_eps(calibration: Calibration, window_s: float) -> float:
 
 
 @ray.remote
-def _fresh(config: Config, calibration: Calibration, rate_eps: float, window_s: float) -> tuple[float, float]:
-    m = measure_fresh(config, calibration, rate_eps, window_s)
-    return m.p95_s, m.throughput_ratio
+def _fresh(config: Config, calibration: Calibration, rate_eps: float, window_s: float) -> FreshMeasurement:
+    return measure_fresh(config, calibration, rate_eps, window_s)
 
 
 def oracle(cube: TunedCube, calibration: Calibration, rate_eps: float, window_s: float, samples: int,
            seed: int) -> float:
-    """Best feasible P95 found by random search plus a local refinement around the best, on Ray."""
+    """Best feasible P95 found by random search plus a local refinement around the best, on Ray: feasible as the
+    policy of `cube` has it, its CPU budget read against the defaults' CPU (the config pipetune starts from)."""
     rng = np.random.default_rng(seed)
     cal = noise_free(calibration)
     start = cube.encode(preset("defaults"))
     points = [start] + [rng.uniform(size=cube.dims) for _ in range(samples)]
 
-    def evaluate(us: list[np.ndarray]) -> list[tuple[float, float]]:
+    def evaluate(us: list[np.ndarray]) -> list[FreshMeasurement]:
         return ray.get([_fresh.remote(cube.decode(u, preset("defaults")), cal, rate_eps, window_s) for u in us])
 
     results = evaluate(points)
-    best = min((p for p, r in results if r >= cube.policy.min_throughput_ratio), default=float("inf"))
-    best_u = points[[p for p, _ in results].index(best)] if np.isfinite(best) else start
+    reference = CpuReference(rate_eps, {p: c for p, c in results[0].cpu_cores.items() if p in BUDGETED_PARTS})
+    limits = cpu_limits_cores(cube.policy.cpu_budget, reference, rate_eps)
+
+    def feasible(m: FreshMeasurement) -> bool:
+        return m.throughput_ratio >= cube.policy.min_throughput_ratio and all(
+            m.cpu_cores.get(part, 0.0) <= limit for part, limit in limits.items())
+
+    best = min((m.p95_s for m in results if feasible(m)), default=float("inf"))
+    best_u = points[[m.p95_s for m in results].index(best)] if np.isfinite(best) else start
     for scale in (0.1, 0.03):
         local = [np.clip(best_u + rng.normal(0, scale, cube.dims), 0, 1) for _ in range(samples // 4)]
-        for u, (p, r) in zip(local, evaluate(local)):
-            if r >= cube.policy.min_throughput_ratio and p < best:
-                best, best_u = p, u
+        for u, m in zip(local, evaluate(local)):
+            if feasible(m) and m.p95_s < best:
+                best, best_u = m.p95_s, u
     return best
 
 

@@ -4,6 +4,7 @@ node agent, with a live table and a summary."""
 from __future__ import annotations
 
 import json
+import math
 import signal
 import threading
 import time
@@ -30,9 +31,10 @@ from controller.live import LivePipeline
 from controller.pipelines import PipelineUnavailable
 from controller.pools import PoolRunner, pool_runs, relearn
 from controller.realizer import Driven
-from controller.state import DEFAULT_POOL, Decision, StateStore, load_pool_dirs, plan_pool_dirs, save_pool_dirs
+from controller.state import DEFAULT_POOL, CpuBudgetReport, Decision, StateStore, load_pool_dirs, plan_pool_dirs, save_pool_dirs
 from controller.tuned_space import NothingToTune, TunedSpace
 from controller.tuning_run import LearnerSetup, tuning_learner, twin_pipeline
+from models.budget import CpuBudget
 from models.learning import Learner
 from models.listening import ListenFlags
 from models.policy import Policy
@@ -109,6 +111,31 @@ def _live_pipeline(pipeline: str, load: str | None) -> tuple[PipelineSpec | None
     return (testbed if drives_replay else None), live, described
 
 
+def _budget_line(budget: CpuBudgetReport | None) -> str:
+    """The CPU budget at the last window: each part's limit and use (`--cpu-budget none` lifts it)."""
+    if budget is None:
+        return "CPU budget: none (--cpu-budget none)"
+    if not budget.limits_cores:
+        return "CPU budget: not set yet (no window of the starting config kept up)"
+    parts = ", ".join(f"{part} {budget.used_cores.get(part, math.nan):.3f} of {limit:.3f}"
+                      for part, limit in budget.limits_cores.items())
+    return f"CPU budget on the last window, cores used of allowed: {parts} (--cpu-budget none lifts it)"
+
+
+def _cpu_budget(flag: str) -> CpuBudget | None:
+    """`--cpu-budget`: the protective default, none, or the default with CORES of extra cores."""
+    if flag in ("default", "none"):
+        return CpuBudget() if flag == "default" else None
+    try:
+        extra_cores = float(flag)
+    except ValueError:
+        extra_cores = -1.0
+    if not 0 <= extra_cores < float("inf"):
+        raise typer.BadParameter(f"must be default, none or a number of cores >= 0, got {flag!r}",
+                                 param_hint="--cpu-budget")
+    return CpuBudget(extra_cores=extra_cores)
+
+
 def autotune_command(
     pipeline: str = typer.Option("twin", help="'twin' (the embedded simulated pipeline), a deployment FILE "
                                               "(docs/deploy.md) or a testbed pipeline FILE."),
@@ -120,6 +147,7 @@ def autotune_command(
     speed: float = typer.Option(15.0, help="Simulated seconds per wall second on the twin (0: as fast as possible)."),
     slo_p95: Optional[float] = typer.Option(None, help="P95 ceiling in seconds: a window above it rolls back."),
     min_throughput_ratio: float = typer.Option(0.95, help="Output must keep up with this share of the offered load."),
+    cpu_budget: str = typer.Option("default", help="CPU each component (filebeat, logstash) may use: 'default' (the CPU per event of the config it started on, +25 %, +0.05 cores), CORES (that +25 %, +CORES instead of 0.05) or 'none' (no budget)."),
     mode: str = typer.Option("auto", help="auto (apply), advise (recommend only), frozen (hold)."),
     strategy: str = typer.Option("pipetune", help=f"Tuning strategy: one of {', '.join(STRATEGIES)}."),
     state_dir: Optional[Path] = typer.Option(None, help="State directory; an existing one is resumed (default: a new one under ~/.cache/pipetune/runs)."),
@@ -152,6 +180,7 @@ def autotune_command(
     for ok, flag, message in checks:
         if not ok:
             raise typer.BadParameter(message, param_hint=flag)
+    budget = _cpu_budget(cpu_budget)
     scheme, api_ssl = tls_options(api_host, api_tls_cert, api_tls_key, api_insecure_http, "pipetune autotune API",
                                   ListenFlags("--api-tls-cert", "--api-tls-key", "--api-insecure-http")) \
         if api_port is not None else ("http", {})
@@ -166,7 +195,7 @@ def autotune_command(
         cal = load_calibration(calibration or ("local-filebeat-kafka" if live else "paper-2vcpu"))
     except (KeyError, FileNotFoundError, ValueError) as exc:
         raise typer.BadParameter(str(exc).splitlines()[0], param_hint="--calibration") from None
-    policy = Policy(mode=mode, min_throughput_ratio=min_throughput_ratio, p95_ceiling_s=slo_p95)
+    policy = Policy(mode=mode, min_throughput_ratio=min_throughput_ratio, p95_ceiling_s=slo_p95, cpu_budget=budget)
     token = require_token(token_file) if api_port is not None else ""
     directory = state_dir or Path.home() / ".cache" / "pipetune" / "runs" / time.strftime("%Y%m%d-%H%M%S")
     if described is not None and len(described.pool_specs()) > 1:
@@ -260,6 +289,7 @@ def autotune_command(
     if space.held:
         err.print("held, not tuned: " + "; ".join(f"{k} {final[k]:.4g} ({why})" if isinstance(final[k], float) else
                                                   f"{k} {final[k]} ({why})" for k, why in space.held.items()))
+    err.print(_budget_line(daemon.status(decisions[-1] if decisions else None).cpu_budget))
     err.print(f"rollbacks {daemon.rollbacks}, seconds in guardrail violation {daemon.violation_s:g} "
               f"of {daemon.t_s:g} {'wall-clock' if live else 'simulated'}")
     if ledger:

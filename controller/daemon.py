@@ -42,9 +42,10 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from controller.clocks import offset_reports, offset_warnings
 from controller.pipelines import Measured, PipelineUnavailable
 from controller.realizer import Direct, Outcome, OutcomeKind, Realizer
-from controller.state import (COST_GAUGES, CPU_GAUGE, Action, Cost, Decision, GuardrailReport, Incumbent,
-                              LearnerReport, Override, StateStore, Status)
+from controller.state import (COST_GAUGES, CPU_GAUGE, Action, Cost, CpuBudgetReport, Decision, GuardrailReport,
+                              Incumbent, LearnerReport, Override, StateStore, Status)
 from controller.tuned_space import TunedSpace
+from models.budget import CpuReference, cpu_limits_cores
 from models.clock_offset import ClockOffset
 from models.event_time import below_resolution
 from models.learning import Context, Learner
@@ -166,6 +167,10 @@ class Daemon:
         self.told = 0  # observations the learner holds, resumed ones included
         self._dwell = 0
         self._restart_times: deque[float] = deque()  # within the last RESTART_BUDGET_S only
+        self._restart_pause_s: float | None = None  # what the latest restart paused the pipeline for: its price
+        # what the config before tuning used, which the CPU budget follows (`models.budget`); kept across restarts
+        self.cpu_reference: CpuReference | None = store.load_cpu_reference() if store else None
+        self._started_on: Config | None = None  # the config of the first window judged
         self._vetoed: set[str] = store.vetoed_overrides() if store else set()  # rolled back: not re-applied
         self._failing = ("", 0)  # the unexpected error the last windows ended in, and how many in a row
         self.paused = False
@@ -268,7 +273,9 @@ class Daemon:
         """The window's verdict; the learner and the state directory are told it together (so a resumed
         learner is told what this one was), and the incumbent takes its figure, before anything is decided."""
         config, observation = collected.config, collected.observation
-        verdict = judge(observation, self.policy, config, self.previous, self.settled_events)
+        verdict = judge(observation, self.policy, config, self.previous, self.settled_events,
+                        self._cpu_limits(observation.offered_eps))
+        self._take_cpu_reference(config, observation, verdict)
         self.previous = observation
         if verdict.ok and verdict.drain is Drain.NONE:
             self.settled_events = observation.backlog_total
@@ -290,6 +297,20 @@ class Daemon:
                 if self.store:
                     self.store.save_incumbent(self.incumbent)
         return verdict
+
+    def _cpu_limits(self, offered_eps: float) -> dict[str, float]:
+        return cpu_limits_cores(self.policy.cpu_budget, self.cpu_reference, offered_eps)
+
+    def _take_cpu_reference(self, config: Config, observation: Observation, verdict: Verdict) -> None:
+        """The CPU budget's reference: the first window of the config the run started on that kept up with its own
+        load (a window behind, or shipping a queue from before, measured something else)."""
+        self._started_on = self._started_on or config
+        if self.cpu_reference is not None or config != self._started_on or verdict.behind or \
+                verdict.drain is not Drain.NONE or observation.events_in == 0:
+            return
+        self.cpu_reference = CpuReference.of(observation)
+        if self.cpu_reference is not None and self.store:
+            self.store.save_cpu_reference(self.cpu_reference)
 
     def _on_trial(self, collected: Collected) -> Decision:
         """Hold while a change is on trial (a canary whose effect is still unclear): its window is part of the
@@ -364,7 +385,8 @@ class Daemon:
     def _decide(self, collected: Collected, verdict: Verdict) -> Choice:
         """The config to run next, and why; writes nothing (what it vetoes, `_record` writes down)."""
         inc, config = self.incumbent, collected.config
-        context = Context(collected.observation.offered_eps, inc.config if inc else None)
+        offered_eps = collected.observation.offered_eps
+        context = Context(offered_eps, inc.config if inc else None, self._restart_pause_s, self._cpu_limits(offered_eps))
         override = self._active_override()
         person_hold = Action.PAUSED if self.paused else Action.FROZEN if self.policy.mode == "frozen" else None
         if not verdict.ok:
@@ -377,8 +399,8 @@ class Daemon:
             # the incumbent may predate a pin: roll back to it as today's policy allows
             if inc is not None and self.policy.enforce(inc.config) != config:
                 return Choice(self.policy.enforce(inc.config), Action.ROLLBACK, f"guardrail: {breached}", vetoed=vetoed)
-            if verdict.behind and vetoed is None and self.policy.mode != "advise":
-                return self._overloaded(config, context)
+            if (verdict.behind or verdict.over_budget) and vetoed is None and self.policy.mode != "advise":
+                return self._incumbent_breached(config, context)
             return Choice(config, Action.HOLD, f"guardrail on the incumbent itself, nothing safer known: {breached}",
                           vetoed=vetoed)
         if override is not None:
@@ -423,10 +445,11 @@ class Daemon:
             action = Action.EXPLORE
         return Choice(candidate, action, reason, suggestion.predicted)
 
-    def _overloaded(self, config: Config, context: Context) -> Choice:
-        """The incumbent itself fell behind: the learner moves toward capacity where a config it measured is
-        expected to carry this load better (its overload rule), within the restart budget; else the config holds.
-        No dwell: every window spent behind grows the backlog."""
+    def _incumbent_breached(self, config: Config, context: Context) -> Choice:
+        """The incumbent itself fell behind or went over the CPU budget: the learner moves toward capacity where a
+        config it measured is expected to carry this load better (its overload rule), or to the fastest config it
+        expects within budget, within the restart budget; else the config holds. No dwell: every window spent
+        behind grows the backlog, every one over budget takes the node's CPU."""
         suggestion = self.learner.suggest(context)
         candidate = self.policy.enforce(suggestion.config)
         reason = f"guardrail on the incumbent itself: {suggestion.reason}"  # the breaches: the decision's guardrail
@@ -478,6 +501,7 @@ class Daemon:
             while self._restart_times and self.t_s - self._restart_times[0] >= RESTART_BUDGET_S:
                 self._restart_times.popleft()  # what is older than the budget's hour no longer counts
             self._restart_times.append(self.t_s)
+            self._restart_pause_s = outcome.pause_s or self._restart_pause_s
             self.metrics.restarts.inc()
         # Let it settle: a window spent restarting, refilling or draining a rollback's backlog is not
         # a fair measurement of the new config (and when stopping, no window follows to measure).
@@ -528,8 +552,19 @@ class Daemon:
                                       violation_s=self.violation_s),
             overrides=[o.report(o.id in self._vetoed) for o in (self.store.overrides() if self.store else [])],
             clock_offsets=offset_reports(self.clock_offsets), nodes=nodes.versions, rollout=nodes.rollout,
-            tuned_space=self.space.report() if self.space else None,
+            tuned_space=self.space.report() if self.space else None, cpu_budget=self._budget_report(last),
             learner=LearnerReport(observations=self.told, last_reason=last.reason if last else ""))
+
+    def _budget_report(self, last: Decision | None) -> CpuBudgetReport | None:
+        if self.policy.cpu_budget is None:
+            return None
+        offered_eps = last.observed["offered_eps"] if last is not None else math.nan
+        used = (last.observed.get("cpu_cores") or {}) if last is not None else {}
+        ref = self.cpu_reference
+        limits = self._cpu_limits(offered_eps) if math.isfinite(offered_eps) else {}
+        return CpuBudgetReport(limits_cores=limits, used_cores={p: c for p, c in used.items() if p in limits},
+                               reference_eps=ref.offered_eps if ref else None,
+                               reference_cores=dict(ref.cores) if ref else {})
 
     def revert(self, config: Config) -> Decision:
         """Put `config` (the one the run started from) back through the realizer, and record it."""

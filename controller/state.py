@@ -3,7 +3,8 @@
 Files (JSON, so a person can read them), each with one writer:
 - written by the API (people): `policy.json`, `overrides.json` (active overrides with their expiry),
   `control.json` (paused or not); the daemon re-reads them at every decision (level-triggered);
-- written by the daemon: `incumbent.json`, `status.json` (a `Status`: mode, pipeline, incumbent, last
+- written by the daemon: `incumbent.json`, `budget.json` (what the config before tuning used: the CPU
+  budget's reference), `status.json` (a `Status`: mode, pipeline, incumbent, last
   decision, guardrail state, learner progress; rewritten every window), `observations.jsonl` (one line
   per measured window: config, offered load, the observation without its time series, its `Verdict`)
   and `decisions.jsonl` (one `Decision` a line: time, config diff, predicted vs observed with the window's
@@ -34,6 +35,7 @@ from typing import Iterator
 
 from pydantic import BaseModel, Field
 
+from models.budget import CpuReference
 from models.learning import HISTORY_BEST, HISTORY_RECENT, Context, kept_history, load_moved
 from models.observation import Observation
 from models.policy import Mode, Policy
@@ -213,6 +215,17 @@ class ClockOffsetReport(BaseModel):
     warning: str | None = Field(None, description="set above 50 ms: latencies from this node are corrected by it")
 
 
+class CpuBudgetReport(BaseModel):
+    """The CPU budget as the last window met it (`models.budget`): the limits at its load, what it used, and the
+    reference they follow."""
+
+    limits_cores: dict[str, float] = Field(description="budgeted part -> its CPU limit at the window's load, cores")
+    used_cores: dict[str, float] = Field(description="budgeted part -> the CPU it used in the window, cores")
+    reference_eps: float | None = Field(None, description="the load of the window the reference was measured in")
+    reference_cores: dict[str, float] = Field(default_factory=dict, description=(
+        "budgeted part -> the CPU the config before tuning used there, cores (empty: not measured yet)"))
+
+
 class TunedSpaceReport(BaseModel):
     """What the pool's learner searches and which agent applies each; what it holds at the running config's value
     and why (`controller.tuned_space`)."""
@@ -247,6 +260,8 @@ class Status(BaseModel):
     rollout: RolloutReport | None = Field(default=None, description="a pool of several nodes: its canary rollout")
     tuned_space: TunedSpaceReport | None = Field(default=None, description="what is tuned, by which agent, and what "
                                                                            "is held and why")
+    cpu_budget: CpuBudgetReport | None = Field(default=None, description="the CPU budget at the last window (null: "
+                                                                         "lifted)")
 
 
 @dataclass
@@ -367,6 +382,16 @@ class StateStore:
         report = IncumbentReport.model_validate(doc)
         return Incumbent(PIPELINE_SPACE.config(report.config), report.p95_s, report.offered_eps, report.cost,
                          tuple(report.other_loads))
+
+    def save_cpu_reference(self, reference: CpuReference) -> None:
+        self._write("budget.json", {"offered_eps": reference.offered_eps, "cores": dict(reference.cores)})
+
+    def load_cpu_reference(self) -> CpuReference | None:
+        path = self.dir / "budget.json"
+        if not path.exists():
+            return None
+        doc = json.loads(path.read_text())
+        return CpuReference(float(doc["offered_eps"]), {k: float(v) for k, v in doc["cores"].items()})
 
     def append_observation(self, config: Config, offered_eps: float, observation: Observation,
                            verdict: Verdict) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Mapping, Protocol
 
 import numpy as np
 
@@ -52,11 +52,15 @@ class Context:
     """What the pipeline faces in a window that the config does not decide.
 
     `incumbent`: the best config the daemon knows to be safe (None before one is known); a strategy that
-    searches around the best known config centres on it.
+    searches around the best known config centres on it. `restart_pause_s` prices a change that restarts a
+    component (`models.bayes.rules.restart_price_s`); `cpu_limits_cores` is the policy's CPU budget at the offered
+    load (`models.budget`), which a strategy that models cost proposes within.
     """
 
     offered_eps: float
     incumbent: Config | None = None
+    restart_pause_s: float | None = None  # how long the latest restart paused the input, measured; None: none yet
+    cpu_limits_cores: Mapping[str, float] = field(default_factory=dict)  # the CPU budget at this load, part -> cores
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from models.budget import CpuBudget
 from models.space import IN_ORDER, PIPELINE_SPACE, Config, ParamError, RuleError, SearchSpace, Value
 
 Mode = Literal["auto", "advise", "frozen"]
@@ -26,6 +27,10 @@ class Policy(BaseModel):
     tuned: list[str] | None = Field(None, description="parameters the learner may change (default: the pipeline's)")
     min_dwell_windows: int = Field(1, ge=1, description="windows a config is kept before the next change")
     max_restarts_per_hour: int | None = Field(None, ge=0, description="component restarts allowed per hour")
+    cpu_budget: CpuBudget | None = Field(default_factory=CpuBudget, description="CPU each component may use; "
+                                         "null lifts the budget")
+    change_horizon_s: float = Field(3600.0, gt=0.0, description="a change that restarts a component must repay, "
+                                    "within this time, the delay its pause puts on the events arriving in it")
 
     def check(self, space: SearchSpace = PIPELINE_SPACE) -> None:
         """Raise `ParamError` (naming the field and the allowed range) for anything the space forbids."""

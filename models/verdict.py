@@ -1,7 +1,8 @@
 """The verdict on one window: the one definition of feasibility every strategy and the daemon use.
 
 A window is feasible when its output kept up with its input, its backlog did not grow beyond what the
-policy tolerates, and its P95 stayed under the policy's ceiling. Both throughput rules allow for what
+policy tolerates, its P95 stayed under the policy's ceiling, and each budgeted component's CPU within its
+budget (`models.budget`: the daemon gives the limits at the window's load). Both throughput rules allow for what
 the window's config holds in its buffers (`buffered_events`): a pipeline that keeps up still holds a
 flush batch and the output's batches in flight when a window ends. The allowance comes from the config,
 not from the window's latency, which grows exactly when a config falls behind. The daemon judges each
@@ -13,6 +14,7 @@ figures are that queue's, and where the queue lasted, the daemon holds.
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Mapping
 
 import numpy as np
 
@@ -30,6 +32,12 @@ class BreachKind(StrEnum):
     BEHIND = "behind"  # output fell behind input
     BACKLOG = "backlog"  # backlog grew faster than tolerated
     CEILING = "ceiling"  # P95 above the policy's ceiling
+    BUDGET = "budget"  # a component's CPU above its budget
+
+    @property
+    def throughput(self) -> bool:
+        """Whether the rule is about keeping up with the load (the others price what keeping up cost)."""
+        return self in (BreachKind.BEHIND, BreachKind.BACKLOG)
 
 
 class Drain(StrEnum):
@@ -75,8 +83,14 @@ class Verdict(BaseModel):
 
     @property
     def behind(self) -> bool:
-        """Whether it broke a throughput rule (output behind input, a growing backlog), not only the P95 ceiling."""
-        return any(b.kind is not BreachKind.CEILING for b in self.breaches)
+        """Whether it broke a throughput rule (output behind input, a growing backlog), not only the P95 ceiling or
+        a CPU budget."""
+        return any(b.kind.throughput for b in self.breaches)
+
+    @property
+    def over_budget(self) -> bool:
+        """Whether a component's CPU went over its budget."""
+        return any(b.kind is BreachKind.BUDGET for b in self.breaches)
 
     @property
     def excess(self) -> float:
@@ -164,10 +178,11 @@ def output_margin(observation: Observation, policy: Policy, config: Config) -> f
 
 
 def judge(observation: Observation, policy: Policy, config: Config | None, previous: Observation | None = None,
-          settled_events: float | None = None) -> Verdict:
+          settled_events: float | None = None, cpu_limits_cores: Mapping[str, float] | None = None) -> Verdict:
     """The verdict on `observation`, made by `config` (None: unknown, so nothing is excused as buffered), under
     `policy`; `previous` (the window before) enables the backlog rule; `settled_events` is the backlog after the
-    last window that shipped only its own load (`drain`)."""
+    last window that shipped only its own load (`drain`); `cpu_limits_cores` the policy's CPU budget at the
+    window's load (`models.budget.cpu_limits_cores`), part -> cores."""
     found: list[Breach] = []
     min_ratio = policy.min_throughput_ratio
     duration_s = observation.duration_s
@@ -188,6 +203,11 @@ def judge(observation: Observation, policy: Policy, config: Config | None, previ
     if ceiling is not None and observation.p95_s > ceiling:
         found.append(Breach(kind=BreachKind.CEILING, figure=observation.p95_s, limit=ceiling, unit="s",
                             message=f"P95 {observation.p95_s:.3f}s > ceiling {ceiling:g}s"))
-    kept_up = not any(b.kind is not BreachKind.CEILING for b in found)
+    for part, limit in (cpu_limits_cores or {}).items():
+        used = observation.cpu_cores.get(part)
+        if used is not None and used > limit:
+            found.append(Breach(kind=BreachKind.BUDGET, figure=used, limit=limit, unit="cores",
+                                message=f"{part} used {used:.3f} cores > its budget {limit:.3f}"))
+    kept_up = not any(b.kind.throughput for b in found)
     shipped = drain(observation, policy, config, settled_events) if config is not None and kept_up else Drain.NONE
     return Verdict(breaches=tuple(found), drain=shipped)

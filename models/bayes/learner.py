@@ -7,7 +7,8 @@ It is Bayesian optimisation with Gaussian processes (scikit-learn), made safe an
   window that kept up added, `headroom`) over every tuned parameter. The offered load is an input of
   every model, a context the learner does not choose (contextual GP bandits, Krause & Ong 2011).
 - Safety (SafeOpt, Sui et al. 2015). A candidate is proposed only where the margin's lower confidence
-  bound clears the policy's floor (and, with a P95 ceiling, the P95's upper bound stays under it). The
+  bound clears the policy's floor, each budgeted part's CPU upper bound is within the policy's budget
+  (`costs`), and, with a P95 ceiling, the P95's upper bound stays under it. The
   margin's prior mean is 0 with a fixed spread, so far from every measured window nothing is known safe
   and the safe set grows outward from configs seen to keep up; the first config is the running one.
 - Trust region (TuRBO, Eriksson et al. 2019). Candidates are drawn in a box around the daemon's
@@ -15,7 +16,8 @@ It is Bayesian optimisation with Gaussian processes (scikit-learn), made safe an
   failures, an infeasible window counting as several.
 - Acquisition (GP-UCB, Srinivas et al. 2010). A candidate's gain is the incumbent's predicted P95 minus
   the candidate's optimistic P95 (each stage's exp(μ − κσ), summed), or its expected P95 (κ = 0) in the
-  phases where only expectations count; a change that restarts a component must promise more.
+  phases where only expectations count; a change that restarts a component must also repay its pause's delay
+  on the events within the policy's horizon (`rules.restart_price_s`).
 - Converge and stay. A change is proposed only when its gain beats a threshold: `confidence_z` × the
   noise of a window and `min_gain` of the P95 (`noise`). When nothing safe, in the trust region or beyond
   it, beats it, the learner holds the incumbent (`Phase.CONVERGED`) until the load moves, a guardrail
@@ -37,6 +39,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from models.bayes import rules
+from models.bayes.costs import CostModels
 from models.bayes.history import History
 from models.bayes.inputs import context_feature, features
 from models.bayes.noise import Threshold, alike_repeats, pooled_noise_s, threshold
@@ -61,7 +64,8 @@ MapFn = Callable[[Callable, Iterable], Iterable]
 class _Look:
     """What one window's decision starts from: the incumbent and its coordinates, the trust region's scored
     candidates, the incumbent's predicted and measured P95, a window's noise there and the repeated windows it
-    rests on, whether the incumbent is far from capacity, and the gain a change must promise."""
+    rests on, whether the incumbent is far from capacity, the gain a change must promise, and what a change that
+    restarts a component must promise on top (`rules.restart_price_s`)."""
 
     incumbent: Config
     context: Context
@@ -73,15 +77,18 @@ class _Look:
     dof: int
     far_from_capacity: bool
     limit: Threshold
+    price_s: float
 
 
 @dataclass(frozen=True)
 class _Ranking:
-    """A pool's candidates scored by the gain that counts (expected or optimistic)."""
+    """A pool's candidates scored by the gain that counts (expected or optimistic), net of a restart's price, and
+    which of them restart a component."""
 
     pool: Pool
     gains_s: np.ndarray
     expected: bool
+    restarts: np.ndarray
 
     @property
     def kind(self) -> str:
@@ -122,6 +129,7 @@ class SafeBayesLearner:
         self._told = 0
         self._screened: dict[Config, float] = {}  # the twin ratios of the last screen's configs
         self._behind: tuple[Config, float] | None = None  # the config and load of the last window, if it fell behind
+        self._over_budget: tuple[Config, float] | None = None  # ... if it went over the CPU budget
 
     @property
     def policy(self) -> Policy:
@@ -139,6 +147,7 @@ class SafeBayesLearner:
     def _new_models(self) -> None:
         self.stages = StageModels(self.cube, self.stage_params, self.settings, self.seed)
         self._margin_gp = margin_model(self.cube.dims + 1, self.settings, self.seed)
+        self.costs = CostModels(self.cube.dims + 1, self.settings, self.seed)
 
     def _features(self, config: Config, context: Context) -> np.ndarray:
         return features(self.cube, config, context, self.settings)
@@ -165,6 +174,7 @@ class SafeBayesLearner:
             return
         self.search.windows += 1
         self._behind = (config, context.offered_eps) if verdict.behind else None
+        self._over_budget = (config, context.offered_eps) if verdict.over_budget else None
         stage_log_p95 = self.stages.told(observation, self._resolution_s)
         self.history.add(config, context, self._features(config, context), stage_log_p95,
                          self._told_margin(config, observation, verdict), observation, verdict.ok,
@@ -181,7 +191,7 @@ class SafeBayesLearner:
         the window broke a throughput rule by, where it broke one (a window can breach the backlog rule with a
         ratio above 1: its output drained the queue it had let grow, or a micro-batch fell due)."""
         margin = max(output_margin(observation, self.policy, config), -1.0)
-        behind = sum(b.excess for b in verdict.breaches if b.kind is not BreachKind.CEILING)
+        behind = sum(b.excess for b in verdict.breaches if b.kind.throughput)
         if behind > 0:
             margin = min(margin, self.margin_floor * (1.0 + behind))
         return margin
@@ -213,6 +223,7 @@ class SafeBayesLearner:
         optimize = self._told <= every or self._told % every == 0
         self.stages.fit(h, x, self.start, self._resolution_s, optimize)
         self._margin_gp.fit(x, spare_margins(h.cpu_share, h.margin, self.margin_floor), optimize)
+        self.costs.fit(h, x, optimize)
 
     # --- suggesting ------------------------------------------------------------------------------------------
 
@@ -230,8 +241,10 @@ class SafeBayesLearner:
         """One window's decision: the rules of `rules`, in order (docs/learner.md, "Phases")."""
         # the trust region follows the daemon's incumbent (the start until it has one), under today's policy
         incumbent = self.policy.enforce(context.incumbent if context.incumbent is not None else self.start)
-        if rules.overloaded(self._behind, incumbent, context.offered_eps):
+        if rules.incumbent_breached(self._behind, incumbent, context.offered_eps):
             return self._toward_capacity(incumbent, context)
+        if rules.incumbent_breached(self._over_budget, incumbent, context.offered_eps):
+            return self._within_budget(incumbent, context)
         if self.search.phase is Phase.CONVERGED:
             reopening = rules.reopening(self.search.converged, incumbent, context.offered_eps)
             if reopening is None:
@@ -254,12 +267,13 @@ class SafeBayesLearner:
         the floor here (one window behind it, a burst the buffers could not hold, is not overload). Capacity first,
         as DS2 and the Flink autoscaler scale before they tune: of the configs measured, the one the margin model
         expects to carry this load best, where it beats the incumbent's expected margin by `confidence_z` ×
-        `margin_noise_min` (`rules.most_capable`); else hold. Only measured configs: the margin's prior mean is 0,
+        `margin_noise_min` (`rules.most_capable`) and its CPU is within budget (`costs`); else hold. Only measured configs: the margin's prior mean is 0,
         which beats any failing config's, so an unmeasured one would be chosen for knowing nothing of it."""
         s = self.settings
         measured = list(dict.fromkeys(c for c in self.history.configs if c != incumbent))
         x = np.array([self._features(c, context) for c in [incumbent, *measured]])
         margins, _ = self._margin_gp.predict(x)
+        margins[1:] = np.where(self.costs.within(x[1:], context.cpu_limits_cores), margins[1:], -np.inf)
         behind = f"the incumbent fell behind at {context.offered_eps:.0f} ev/s"
         if margins[0] >= self.margin_floor:
             return self._keep(incumbent, self.history.p95_s[-1], f"{behind}, but the margin model expects it to keep "
@@ -274,6 +288,21 @@ class SafeBayesLearner:
                                          f"against the incumbent's {margins[0]:+.3f})",
                           {"margin": float(margins[best + 1]), "incumbent_margin": float(margins[0])})
 
+    def _within_budget(self, incumbent: Config, context: Context) -> Suggestion:
+        """The incumbent itself went over the CPU budget at this load (a config that spends more per event as the
+        load grows): the fastest candidate of the trust region expected within it and safe, whatever it gives up
+        in P95; with none, the config the run started on, whose CPU the budget follows."""
+        look = self._look(incumbent, context)
+        why = f"over budget: the incumbent went over its CPU budget at {context.offered_eps:.0f} ev/s"
+        if not np.any(look.pool.safe):
+            self._current = self.start
+            return Suggestion(self.start, f"{why}, and no candidate is expected within it: back to the config the "
+                                          "run started on, which the budget follows")
+        ranking = self._rank(look.pool, look, expected=True)
+        return self._propose(look, ranking, np.argsort(-ranking.gains_s)[:1],
+                             f"{why}: the fastest config expected within it and safe (predicted gain "
+                             "{gain_ms:.1f} ms)")
+
     def _look(self, incumbent: Config, context: Context) -> _Look:
         """Score the trust region around `incumbent` and measure the incumbent: its predicted P95, its measured one,
         the noise of a window there, how far it is from capacity and the gain a change must promise."""
@@ -286,8 +315,9 @@ class SafeBayesLearner:
         noise_s, dof = self._window_noise(context, measured_s, inc_features)
         self._noise_s = noise_s
         far_from_capacity = float(self._margin_gp.predict(inc_features)[0][0]) >= s.far_spare
+        pause_s = context.restart_pause_s if context.restart_pause_s is not None else s.restart_pause_prior_s
         return _Look(incumbent, context, center, pool, p95_s, measured_s, noise_s, dof, far_from_capacity,
-                     threshold(measured_s, noise_s, s))
+                     threshold(measured_s, noise_s, s), rules.restart_price_s(pause_s, self.policy.change_horizon_s))
 
     def _narrow(self, look: _Look) -> Suggestion:
         """No candidate is predicted safe: halve the trust region and hold."""
@@ -298,9 +328,10 @@ class SafeBayesLearner:
         """The trust region's candidates by the gain that counts now (`rules.expects_only`), far from capacity only
         where no loss is expected (`rules.no_loss`)."""
         expected = rules.expects_only(self.search, look.far_from_capacity, self.settings)
-        gains_s = rules.no_loss(self._gains(look.pool, look.p95_s, expected), look.pool, look.p95_s,
-                                look.far_from_capacity, expected, self.search.windows, self.settings)
-        return _Ranking(look.pool, gains_s, expected)
+        ranking = self._rank(look.pool, look, expected)
+        gains_s = rules.no_loss(ranking.gains_s, look.pool, look.p95_s, look.far_from_capacity, expected,
+                                self.search.windows, self.settings)
+        return replace(ranking, gains_s=gains_s)
 
     def _propose_in_region(self, look: _Look, ranking: _Ranking) -> Suggestion:
         """Something in the trust region beats the threshold: propose the best of those the twin lets through."""
@@ -330,7 +361,7 @@ class SafeBayesLearner:
         threshold, widen the trust region again and propose it; if nothing does, converge and hold."""
         wide = self._pool(look.center, look.context, self.settings.length_max, look.incumbent)
         expected = rules.beyond_expects_only(self.search, look.far_from_capacity)
-        beyond = _Ranking(wide, self._gains(wide, look.p95_s, expected), expected)
+        beyond = self._rank(wide, look, expected)
         if beyond.best_s <= look.limit.gain_s:
             held = Converged(look.incumbent, look.context.offered_eps, look.measured_s, look.noise_s,
                              max(ranking.best_s, beyond.best_s, 0.0), look.limit)
@@ -351,9 +382,11 @@ class SafeBayesLearner:
             return self._hold(look, f"the twin expects none of the {top} best candidates to keep up")
         lcb = pool.m_mean[i] - self.settings.beta * pool.m_std[i]
         self._current = self.cube.decode(pool.cand[i], base=look.incumbent)
+        said = look.price_s >= 5e-5  # a price that rounds to 0.0 ms is not worth a word
+        priced = f", net of a restart's {look.price_s * 1e3:.1f} ms" if ranking.restarts[i] and said else ""
         return Suggestion(self._current,
-                          f"{why.format(gain_ms=ranking.gains_s[i] * 1e3)}: predicted P95 {pool.mean[i]:.3f}s vs "
-                          f"incumbent {look.p95_s:.3f}s, margin LCB {lcb:+.3f}, trust region "
+                          f"{why.format(gain_ms=ranking.gains_s[i] * 1e3)}{priced}: predicted P95 "
+                          f"{pool.mean[i]:.3f}s vs incumbent {look.p95_s:.3f}s, margin LCB {lcb:+.3f}, trust region "
                           f"{self.search.region.length:.2f}, {int(pool.safe.sum())}/{len(pool.safe)} safe",
                           {"p95_s": float(pool.mean[i]), "p95_lower_s": float(pool.optimistic[i]),
                            "margin": float(pool.m_mean[i]), "margin_lcb": float(lcb), "noise_s": look.noise_s,
@@ -376,7 +409,8 @@ class SafeBayesLearner:
     def _pool(self, center: np.ndarray, context: Context, length: float, base: Config) -> Pool:
         """Candidates in a box of side `length` around `center` (TuRBO's, then stage by stage), scored; untuned
         values from `base`. Safe: the margin's lower bound clears the floor (SafeOpt), the recent peak load is carried
-        (`_carry_peak`), and under a P95 ceiling the P95's upper bound stays below it."""
+        (`_carry_peak`), each budgeted part's CPU is within its budget with confidence (`costs`), and under a P95
+        ceiling the P95's upper bound stays below it."""
         s = self.settings
         feature = context_feature(context.offered_eps, s)
         cand = np.vstack([candidates(center, length, self.rng, s),
@@ -387,6 +421,7 @@ class SafeBayesLearner:
         scored = list(self.parallel_map(partial(self._score_chunk, base=base), chunks))
         mean, optimistic, m_mean, m_std = (np.concatenate([part[k] for part in scored]) for k in range(4))
         safe = (m_mean - s.beta * m_std >= self.margin_floor) & self._carry_peak(center, cand, context)
+        safe &= self.costs.within(inputs, context.cpu_limits_cores)
         if self.policy.p95_ceiling_s is not None:
             safe &= self.stages.predict_p95(inputs, [-s.beta], base, self._resolution_s)[0] <= self.policy.p95_ceiling_s
         return Pool(cand, mean, optimistic, m_mean, m_std, safe)
@@ -407,10 +442,11 @@ class SafeBayesLearner:
         m_mean, m_std = self._margin_gp.predict(inputs)
         return mean, optimistic, m_mean, m_std
 
-    def _gains(self, pool: Pool, incumbent_p95_s: float, expected: bool) -> np.ndarray:
+    def _rank(self, pool: Pool, look: _Look, expected: bool) -> _Ranking:
+        """`pool` ranked by the gain that counts, expected or optimistic, net of a restart's price."""
         restarts = rules.restarting(pool.cand, self.cube.encode(self._current), self.cube.restart_mask(),
                                     self.settings)
-        return rules.gains(pool, incumbent_p95_s, expected, restarts, self.settings)
+        return _Ranking(pool, rules.gains(pool, look.p95_s, expected, restarts, look.price_s), expected, restarts)
 
     def _incumbent_p95s(self, incumbent: Config, context: Context) -> list[float]:
         """The P95 of the incumbent's feasible windows at about this load."""

@@ -1,8 +1,8 @@
 """The rules one window's decision is made of, each a small pure function over the scored candidates.
 
 `SafeBayesLearner._search` applies them in order: while the incumbent itself falls behind, move toward
-capacity (`overloaded`, `most_capable`); hold while converged, unless something re-opens the search
-(`reopening`); keep only candidates that carry the recent peak load (`carries_peak`); pick which gain counts
+capacity (`incumbent_breached`, `most_capable`), or, over the CPU budget, back within it; hold while
+converged, unless something re-opens the search (`reopening`); keep only candidates that carry the recent peak load (`carries_peak`); pick which gain counts
 (`expects_only`) and score it (`gains`), far from capacity only where no loss is expected (`no_loss`); if
 nothing beats the threshold, first know the noise (`noise_unknown`), then grow the safe set while the search
 is young (`young`, `expanders`), else look beyond the trust region (`beyond_expects_only`) and widen or
@@ -48,10 +48,11 @@ def reopening(held: Converged, incumbent: Config, offered_eps: float) -> Reopeni
     return None
 
 
-def overloaded(behind: tuple[Config, float] | None, incumbent: Config, offered_eps: float) -> bool:
-    """Whether the incumbent itself fell behind in the last window (`behind`: its config and load), at about this
-    load: the search then goes toward capacity before latency."""
-    return behind is not None and behind[0] == incumbent and not load_moved(behind[1], offered_eps)
+def incumbent_breached(breached: tuple[Config, float] | None, incumbent: Config, offered_eps: float) -> bool:
+    """Whether the incumbent itself broke a rule in the last window (`breached`: the config and load of a window that
+    fell behind, or went over the CPU budget), at about this load: the search then goes toward capacity, or back
+    within budget, before latency."""
+    return breached is not None and breached[0] == incumbent and not load_moved(breached[1], offered_eps)
 
 
 def most_capable(margins: np.ndarray, incumbent_margin: float, min_gain: float) -> int | None:
@@ -81,12 +82,21 @@ def expects_only(search: SearchState, far_from_capacity: bool, s: LearnerSetting
             or (far_from_capacity and search.windows >= s.min_search))
 
 
-def gains(pool: Pool, incumbent_p95_s: float, expected: bool, restarts: np.ndarray, s: LearnerSettings) -> np.ndarray:
+def restart_price_s(pause_s: float, horizon_s: float) -> float:
+    """The P95 gain (s) a change that restarts a component must promise beyond any other's: the delay its pause
+    puts on the events, repaid within `horizon_s`. A pause of p s holds every event arriving in it p/2 s on
+    average, p²/2 event-seconds per event/s of load; a gain of g s an event repays that in p²/2g seconds at any
+    load, so within the horizon when g ≥ p² / (2 · horizon). (The risk that it only seems to gain is the noise
+    threshold's to price.)"""
+    return pause_s ** 2 / (2 * horizon_s)
+
+
+def gains(pool: Pool, incumbent_p95_s: float, expected: bool, restarts: np.ndarray, price_s: float) -> np.ndarray:
     """Each candidate's gain over the incumbent's predicted P95, expected or optimistic (the P95's lower bound,
-    GP-UCB's optimism); a candidate that restarts a component (`restarts`) must promise more: its gain is
-    × `restart_discount`. -inf where not safe (SafeOpt: only the safe set is proposed)."""
+    GP-UCB's optimism), less `price_s` where it restarts a component (`restarts`, `restart_price_s`). -inf where
+    not safe (SafeOpt: only the safe set is proposed)."""
     gain = incumbent_p95_s - (pool.mean if expected else pool.optimistic)
-    gain = np.where(restarts, gain * s.restart_discount, gain)
+    gain = np.where(restarts, gain - price_s, gain)
     return np.where(pool.safe, gain, -np.inf)
 
 

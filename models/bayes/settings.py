@@ -22,7 +22,7 @@ class LearnerSettings:
     beta: float = 2.0  # SafeOpt's β: safe where the margin's mean − β·std clears the floor (first cut; SafeOpt: 3)
     kappa: float = 1.0  # GP-UCB's weight: a stage's optimistic P95 is exp(μ − κσ) (first cut)
     margin_prior_std: float = 0.08  # the margin model's prior spread: unmeasured configs are not known safe (first cut)
-    restart_discount: float = 0.8  # a change that restarts a component must promise 1/0.8 the gain (first cut)
+    restart_pause_prior_s: float = 3.0  # a restart's pause before one is measured: the calibrations' Filebeat
     far_spare: float = SPARE_MAX / 2  # an incumbent expected to leave this CPU share spare is far from it [94d977c]
 
     # Trust region and candidates (TuRBO; Add-GP-UCB's stage moves)
@@ -44,6 +44,8 @@ class LearnerSettings:
     matern_nu: float = 2.5  # Matérn 5/2 with one length scale per input: TuRBO's and the usual BO kernel
     length_scale_init: float = 0.3  # every model's starting length scale, unit cube (first cut)
     margin_length_bounds: tuple[float, float] = (0.05, 2.0)  # capped: flat runs vouch for no far config (first cut)
+    cost_prior_std: float = 0.3  # a CPU model's prior spread, log cores: an unmeasured config may cost ±35 % (first cut)
+    cost_noise_var: float = 1e-2  # a CPU model's log noise variance, to start with: 10 % (first cut)
     margin_noise_min: float = 0.003  # a window's output ratio is never known closer: events in flight [a0dce0c]
     margin_noise_divisors: tuple[float, float] = (10.0, 3.0)  # noise std starts at prior/10, under prior/3 (first cut)
     latency_signal_var: float = 1.0  # a stage model's prior variance of log P95, to start with (first cut)

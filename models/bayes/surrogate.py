@@ -72,6 +72,16 @@ def margin_model(dims: int, settings: LearnerSettings, seed: int) -> Surrogate:
     return Surrogate(signal + noise, centred=True, settings=s, seed=seed)
 
 
+def cost_model(dims: int, settings: LearnerSettings, seed: int) -> Surrogate:
+    """A part's log-CPU GP (`costs`): around the mean of what was seen, with a fixed prior spread `cost_prior_std`,
+    so that unmeasured configs are not known to be within budget; its length scales and noise learnt."""
+    s = settings
+    signal = ConstantKernel(s.cost_prior_std**2, "fixed") * Matern(np.full(dims, s.length_scale_init),
+                                                                   s.latency_length_bounds, nu=s.matern_nu)
+    return Surrogate(signal + WhiteKernel(s.cost_noise_var, s.latency_noise_var_bounds), centred=False,
+                     settings=s, seed=seed)
+
+
 def latency_model(dims: int, settings: LearnerSettings, seed: int) -> Surrogate:
     """A stage's log-P95 GP, around the mean of what was seen, its signal variance and noise learnt."""
     s = settings

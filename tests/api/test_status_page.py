@@ -16,8 +16,8 @@ from fastapi.responses import HTMLResponse
 
 from api.app import create_app
 from api.server import serve_in_thread
-from controller.state import (Action, Decision, NodeRolloutReport, RolloutReport, StateStore, Status, TunedSpaceReport,
-                              plan_pool_dirs, save_pool_dirs)
+from controller.state import (Action, CpuBudgetReport, Decision, NodeRolloutReport, RolloutReport, StateStore, Status,
+                              TunedSpaceReport, plan_pool_dirs, save_pool_dirs)
 from testbed.install import PrerequisiteError
 from tests.api.browser import install_chromium, run_chromium
 from tests.api.conftest import AUTH, TOKEN
@@ -209,18 +209,20 @@ def test_status_page_shows_the_rollout_in_progress_of_the_pool_shown(chromium: P
     assert "data-node=" not in core
 
 
-def test_status_page_shows_what_is_tuned_by_which_agent_and_what_is_held(chromium: Path, pools_api, tmp_path: Path
-                                                                        ) -> None:
+def test_status_page_shows_what_is_tuned_by_which_agent_what_is_held_and_the_cpu_budget(
+        chromium: Path, pools_api, tmp_path: Path) -> None:
     url, stores, _ = pools_api
     space = TunedSpaceReport(tuned={"filebeat.backoff": ["node-3/filebeat"]},
                              held={"kafka.consumer.fetch.max.wait.ms": "no agent of pool core manages it"},
                              managed=["filebeat.backoff"])
     config = {"filebeat.backoff": 0.05, "kafka.consumer.fetch.max.wait.ms": 250}
+    budget = CpuBudgetReport(limits_cores={"filebeat": 0.1}, used_cores={"filebeat": 0.09})
     stores["core"].save_status(Status(pipeline="core", mode="auto", paused=False, tuned_space=space,
-                                      current_config=config))
+                                      current_config=config, cpu_budget=budget))
     dom = run_chromium(chromium, url + "#pool=core", tmp_path / "profile-space", "--dump-dom")
     assert 'data-loaded="1"' in dom, "the page's script did not render the API's data"
     rows = re.findall(r'<tr class="(tuned|held)" data-param="([^"]+)"><td>[^<]*</td><td>([^<]*)</td>'
                       r'<td>([^<]*)</td>', dom)
     assert rows == [("tuned", "filebeat.backoff", "0.05", "tuned by node-3/filebeat"),
                     ("held", "kafka.consumer.fetch.max.wait.ms", "250", "held: no agent of pool core manages it")]
+    assert '<div id="budget">filebeat 0.090 of 0.100 cores</div>' in dom

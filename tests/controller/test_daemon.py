@@ -13,6 +13,7 @@ from controller.pipelines import ApplyReport, PipelineUnavailable, TwinPipeline
 from controller.state import Incumbent, LoadFigure, StateStore
 from models.clock_offset import ClockOffset
 from models.disturbance import BrokerWindow, Disturbance, disturbance
+from models.budget import CpuBudget
 from models.learning import Suggestion, TunedCube, tuned_names
 from models.observation import Observation
 from models.policy import Policy
@@ -199,6 +200,22 @@ def test_an_incumbent_that_falls_behind_asks_the_learner_for_capacity_and_a_conf
     decision = daemon.step()  # the capable config keeps up where the incumbent fell behind: better, whatever its P95
     assert not decision.guardrail and daemon.incumbent.config == capable and decision.action != "remeasure"
     assert StateStore(tmp_path).load_incumbent() == daemon.incumbent
+
+
+def test_the_cpu_budget_follows_the_start_and_an_incumbent_over_it_asks_the_learner_for_a_cheaper_config(tmp_path):
+    cheaper = PIPELINE_SPACE.config({"logstash.pipeline.batch.size": 500})
+    learner = Scripted(cheaper)
+    policy = Policy(cpu_budget=CpuBudget(cores={"logstash": 0.1}))  # below what the defaults use at this load
+    daemon, pipeline = _daemon(learner, policy, store=StateStore(tmp_path))
+    decision = daemon.step()
+    assert decision.action == "explore" and pipeline.current() == cheaper
+    assert any(m.startswith("logstash used") and "budget 0.100" in m for m in decision.guardrail)
+    reference = StateStore(tmp_path).load_cpu_reference()  # the first window of the start, kept for a restart
+    assert reference.offered_eps == pytest.approx(RATE, rel=0.1) and set(reference.cores) == {"filebeat", "logstash"}
+    budget = daemon.status(decision).cpu_budget
+    assert budget.limits_cores["logstash"] == 0.1 and budget.used_cores["logstash"] > 0.1
+    assert budget.limits_cores["filebeat"] == pytest.approx(  # the default's rule for a part without a cap
+        reference.cores["filebeat"] / reference.offered_eps * decision.observed["offered_eps"] * 1.25 + 0.05)
 
 
 def test_state_survives_a_restart_of_the_daemon(tmp_path):

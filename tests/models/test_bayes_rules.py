@@ -52,13 +52,23 @@ def test_only_the_expected_gain_counts_once_the_region_collapsed_on_known_ground
     assert rules.expects_only(_search(phase, windows, cause), far, S) is expected
 
 
-def test_a_gain_is_over_the_incumbents_p95_discounted_for_a_restart_and_none_where_unsafe():
+def test_a_gain_is_over_the_incumbents_p95_less_a_restarts_price_and_none_where_unsafe():
     pool = _pool(mean=[0.8, 0.8, 0.5], optimistic=[0.6, 0.6, 0.4], safe=[True, True, False])
     restarts = np.array([False, True, False])
-    np.testing.assert_allclose(rules.gains(pool, 1.0, True, restarts, S)[:2], [0.2, 0.2 * S.restart_discount])
-    optimistic = rules.gains(pool, 1.0, False, restarts, S)
-    np.testing.assert_allclose(optimistic[:2], [0.4, 0.4 * S.restart_discount])
+    np.testing.assert_allclose(rules.gains(pool, 1.0, True, restarts, 0.05)[:2], [0.2, 0.15])
+    optimistic = rules.gains(pool, 1.0, False, restarts, 0.05)
+    np.testing.assert_allclose(optimistic[:2], [0.4, 0.35])
     assert optimistic[2] == -np.inf
+
+
+@pytest.mark.parametrize("pause_s, horizon_s, rate_eps", [(3.0, 3600.0, 200.0), (1.0, 600.0, 5000.0)])
+def test_a_restarts_price_is_the_gain_that_repays_its_pauses_delay_within_the_horizon_at_any_load(
+        pause_s, horizon_s, rate_eps):
+    price_s = rules.restart_price_s(pause_s, horizon_s)
+    # the delay it puts on the events, in event-seconds: those arriving in the pause wait half of it on average
+    delay_event_s = rate_eps * pause_s * pause_s / 2
+    assert price_s * rate_eps * horizon_s == pytest.approx(delay_event_s)  # the gain at the price just repays it
+    assert rules.restart_price_s(pause_s, 2 * horizon_s) == pytest.approx(price_s / 2)  # a longer horizon: less
 
 
 def test_a_candidate_restarts_a_component_only_where_it_moves_a_restart_dimension():
@@ -127,11 +137,11 @@ def test_the_screen_lets_through_the_best_candidate_the_twin_expects_to_keep_up_
     assert rules.screen_pick([7, 3], [0.79, 0.795], 0.80, [], [0.795], floor) is None
 
 
-def test_overloaded_only_when_the_incumbent_itself_fell_behind_at_about_this_load():
-    assert rules.overloaded((A, 1000.0), A, 1100.0)
-    assert not rules.overloaded((B, 1000.0), A, 1000.0)  # a candidate fell behind: the rollback's business
-    assert not rules.overloaded((A, 1000.0), A, 2000.0)  # the load moved on
-    assert not rules.overloaded(None, A, 1000.0)
+def test_the_incumbent_breached_only_when_it_broke_a_rule_itself_at_about_this_load():
+    assert rules.incumbent_breached((A, 1000.0), A, 1100.0)
+    assert not rules.incumbent_breached((B, 1000.0), A, 1000.0)  # a candidate fell behind: the rollback's business
+    assert not rules.incumbent_breached((A, 1000.0), A, 2000.0)  # the load moved on
+    assert not rules.incumbent_breached(None, A, 1000.0)
 
 
 def test_the_most_capable_config_must_beat_the_incumbents_margin_by_the_gain():

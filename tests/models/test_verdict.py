@@ -1,6 +1,7 @@
 """The one verdict on a window: what counts as keeping up, and every strategy judging by it alone."""
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -235,3 +236,13 @@ def test_a_strategy_told_a_feasible_verdict_takes_the_window():
     bayes.suggest(Context(window.offered_eps))
     bayes.tell(tried, Context(window.offered_eps), window, verdict)
     assert bayes.search.region.length == bayes.settings.length_init
+
+
+def test_a_component_over_its_cpu_budget_breaks_the_budget_rule_and_is_not_behind():
+    window = replace(_window(1000.0), cpu_cores={"filebeat": 0.2, "logstash": 0.1})
+    verdict = judge(window, Policy(), _config(), cpu_limits_cores={"filebeat": 0.15, "logstash": 0.3})
+    (breach,) = verdict.breaches
+    assert breach.kind is BreachKind.BUDGET and (breach.figure, breach.limit, breach.unit) == (0.2, 0.15, "cores")
+    assert "filebeat" in breach.message and verdict.over_budget and not verdict.behind
+    assert judge(window, Policy(), _config(), cpu_limits_cores={"filebeat": 0.25}).ok  # within its limit
+    assert judge(window, Policy(), _config()).ok  # no limits given: nothing budgeted

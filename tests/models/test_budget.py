@@ -1,0 +1,47 @@
+"""The CPU budget: limits that follow the config before tuning, per event, with the policy's allowances."""
+
+import pytest
+from pydantic import ValidationError
+
+from models.budget import CpuBudget, CpuReference, cpu_limits_cores
+from models.observation import Observation
+from models.policy import Policy
+
+REFERENCE = CpuReference(offered_eps=300.0, cores={"filebeat": 0.06, "logstash": 0.3})
+
+
+def test_a_component_may_use_the_starting_configs_cpu_per_event_a_share_more_and_some_cores_besides():
+    limits = cpu_limits_cores(CpuBudget(), REFERENCE, 300.0)
+    assert limits == pytest.approx({"filebeat": 0.06 * 1.25 + 0.05, "logstash": 0.3 * 1.25 + 0.05})
+
+
+def test_the_per_event_part_follows_the_load_and_the_extra_cores_do_not():
+    busy, quiet = (cpu_limits_cores(CpuBudget(), REFERENCE, eps)["filebeat"] for eps in (600.0, 30.0))
+    assert busy == pytest.approx(0.12 * 1.25 + 0.05)  # a busier hour is not a breach
+    assert quiet == pytest.approx(0.006 * 1.25 + 0.05)  # a scan's cost is not one either
+
+
+def test_a_cap_binds_where_it_is_below_the_relative_limit_and_holds_before_any_reference():
+    budget = CpuBudget(cores={"filebeat": 0.1})
+    assert cpu_limits_cores(budget, REFERENCE, 600.0)["filebeat"] == 0.1
+    assert cpu_limits_cores(budget, None, 600.0) == {"filebeat": 0.1}
+
+
+def test_a_lifted_budget_limits_nothing():
+    assert cpu_limits_cores(None, REFERENCE, 300.0) == {}
+    assert Policy(cpu_budget=None).cpu_budget is None and Policy().cpu_budget == CpuBudget()  # on by default
+
+
+def test_the_reference_is_the_budgeted_parts_of_a_window_with_load():
+    window = Observation(30.0, 300.0, 300.0, 0.1, 0.2, 0.3, 0.1, cpu_cores={"filebeat": 0.05, "broker-1": 0.4})
+    assert CpuReference.of(window) == CpuReference(300.0, {"filebeat": 0.05})
+    assert CpuReference.of(Observation(30.0, 0.0, 0.0, 0, 0, 0, 0, cpu_cores={"filebeat": 0.01})) is None
+
+
+@pytest.mark.parametrize("budget, field", [({"cores": {"kafka": 1.0}}, "cpu_budget.cores"),
+                                           ({"cores": {"filebeat": 0}}, "cpu_budget.cores.filebeat"),
+                                           ({"extra_cores": -0.1}, "cpu_budget.extra_cores")])
+def test_a_budget_out_of_range_is_refused_naming_the_field(budget, field):
+    with pytest.raises(ValidationError) as err:
+        Policy(cpu_budget=budget)
+    assert field in str(err.value)
