@@ -136,6 +136,11 @@ def _restarts(old: Config, new: Config) -> bool:
     return ChangeCost.dearest(PIPELINE_SPACE[name].cost for name in old.diff(new)) is ChangeCost.RESTART
 
 
+def _restarted(old: Config, new: Config) -> set[str]:
+    """The components going from `old` to `new` restarts."""
+    return {PIPELINE_SPACE[n].component for n in old.diff(new) if PIPELINE_SPACE[n].cost is ChangeCost.RESTART}
+
+
 def _change(old: Config, new: Config) -> dict[str, list[Value]]:
     return {k: [a, b] for k, (a, b) in old.diff(new).items()}
 
@@ -167,7 +172,7 @@ class Daemon:
         self.told = 0  # observations the learner holds, resumed ones included
         self._dwell = 0
         self._restart_times: deque[float] = deque()  # within the last RESTART_BUDGET_S only
-        self._restart_pause_s: float | None = None  # what the latest restart paused the pipeline for: its price
+        self._restart_pauses_s: dict[str, float] = {}  # component -> what its latest restart paused the pipeline for
         # what the config before tuning used, which the CPU budget follows (`models.budget`); kept across restarts
         self.cpu_reference: CpuReference | None = store.load_cpu_reference() if store else None
         self._started_on: Config | None = None  # the config of the first window judged
@@ -386,7 +391,8 @@ class Daemon:
         """The config to run next, and why; writes nothing (what it vetoes, `_record` writes down)."""
         inc, config = self.incumbent, collected.config
         offered_eps = collected.observation.offered_eps
-        context = Context(offered_eps, inc.config if inc else None, self._restart_pause_s, self._cpu_limits(offered_eps))
+        context = Context(offered_eps, inc.config if inc else None, dict(self._restart_pauses_s),
+                          self._cpu_limits(offered_eps))
         override = self._active_override()
         person_hold = Action.PAUSED if self.paused else Action.FROZEN if self.policy.mode == "frozen" else None
         if not verdict.ok:
@@ -501,7 +507,8 @@ class Daemon:
             while self._restart_times and self.t_s - self._restart_times[0] >= RESTART_BUDGET_S:
                 self._restart_times.popleft()  # what is older than the budget's hour no longer counts
             self._restart_times.append(self.t_s)
-            self._restart_pause_s = outcome.pause_s or self._restart_pause_s
+            if outcome.pause_s > 0:  # components restarted together are each charged the whole pause: an upper bound
+                self._restart_pauses_s |= dict.fromkeys(_restarted(config, target), outcome.pause_s)
             self.metrics.restarts.inc()
         # Let it settle: a window spent restarting, refilling or draining a rollback's backlog is not
         # a fair measurement of the new config (and when stopping, no window follows to measure).

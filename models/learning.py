@@ -52,15 +52,16 @@ class Context:
     """What the pipeline faces in a window that the config does not decide.
 
     `incumbent`: the best config the daemon knows to be safe (None before one is known); a strategy that
-    searches around the best known config centres on it. `restart_pause_s` prices a change that restarts a
+    searches around the best known config centres on it. `restart_pauses_s` price a change that restarts a
     component (`models.bayes.rules.restart_price_s`); `cpu_limits_cores` is the policy's CPU budget at the offered
     load (`models.budget`), which a strategy that models cost proposes within.
     """
 
     offered_eps: float
     incumbent: Config | None = None
-    restart_pause_s: float | None = None  # how long the latest restart paused the input, measured; None: none yet
-    cpu_limits_cores: Mapping[str, float] = field(default_factory=dict)  # the CPU budget at this load, part -> cores
+    # component -> how long its latest restart paused the pipeline, as measured (none yet: not there)
+    restart_pauses_s: Mapping[str, float] = field(default_factory=dict, hash=False)
+    cpu_limits_cores: Mapping[str, float] = field(default_factory=dict, hash=False)  # the CPU budget here, part -> cores
 
 
 @dataclass(frozen=True)
@@ -198,9 +199,10 @@ class TunedCube:
         """The same tuned parameters under another policy's bounds and pins."""
         return TunedCube(self.tuned, policy, self.space)
 
-    def restart_mask(self) -> np.ndarray:
-        """Which tuned dimensions restart a component when changed."""
-        return np.array([p.cost is ChangeCost.RESTART for p in self.params])
+    def restart_dims(self) -> dict[str, np.ndarray]:
+        """For each component a change restarts, which tuned dimensions restart it when changed."""
+        restarting = [p.component if p.cost is ChangeCost.RESTART else None for p in self.params]
+        return {c: np.array([r == c for r in restarting]) for c in dict.fromkeys(restarting) if c is not None}
 
 
 def tuned_names(policy: Policy, topology: str) -> tuple[str, ...]:

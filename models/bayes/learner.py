@@ -64,8 +64,7 @@ MapFn = Callable[[Callable, Iterable], Iterable]
 class _Look:
     """What one window's decision starts from: the incumbent and its coordinates, the trust region's scored
     candidates, the incumbent's predicted and measured P95, a window's noise there and the repeated windows it
-    rests on, whether the incumbent is far from capacity, the gain a change must promise, and what a change that
-    restarts a component must promise on top (`rules.restart_price_s`)."""
+    rests on, whether the incumbent is far from capacity, and the gain a change must promise."""
 
     incumbent: Config
     context: Context
@@ -77,18 +76,17 @@ class _Look:
     dof: int
     far_from_capacity: bool
     limit: Threshold
-    price_s: float
 
 
 @dataclass(frozen=True)
 class _Ranking:
-    """A pool's candidates scored by the gain that counts (expected or optimistic), net of a restart's price, and
-    which of them restart a component."""
+    """A pool's candidates scored by the gain that counts (expected or optimistic), net of the price of the restart
+    each makes (`rules.restart_prices_s`)."""
 
     pool: Pool
     gains_s: np.ndarray
     expected: bool
-    restarts: np.ndarray
+    prices_s: np.ndarray
 
     @property
     def kind(self) -> str:
@@ -315,9 +313,8 @@ class SafeBayesLearner:
         noise_s, dof = self._window_noise(context, measured_s, inc_features)
         self._noise_s = noise_s
         far_from_capacity = float(self._margin_gp.predict(inc_features)[0][0]) >= s.far_spare
-        pause_s = context.restart_pause_s if context.restart_pause_s is not None else s.restart_pause_prior_s
         return _Look(incumbent, context, center, pool, p95_s, measured_s, noise_s, dof, far_from_capacity,
-                     threshold(measured_s, noise_s, s), rules.restart_price_s(pause_s, self.policy.change_horizon_s))
+                     threshold(measured_s, noise_s, s))
 
     def _narrow(self, look: _Look) -> Suggestion:
         """No candidate is predicted safe: halve the trust region and hold."""
@@ -382,8 +379,8 @@ class SafeBayesLearner:
             return self._hold(look, f"the twin expects none of the {top} best candidates to keep up")
         lcb = pool.m_mean[i] - self.settings.beta * pool.m_std[i]
         self._current = self.cube.decode(pool.cand[i], base=look.incumbent)
-        said = look.price_s >= 5e-5  # a price that rounds to 0.0 ms is not worth a word
-        priced = f", net of a restart's {look.price_s * 1e3:.1f} ms" if ranking.restarts[i] and said else ""
+        price_s = ranking.prices_s[i]
+        priced = f", net of a restart's {price_s * 1e3:.1f} ms" if price_s >= 5e-5 else ""  # not a word for 0.0 ms
         return Suggestion(self._current,
                           f"{why.format(gain_ms=ranking.gains_s[i] * 1e3)}{priced}: predicted P95 "
                           f"{pool.mean[i]:.3f}s vs incumbent {look.p95_s:.3f}s, margin LCB {lcb:+.3f}, trust region "
@@ -444,9 +441,9 @@ class SafeBayesLearner:
 
     def _rank(self, pool: Pool, look: _Look, expected: bool) -> _Ranking:
         """`pool` ranked by the gain that counts, expected or optimistic, net of a restart's price."""
-        restarts = rules.restarting(pool.cand, self.cube.encode(self._current), self.cube.restart_mask(),
-                                    self.settings)
-        return _Ranking(pool, rules.gains(pool, look.p95_s, expected, restarts, look.price_s), expected, restarts)
+        prices_s = rules.restart_prices_s(pool.cand, self.cube.encode(self._current), self.cube.restart_dims(),
+                                          look.context.restart_pauses_s, self.policy.change_horizon_s, self.settings)
+        return _Ranking(pool, rules.gains(pool, look.p95_s, expected, prices_s), expected, prices_s)
 
     def _incumbent_p95s(self, incumbent: Config, context: Context) -> list[float]:
         """The P95 of the incumbent's feasible windows at about this load."""

@@ -13,7 +13,7 @@ to keep up (`screen_pick`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -91,18 +91,29 @@ def restart_price_s(pause_s: float, horizon_s: float) -> float:
     return pause_s ** 2 / (2 * horizon_s)
 
 
-def gains(pool: Pool, incumbent_p95_s: float, expected: bool, restarts: np.ndarray, price_s: float) -> np.ndarray:
+def restart_prices_s(cand: np.ndarray, current: np.ndarray, restart_dims: Mapping[str, np.ndarray],
+                     pauses_s: Mapping[str, float], horizon_s: float, s: LearnerSettings) -> np.ndarray:
+    """Each candidate's price (`restart_price_s`) for the component it restarts whose pause is longest (components
+    restart side by side), from the `current` config's coordinates: 0 where it restarts none. A component's pause is
+    its latest measured one (`pauses_s`), `restart_pause_prior_s` before any."""
+    prices = np.zeros(len(cand))
+    for component, dims in restart_dims.items():
+        price = restart_price_s(pauses_s.get(component, s.restart_pause_prior_s), horizon_s)
+        prices = np.where(restarting(cand, current, dims, s), np.maximum(prices, price), prices)
+    return prices
+
+
+def gains(pool: Pool, incumbent_p95_s: float, expected: bool, prices_s: np.ndarray) -> np.ndarray:
     """Each candidate's gain over the incumbent's predicted P95, expected or optimistic (the P95's lower bound,
-    GP-UCB's optimism), less `price_s` where it restarts a component (`restarts`, `restart_price_s`). -inf where
-    not safe (SafeOpt: only the safe set is proposed)."""
-    gain = incumbent_p95_s - (pool.mean if expected else pool.optimistic)
-    gain = np.where(restarts, gain - price_s, gain)
+    GP-UCB's optimism), less the price of the restart it makes (`prices_s`, `restart_prices_s`). -inf where not
+    safe (SafeOpt: only the safe set is proposed)."""
+    gain = incumbent_p95_s - (pool.mean if expected else pool.optimistic) - prices_s
     return np.where(pool.safe, gain, -np.inf)
 
 
-def restarting(cand: np.ndarray, current: np.ndarray, restart_mask: np.ndarray, s: LearnerSettings) -> np.ndarray:
-    """Which candidates change a dimension that restarts a component, from the `current` config's coordinates."""
-    return np.any(np.abs(cand - current)[:, restart_mask] > s.moved_tolerance, axis=1)
+def restarting(cand: np.ndarray, current: np.ndarray, dims: np.ndarray, s: LearnerSettings) -> np.ndarray:
+    """Which candidates change one of the dimensions `dims` (a mask), from the `current` config's coordinates."""
+    return np.any(np.abs(cand - current)[:, dims] > s.moved_tolerance, axis=1)
 
 
 def no_loss(gain: np.ndarray, pool: Pool, incumbent_p95_s: float, far_from_capacity: bool, expected: bool,

@@ -218,6 +218,21 @@ def test_the_cpu_budget_follows_the_start_and_an_incumbent_over_it_asks_the_lear
         reference.cores["filebeat"] / reference.offered_eps * decision.observed["offered_eps"] * 1.25 + 0.05)
 
 
+def test_the_learner_is_told_each_restarted_components_measured_pause_to_price_the_next_restart():
+    contexts = []
+
+    class Asked(Scripted):
+        def suggest(self, context):
+            contexts.append(context)
+            return super().suggest(context)
+
+    daemon, _ = _daemon(Asked(PIPELINE_SPACE.config({"filebeat.scan_frequency": 5.0})))
+    daemon.step()  # a Filebeat key: Filebeat restarts, paused for its calibration's restart_s
+    daemon.step()
+    assert contexts[0].restart_pauses_s == {} and contexts[1].restart_pauses_s == {
+        "filebeat": load("paper-2vcpu").filebeat.restart_s}
+
+
 def test_state_survives_a_restart_of_the_daemon(tmp_path):
     store = StateStore(tmp_path)
     cheap = PIPELINE_SPACE.config({"filebeat.backoff": 0.1})

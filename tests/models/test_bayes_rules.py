@@ -54,9 +54,9 @@ def test_only_the_expected_gain_counts_once_the_region_collapsed_on_known_ground
 
 def test_a_gain_is_over_the_incumbents_p95_less_a_restarts_price_and_none_where_unsafe():
     pool = _pool(mean=[0.8, 0.8, 0.5], optimistic=[0.6, 0.6, 0.4], safe=[True, True, False])
-    restarts = np.array([False, True, False])
-    np.testing.assert_allclose(rules.gains(pool, 1.0, True, restarts, 0.05)[:2], [0.2, 0.15])
-    optimistic = rules.gains(pool, 1.0, False, restarts, 0.05)
+    prices_s = np.array([0.0, 0.05, 0.0])
+    np.testing.assert_allclose(rules.gains(pool, 1.0, True, prices_s)[:2], [0.2, 0.15])
+    optimistic = rules.gains(pool, 1.0, False, prices_s)
     np.testing.assert_allclose(optimistic[:2], [0.4, 0.35])
     assert optimistic[2] == -np.inf
 
@@ -76,6 +76,15 @@ def test_a_candidate_restarts_a_component_only_where_it_moves_a_restart_dimensio
     cand = np.array([[0.5, 0.9], [0.5 + S.moved_tolerance / 2, 0.9], [0.6, 0.5]])
     mask = np.array([True, False])  # the first dimension restarts a component
     assert rules.restarting(cand, current, mask, S).tolist() == [False, False, True]
+
+
+def test_a_candidate_pays_for_the_longest_pause_of_the_components_it_restarts_measured_or_the_prior():
+    current = np.array([0.5, 0.5, 0.5])
+    cand = np.array([[0.5, 0.5, 0.9], [0.9, 0.5, 0.5], [0.5, 0.9, 0.5], [0.9, 0.9, 0.5]])
+    dims = {"filebeat": np.array([True, False, False]), "spark": np.array([False, True, False])}  # dim 2: live
+    prices = rules.restart_prices_s(cand, current, dims, {"spark": 10.0}, 3600.0, S)
+    filebeat, spark = rules.restart_price_s(S.restart_pause_prior_s, 3600.0), rules.restart_price_s(10.0, 3600.0)
+    np.testing.assert_allclose(prices, [0.0, filebeat, spark, spark])
 
 
 def test_far_from_capacity_a_search_past_its_free_windows_steps_only_where_no_loss_is_expected():

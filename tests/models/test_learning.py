@@ -154,4 +154,5 @@ def test_a_change_costs_what_its_dearest_parameter_costs():
     assert ChangeCost.dearest([ChangeCost.RELOAD, ChangeCost.LIVE]) is ChangeCost.RELOAD
     assert ChangeCost.dearest([]) is ChangeCost.LIVE
     policy = Policy(tuned=["kafka.broker.num.io.threads", "logstash.pipeline.batch.size", "filebeat.backoff"])
-    assert TunedCube(tuned_names(policy, "paper"), policy).restart_mask().tolist() == [False, False, True]
+    dims = TunedCube(tuned_names(policy, "paper"), policy).restart_dims()
+    assert {c: d.tolist() for c, d in dims.items()} == {"filebeat": [False, False, True]}
