@@ -140,9 +140,9 @@ def oracle(cube: TunedCube, calibration: Calibration, rate_eps: float, window_s:
 
 @ray.remote
 def run_one(strategy: str, calibration: Calibration, profile: str, rate_eps: float, windows: int, window_s: float,
-            seed: int, screen: str) -> dict:
-    """One tuning run: the daemon with `strategy` for `windows` windows, then the fresh measurement."""
-    policy = Policy()
+            seed: int, screen: str, policy: Policy = Policy()) -> dict:
+    """One tuning run: the daemon with `strategy` for `windows` windows under `policy`, then the fresh
+    measurement."""
     start = preset("defaults")
     screen_cal = {"exact": calibration, "misjudged": misjudged(calibration, seed)}.get(screen)
     setup = LearnerSetup(strategy, policy, start, calibration.topology, seed, screen=screen_cal)
@@ -156,7 +156,8 @@ def run_one(strategy: str, calibration: Calibration, profile: str, rate_eps: flo
     restarts = int(daemon.metrics.restarts._value.get())
     believed = daemon.incumbent.p95_s if daemon.incumbent else float("nan")
     return {"strategy": strategy, "seed": seed, "final_p95_s": fresh.p95_s, "final_ratio": fresh.throughput_ratio,
-            "believed_p95_s": believed,
+            "final_cpu_cores": fresh.cpu_cores, "believed_p95_s": believed,
+            "over_budget": [any(" > its budget " in m for m in d.guardrail) for d in decisions],
             "window_p95_s": [d.observed["p95_s"] if not d.guardrail else None for d in decisions],
             "violation_s": daemon.violation_s, "tuning_s": daemon.t_s, "restarts": restarts,
             "rollbacks": daemon.rollbacks, "suggest_s": learner.suggest_s}
@@ -182,6 +183,7 @@ def summarise(runs: list[dict], oracle_p95: float) -> dict:
                                  if any(w is not None for w in to_within) else None),
             "reached_10pct": sum(w is not None for w in to_within),
             "violation_pct": float(np.median([100 * r["violation_s"] / r["tuning_s"] for r in mine])),
+            "final_ratio_min": float(min(r["final_ratio"] for r in mine)),  # out/in on fresh windows, worst run
             "restarts": float(np.median([r["restarts"] for r in mine])),
             "suggest_ms_median": float(np.median(suggest) * 1000) if suggest else 0.0,
             "runs": len(mine),
@@ -278,7 +280,8 @@ def _write_outputs(results: dict, plot: Path, json_path: Path | None, result: Be
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calibrations", default="paper-2vcpu")
-    parser.add_argument("--workloads", default="steady,near-capacity,burst")
+    parser.add_argument("--workloads", default="steady,near-capacity,burst",
+                        help="of steady, near-capacity, burst and overload (a burst beyond the defaults' capacity)")
     parser.add_argument("--strategies", default=",".join(STRATEGIES))
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--windows", type=int, default=30)
@@ -305,8 +308,9 @@ def main() -> None:
         cal = load(cal_name)
         cube = TunedCube(tuned_names(Policy(), cal.topology), Policy())
         for wl in args.workloads.split(","):
-            rate = 0.8 * capacity_eps(cal, args.window) if wl == "near-capacity" else args.rate
-            profile = "burst" if wl == "burst" else "steady"
+            # overload: a ×2 burst on 60 % of what the defaults carry, whose crest (120 %) they cannot
+            rate = {"near-capacity": 0.8, "overload": 0.6}.get(wl, 0.0) * capacity_eps(cal, args.window) or args.rate
+            profile = "burst" if wl in ("burst", "overload") else "steady"
             case = f"{cal_name} / {wl} ({rate:.0f} ev/s)"
             console.print(f"[bold]{case}[/]: oracle search ({args.oracle_samples} + local) ...")
             best = oracle(cube, cal, rate, args.window, args.oracle_samples, seed=0)
@@ -326,14 +330,14 @@ def main() -> None:
                                 f"{args.seeds} seeds (medians)")
             # fresh >1.1×: runs whose fresh P95 is > 1.1 × the believed one; ≤1.1× oracle at: windows until one within
             for col in ("strategy", "believed\nP95 s", "fresh\nP95 s", "fresh\n>1.1×", "regret", "≤1.1×\noracle at",
-                        "viol.\n%", "re-\nstarts", "suggest\nms"):
+                        "viol.\n%", "out/in\nmin", "re-\nstarts", "suggest\nms"):
                 table.add_column(col, justify="right" if col != "strategy" else "left", no_wrap=True)
             for s, f in summary.items():
                 reach = (f"{f['windows_to_10pct']:.0f} ({f['reached_10pct']}/{f['runs']})"
                          if f["windows_to_10pct"] is not None else f"never (0/{f['runs']})")
                 table.add_row(s, f"{f['believed_p95_s']:.3f}", f"{f['final_p95_s']:.3f}",
                               f"{f['misbelieved']}/{f['runs']}", f"{f['regret']:.3f}", reach, f"{f['violation_pct']:.1f}",
-                              f"{f['restarts']:.0f}", f"{f['suggest_ms_median']:.0f}")
+                              f"{f['final_ratio_min']:.2f}", f"{f['restarts']:.0f}", f"{f['suggest_ms_median']:.0f}")
             console.print(table)
             _write_outputs(results, args.plot, args.json, result)  # after every case, so a long run is never lost
     console.print(f"plot: {args.plot}")
