@@ -2,7 +2,9 @@
 
 The maths is `models.clock_offset` (pure); here are the exchanges over HTTP and the offsets file. The
 offset is the node's clock minus this host's: the probe, on this host's clock, takes it off each
-node's event times.
+node's event times. `NodeClocks` measures them as a window starts and again as it ends, and says how far each
+clock moved in between (or since the last window ended): a window a clock stepped in is disturbed
+(models.disturbance.clock_disturbance).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import httpx
 
 from agents.client import AgentError
 from controller.state import ClockOffsetReport
-from models.clock_offset import ClockOffset, Exchange, estimate, offsets_document
+from models.clock_offset import ClockMove, ClockOffset, Exchange, estimate, moved, offsets_document, refined
 
 log = logging.getLogger("pipetune.clocks")
 EXCHANGES = 5  # the shortest of five round trips: a stray slow answer costs nothing
@@ -51,6 +53,40 @@ def measure_offsets(nodes: Mapping[str, NodeClock], clock: Callable[[], float] =
         except (httpx.HTTPError, AgentError, ValueError, KeyError) as err:
             log.warning("clock of node %s not measured: %s", name, err)
     return out
+
+
+class NodeClocks:
+    """Each node's clock offset as last measured, the offsets file the probe reads, and the largest move of each
+    clock between two measurements since `moves` was last asked."""
+
+    def __init__(self, nodes: Mapping[str, NodeClock], path: Path | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.nodes = nodes
+        self.path = path
+        self.clock = clock
+        self.offsets: dict[str, ClockOffset] = {}  # a node that stops answering keeps its last one in the file
+        self._moves: dict[str, ClockMove] = {}
+
+    def measure(self) -> dict[str, ClockOffset]:
+        """Measure every reachable node's offset now and write all known ones where the probe reads them (it
+        corrects from then on); returns those of the nodes just measured (`refined`: a wide estimate that adds
+        nothing keeps the tighter one before it)."""
+        fresh = measure_offsets(self.nodes, self.clock)
+        for node, offset in fresh.items():
+            if node in self.offsets:
+                move = moved(self.offsets[node], offset)
+                held = self._moves.get(node)
+                if held is None or abs(move.moved_s) - move.error_s > abs(held.moved_s) - held.error_s:
+                    self._moves[node] = move
+            self.offsets[node] = refined(self.offsets.get(node), offset)
+        if self.path is not None and self.offsets:
+            write_offsets(self.path, self.offsets)
+        return {node: self.offsets[node] for node in fresh}
+
+    def moves(self) -> dict[str, ClockMove]:
+        """Each node's largest move between two measurements since this was last asked."""
+        found, self._moves = self._moves, {}
+        return found
 
 
 def write_offsets(path: Path, offsets: dict[str, ClockOffset]) -> None:

@@ -17,9 +17,10 @@ from agents.client import AgentClient, AgentError
 from agents.component import ChangeResult
 from agents.probe.events import MERGED, PUBLISH_CONSUME
 from controller.agent_changes import by_component, owned_params
-from controller.clocks import measure_offsets, write_offsets
+from controller.clocks import NodeClocks
 from controller.pipelines import ApplyReport, PipelineUnavailable
 from controller.telemetry import TelemetrySource
+from models.disturbance import clock_disturbance, combined
 from models.observation import Observation
 from models.space import Config, Value
 
@@ -57,7 +58,7 @@ class LivePipeline:
         self.agents = tuple(agents)
         self.telemetry = telemetry
         self._base = base
-        self.clock_offsets_file = clock_offsets_file
+        self.clocks = NodeClocks({agent.node: agent for agent in self.agents}, clock_offsets_file)
 
     def close(self) -> None:
         for agent in self.agents:
@@ -122,15 +123,17 @@ class LivePipeline:
         named as the twin names them, which is how the learner's per-stage models know them).
 
         Each node's clock offset is measured as the window starts and written where the probe reads it,
-        so the probe corrects that window's event times by it."""
+        so the probe corrects that window's event times by it; measured again as it ends, a clock that moved
+        in it (or since the last window ended) by more than its P95 bears makes it disturbed."""
         start = time.time()
-        offsets = measure_offsets({agent.node: agent for agent in self.agents})
-        if self.clock_offsets_file is not None and offsets:
-            write_offsets(self.clock_offsets_file, offsets)
+        self.clocks.measure()
         time.sleep(max(0.0, seconds - (time.time() - start)))
         observation = self.telemetry.window(start, time.time())
+        offsets = self.clocks.measure()
+        stepped = clock_disturbance(self.clocks.moves(), observation.p95_s, observation.latency_resolution_s)
         return replace(observation, stage_p95_s=_twin_stages(observation.stage_p95_s),
-                       stage_mean_s=_twin_stages(observation.stage_mean_s), clock_offsets=offsets)
+                       stage_mean_s=_twin_stages(observation.stage_mean_s), clock_offsets=offsets,
+                       disturbance=combined(observation.disturbance, stepped))
 
 
 def managers(agents: Iterable[AgentClient]) -> dict[str, tuple[str, ...]]:

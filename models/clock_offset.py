@@ -5,14 +5,25 @@ answer is back. If the request and the answer took equally long, the node read i
 (t0 + t1) / 2 of ours, so offset = t_node − (t0 + t1) / 2, and whatever the split of the round trip,
 the true offset lies within ± (t1 − t0) / 2 of it. Of several exchanges the one with the shortest
 round trip has the tightest bound.
+
+A node's clock that moves against ours between two estimates (a step: NTP setting it, an operator, a VM resumed;
+or drift) moves its events' latencies by as much until the offset is measured again: `ClockMove` says whether a
+window's figure can be trusted.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import math
+from dataclasses import asdict, dataclass, replace
 from typing import Iterable
 
 WARN_ABOVE_S = 0.050  # an offset this large skews latencies measured across nodes: said in status and log
+# A clock that moves this share of a window's P95 moves the window's figure up to as much: the learner's own noise
+# level (5 % of the P95), below which a window's figure cannot tell configs apart anyway.
+MOVE_SHARE_OF_P95 = 0.05
+# How fast a clock may drift from ours (NTP's frequency tolerance, 500 ppm): an estimate's bound widens by as much
+# a second as it ages.
+MAX_DRIFT = 500e-6
 
 
 @dataclass(frozen=True)
@@ -42,6 +53,37 @@ class ClockOffset:
             return None
         return (f"node {node}: clock {self.offset_s * 1000:+.0f} ms off (± {self.error_s * 1000:.0f} ms, above "
                 f"{WARN_ABOVE_S * 1000:.0f} ms): latencies from this node are corrected by it")
+
+
+@dataclass(frozen=True)
+class ClockMove:
+    """How far a node's clock moved against ours between two estimates, and the error bound of that figure."""
+
+    moved_s: float
+    error_s: float
+
+    def disturbs(self, p95_s: float, resolution_s: float) -> bool:
+        """Whether events measured across the move have latencies off by enough to put a window's P95 off: the
+        move exceeds its error bound by more than `MOVE_SHARE_OF_P95` of the P95, and by more than the event
+        time's resolution (a move inside one step of the stamps cannot show)."""
+        allowed = max(resolution_s, MOVE_SHARE_OF_P95 * p95_s if math.isfinite(p95_s) else 0.0)
+        return abs(self.moved_s) - self.error_s > allowed
+
+
+def refined(previous: ClockOffset | None, fresh: ClockOffset) -> ClockOffset:
+    """The offset to correct by after a fresh estimate: the previous one while it is the tighter (its bound widened
+    by the drift its age allows) and the fresh one agrees with it within both bounds, else the fresh one. A busy
+    node answers late, and its estimate, as wide as that round trip, would put latencies off by up to as much."""
+    if previous is None:
+        return fresh
+    aged_error_s = previous.error_s + MAX_DRIFT * max(fresh.measured_at - previous.measured_at, 0.0)
+    agrees = abs(fresh.offset_s - previous.offset_s) <= fresh.error_s + aged_error_s
+    return replace(previous, error_s=aged_error_s) if agrees and aged_error_s < fresh.error_s else fresh
+
+
+def moved(before: ClockOffset, after: ClockOffset) -> ClockMove:
+    """The move of a node's clock from one estimate to a later one; their error bounds add up."""
+    return ClockMove(after.offset_s - before.offset_s, before.error_s + after.error_s)
 
 
 def estimate(exchanges: Iterable[Exchange]) -> ClockOffset:

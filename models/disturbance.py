@@ -1,4 +1,5 @@
-"""A window the Kafka cluster disturbed: a broker lost, partitions' leaders moved, replicas out of sync.
+"""A window the Kafka cluster disturbed (a broker lost, partitions' leaders moved, replicas out of sync), or a node's
+clock that moved in it.
 
 Such a window measures the cluster's failover, not the config: producers wait for new leaders (acks=all waits
 for the in-sync replicas too), so its output stalls and its latency jumps whatever the config. Judged, it would
@@ -11,6 +12,11 @@ answer it is gone or stalled), a broker whose count of partitions led changes (a
 partitions whose followers are not all in sync (a replica lost or catching up), and partitions without a
 leader. The consumer group's lag rising is said with them, not on its own: a config that falls behind raises
 it too, and that is the config's to answer for (the verdict's backlog rule).
+
+A node's clock that steps (or drifts far) in a window moves the latencies of that node's events by as much, since
+the probe corrects them by the offset measured as the window began: a forward step reads as a faster pipeline, a
+backward one as a slower. Its offset is measured at each window's start and end, and a window the clock moved in by
+more than its figure can bear (models.clock_offset.ClockMove) is disturbed alike.
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ import math
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Mapping
+
+from models.clock_offset import ClockMove
 
 # Scrapes a broker may miss in a window before it counts as gone: one is a slow scrape on a busy machine, two
 # at a 1 s interval are a broker that stopped (its leaders move some 10 s later, when the controller fences it).
@@ -32,6 +40,7 @@ class Cause(StrEnum):
     LEADER_CHANGE = "leader change"  # a broker's count of partitions led changed
     UNDER_REPLICATED = "under-replicated partitions"  # a partition's followers were not all in sync
     OFFLINE = "offline partitions"  # a partition had no leader
+    CLOCK_STEP = "clock step"  # a node's clock moved against the controller's more than the window's P95 bears
 
 
 @dataclass(frozen=True)
@@ -47,11 +56,12 @@ class BrokerWindow:
 
 @dataclass(frozen=True)
 class Disturbance:
-    """Why a window measured the cluster rather than the config: its causes, the brokers they name, in words."""
+    """Why a window measured a fault rather than the config: its causes, the brokers and nodes they name, in words."""
 
     causes: tuple[Cause, ...]
     brokers: tuple[str, ...]
     detail: str
+    nodes: tuple[str, ...] = ()
 
     def __str__(self) -> str:
         return self.detail
@@ -79,6 +89,26 @@ def disturbance(brokers: Mapping[str, BrokerWindow], offline_partitions: int = 0
         parts.append(f"consumer lag rose {lag_rise_events:.0f} events")
     named = tuple(b for b, _ in ordered if b in silent or b in moved or b in lagging)
     return Disturbance(causes, named, "; ".join(parts))
+
+
+def clock_disturbance(moves: Mapping[str, ClockMove], p95_s: float, resolution_s: float) -> Disturbance | None:
+    """The window's disturbance from how far each node's clock moved in it (by node), judged against the window's
+    P95 and the event time's resolution; None when no clock moved enough to put the figure off."""
+    stepped = {node: move for node, move in sorted(moves.items()) if move.disturbs(p95_s, resolution_s)}
+    if not stepped:
+        return None
+    said = ", ".join(f"node {node}'s clock moved {move.moved_s * 1000:+.0f} ms (± {move.error_s * 1000:.0f} ms)"
+                     for node, move in stepped.items())
+    return Disturbance((Cause.CLOCK_STEP,), (), f"{Cause.CLOCK_STEP}: {said}, its events' latencies with it",
+                       tuple(stepped))
+
+
+def combined(first: Disturbance | None, second: Disturbance | None) -> Disturbance | None:
+    """Both disturbances of one window as one (either alone when the other is None)."""
+    if first is None or second is None:
+        return first or second
+    return Disturbance(first.causes + second.causes, first.brokers + second.brokers,
+                       f"{first.detail}; {second.detail}", first.nodes + second.nodes)
 
 
 def _moved(leaders_from: float, leaders_to: float) -> bool:

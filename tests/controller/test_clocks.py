@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agents.probe.events import Record, latencies
-from controller.clocks import measure_offset, measure_offsets, offset_reports, offset_warnings, write_offsets
+from controller.clocks import (NodeClocks, measure_offset, measure_offsets, offset_reports, offset_warnings,
+                               write_offsets)
 from models.clock_offset import ClockOffset, Exchange, estimate, offsets_from_document
 from tests.clock import VirtualClock
 
@@ -85,3 +86,35 @@ def test_the_offsets_file_round_trips_and_a_bad_one_is_named(tmp_path):
         offsets_from_document({"nodes": {"web-1": {"offset_s": "soon"}}})
     with pytest.raises(ValueError, match="expected"):
         offsets_from_document([])
+
+
+class SteppingNode:
+    """An agent on its own clock, `offset_s` ahead of ours (the test moves it), answering at once."""
+
+    def __init__(self, clock: VirtualClock) -> None:
+        self.clock_ = clock
+        self.offset_s = 0.0
+
+    def clock(self) -> float:
+        return self.clock_.now + self.offset_s
+
+
+def test_node_clocks_say_the_largest_move_since_last_asked_and_keep_a_silent_nodes_offset_in_the_file(tmp_path):
+    clock, path = VirtualClock(), tmp_path / "probe" / "clock-offsets.json"
+    node, down = SteppingNode(clock), SteppingNode(clock)
+    nodes = {"web-1": node, "web-2": down}
+    clocks = NodeClocks(nodes, path, clock=clock.time)
+    down.offset_s = 0.3
+    clocks.measure()
+    assert clocks.moves() == {}  # nothing to compare with yet
+    node.offset_s = 2.0  # a step, then 1 ms of drift
+    clocks.measure()
+    node.offset_s = 2.001
+    nodes.pop("web-2")  # its agent stops answering
+    assert set(clocks.measure()) == {"web-1"}
+    moves = clocks.moves()
+    assert moves["web-1"].moved_s == pytest.approx(2.0) and moves["web-2"].moved_s == pytest.approx(0.0)
+    assert clocks.moves() == {}  # asked: the next window starts afresh
+    # the probe still corrects the silent node's events by its last offset
+    written = offsets_from_document(json.loads(path.read_text()))
+    assert written["web-1"].offset_s == pytest.approx(2.001) and written["web-2"].offset_s == pytest.approx(0.3)

@@ -1,12 +1,14 @@
 """A window the Kafka cluster disturbed, read from what each broker's exporter said over it: a broker that stopped
 answering, leaders that moved, partitions under-replicated or offline. A steady cluster, or a lag rise alone, is no
-disturbance."""
+disturbance. A node's clock that stepped in the window disturbs it too; one that drifted within what its P95 bears
+does not."""
 
 from __future__ import annotations
 
 import math
 
-from models.disturbance import MISSED_SCRAPES, BrokerWindow, Cause, disturbance
+from models.clock_offset import ClockMove
+from models.disturbance import MISSED_SCRAPES, BrokerWindow, Cause, clock_disturbance, combined, disturbance
 
 STEADY = {b: BrokerWindow(leaders_from=n, leaders_to=n) for b, n in (("1", 16), ("2", 18), ("3", 17))}
 
@@ -64,3 +66,22 @@ def test_brokers_are_named_in_the_order_of_their_ids():
     found = disturbance({"10": BrokerWindow(under_replicated=1), "2": BrokerWindow(under_replicated=3)})
     assert found.brokers == ("2", "10")
     assert str(found) == "under-replicated partitions: 3 on broker 2, 1 on broker 10"
+
+
+def test_a_clock_that_stepped_disturbs_the_window_naming_its_node_and_a_steady_or_drifting_one_does_not():
+    steady, drifted = ClockMove(0.0003, 0.001), ClockMove(0.004, 0.001)  # 4 ms of drift in a 60 ms window
+    assert clock_disturbance({"node-1": steady, "node-2": drifted}, 0.060, 0.001) is None
+    found = clock_disturbance({"node-1": steady, "node-2": ClockMove(2.0004, 0.0012)}, 0.060, 0.001)
+    assert found.causes == (Cause.CLOCK_STEP,) and found.nodes == ("node-2",) and found.brokers == ()
+    assert str(found) == ("clock step: node node-2's clock moved +2000 ms (± 1 ms), its events' latencies with it")
+    assert clock_disturbance({}, 0.060, 0.001) is None
+
+
+def test_a_window_both_a_broker_and_a_clock_disturbed_says_both():
+    broker = disturbance(STEADY | {"2": BrokerWindow(missed_scrapes=7, leaders_from=18, leaders_to=18)})
+    clock = clock_disturbance({"node-2": ClockMove(-2.0, 0.001)}, 0.060, 0.001)
+    both = combined(broker, clock)
+    assert both.causes == (Cause.BROKER_SILENT, Cause.CLOCK_STEP)
+    assert (both.brokers, both.nodes) == (("2",), ("node-2",))
+    assert str(both) == f"{broker}; {clock}"
+    assert combined(None, clock) is clock and combined(broker, None) is broker and combined(None, None) is None

@@ -1,0 +1,43 @@
+"""nginx as a node's log source: Debian's nginx, run as a plain process, writing one JSON line per request into the
+node's log, as the testbed's replay writes it (its own write time `ts_nginx`, nginx's `$msec`), plus the `X-Sent`
+header its client sent (the client's clock: a test's truth of when the line was written, whatever nginx's clock
+says)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from testbed.faketime import NGINX_ENV
+from testbed.install import install_nginx
+from testbed.pipeline import NodeLayout
+from testbed.processes import Service
+
+CONFIG = """worker_processes 1;
+{env}
+pid {work}/nginx.pid;
+error_log {work}/error.log error;
+events {{ worker_connections 256; }}
+http {{
+    log_format pipetune escape=json '{{"ts_nginx":$msec,"sent_s":"$http_x_sent"}}';
+    access_log {log} pipetune;
+    client_body_temp_path {work}/tmp; proxy_temp_path {work}/tmp; fastcgi_temp_path {work}/tmp;
+    uwsgi_temp_path {work}/tmp; scgi_temp_path {work}/tmp;
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{ return 204; }}
+    }}
+}}
+"""
+
+
+def nginx_service(node: NodeLayout, port: int, env: dict[str, str] | None = None) -> Service:
+    """nginx logging into `node`'s log, listening on 127.0.0.1:`port`, its files under the node's home; `env` (a
+    `testbed.faketime.FakeClock`'s) is handed on to its workers."""
+    work = node.home / "nginx"
+    (work / "tmp").mkdir(parents=True, exist_ok=True)
+    config = work / "nginx.conf"
+    config.write_text(CONFIG.format(env="".join(f"env {name};\n" for name in NGINX_ENV), work=work,
+                                    log=node.log_path, port=port))
+    argv = (str(install_nginx()), "-p", str(work), "-c", str(config), "-e", str(work / "error.log"),
+            "-g", "daemon off;")
+    return Service(f"nginx-{node.name}", argv, work, env=env)
