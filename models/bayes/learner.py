@@ -97,6 +97,8 @@ class _Ranking:
         return float(np.max(self.gains_s))
 
     def below(self, limit: Threshold) -> str:
+        if not math.isfinite(self.best_s):  # every candidate unsafe, or barred by the no-loss rule
+            return f"no candidate safe to gain by ({self.kind} gains < {limit.gain_s * 1e3:.1f} ms)"
         return f"best {self.kind} gain {self.best_s * 1e3:.1f} ms < {limit.gain_s * 1e3:.1f} ms"
 
 
