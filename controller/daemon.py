@@ -325,13 +325,13 @@ class Daemon:
                                                 f"canary on trial: {collected.outcome.message}"), guardrail=[])
 
     def _disturbed(self, collected: Collected) -> Decision:
-        """Hold through a window the Kafka cluster disturbed (a broker lost, leaders moved, replicas out of sync): its
-        figures are the failover's, so it is neither judged against the config (no rollback) nor told the learner or
-        taken for the incumbent (no credit), and nothing changes while the cluster recovers. The backlog trend starts
-        afresh after it, as after any gap."""
+        """Hold through a window something besides the config disturbed (the Kafka cluster: a broker lost, leaders
+        moved, replicas out of sync; a node's clock that stepped): its figures are the disturbance's, so it is
+        neither judged against the config (no rollback) nor told the learner or taken for the incumbent (no credit),
+        and nothing changes while it lasts. The backlog trend starts afresh after it, as after any gap."""
         self.previous = None
         return self._decision(collected, Choice(collected.config, Action.HOLD, (
-            f"disturbed: {collected.observation.disturbance}: the window is the cluster's, not the config's: "
+            f"disturbed: {collected.observation.disturbance}: the window is the disturbance's, not the config's: "
             "not judged, the config held")), guardrail=[])
 
     def _unavailable(self, err: PipelineUnavailable, decision: Decision | None = None) -> Decision:
