@@ -34,6 +34,11 @@ node on one config: it finishes a promotion that was judged better (its remainin
 finishes taking back a promotion a step showed worse, and takes back a canary that was not judged yet (or was still
 being put on its nodes), however many windows it had run. What it found and did is the rollout's `recovered` until
 the pool's next window, and the daemon records it as its first decision (`recover`).
+
+A node whose agent does not answer a change (cut off, or its answer lost: it may have made the change) is marked
+unreachable, never placed on a version it may not run: the rollout stops where it stands, its phase kept, and the pool
+is unavailable (the daemon holds, naming the node) until every node answers; then it is finished as after a restart,
+and `recovered` says so. No new candidate goes on the canary while a node of the pool does not answer.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ import json
 import math
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import suppress
 from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
@@ -173,6 +179,8 @@ class CanaryPool:
         if self.state.recovered:
             self.state.recovered = ""
             self._save()
+        if self._silent():
+            self._resume(seconds)
         try:
             window = self.windows.observe(seconds)
         except PipelineUnavailable as err:
@@ -201,13 +209,21 @@ class CanaryPool:
             return Outcome(OutcomeKind.APPLIED, config, "the pool's promoted config")
         if dict(config) in self.state.known:
             return self._roll_out_known(config)
+        silent = [node for node, versions in self.node_versions().items() if versions is None]
+        if silent:  # a promotion could not reach them: nothing is begun that cannot be finished
+            raise PipelineUnavailable(f"{', '.join(silent)} did not answer: no candidate goes on the canary until "
+                                      "every node of the pool answers")
         # written before the canary changes: a daemon that stops meanwhile finds a canary to take back
         self.state.candidate, self.state.phase = dict(config), Phase.CANARY
         self._save()
         reports = self._change(self.plan.canary, config)
+        if self._silent():  # a canary node may run the candidate: taken back once every node answers
+            self._set([n for n, r in reports.items() if r.ok], self.state.version + 1, NodeState.CANARY)
+            self._hold(self.plan.canary)
         failed = {node: r for node, r in reports.items() if not r.ok}
         if failed:
             self._change([n for n in reports if n not in failed], Config(self.state.promoted))
+            self._hold(self.plan.canary)
             self.state.candidate, self.state.phase = None, Phase.STEADY
             self._save()
             said = "; ".join(f"{node}: {r.message}" for node, r in failed.items())
@@ -381,13 +397,14 @@ class CanaryPool:
         reports: dict[str, ApplyReport] = {}
         self._step_judgements.clear()
         for step in (self.plan.canary, *self.plan.steps):
-            pending = [n for n in step if self._record(n).state is NodeState.PENDING]
+            pending = [n for n in step if self._record(n).state in (NodeState.PENDING, NodeState.UNREACHABLE)]
             changed = self._change(pending, candidate)
             for node, report in changed.items():
                 # the agent rolled a node that failed its health check back: it stays on the promoted config
                 self._set([node], version if report.ok else self.state.version,
                           NodeState.PROMOTED if report.ok else NodeState.ROLLED_BACK)
                 reports[node] = report
+            self._hold(pending)
             promoted = [n for n, r in changed.items() if r.ok]
             if seconds is None or last is None or not promoted:
                 continue
@@ -428,11 +445,12 @@ class CanaryPool:
         promoted = Config(self.state.promoted)
         reports: dict[str, ApplyReport] = {}
         for step in (self.plan.canary, *self.plan.steps):
-            for node, report in self._change([n for n in step if self._record(n).state is NodeState.PROMOTED],
-                                             promoted).items():
+            taking = [n for n in step if self._record(n).state in (NodeState.PROMOTED, NodeState.UNREACHABLE)]
+            for node, report in self._change(taking, promoted).items():
                 self._set([node], self.state.version, NodeState.ROLLED_BACK if report.ok else NodeState.FAILED,
                           self._record(node).judgement)
                 reports[node] = report
+            self._hold(taking)
         pending = [v.node for v in self.state.nodes if v.state is NodeState.PENDING]
         self._set(pending, self.state.version, NodeState.PROMOTED)  # never left the promoted config
         self.state.candidate, self.state.phase = None, Phase.STEADY
@@ -444,6 +462,7 @@ class CanaryPool:
         reports = self._change(self.plan.canary, promoted)
         for node, report in reports.items():
             self._set([node], self.state.version, NodeState.ROLLED_BACK if report.ok else NodeState.FAILED)
+        self._hold(self.plan.canary)
         self.state.candidate, self.state.phase, self.state.judgement = None, Phase.STEADY, why
         self._save()
         return reports
@@ -458,38 +477,84 @@ class CanaryPool:
         changed = Config(self.state.promoted).diff(Config(self.state.candidate or {}))
         found = (f"version {self.state.version + 1} ({', '.join(f'{k} {a} → {b}' for k, (a, b) in changed.items())}) "
                  f"{_FOUND[phase]}, {self._standing()}")
+        try:
+            done, _ = self._finish("the daemon restarted before the canary was judged")
+        except PipelineUnavailable as err:  # held until the node answers: `observe` finishes it then
+            done = str(err)
+        self.state.recovered = f"the daemon restarted in the middle of a rollout: found {found}; {done}"
+        self._save()
+
+    def _finish(self, why_canary: str) -> tuple[str, dict[str, ApplyReport]]:
+        """Every node on one config from a rollout left half done (see `_recover`): what was done and where the nodes
+        stand, in words, and each change's report; `PipelineUnavailable` while a node does not answer."""
+        phase = self.state.phase
         if phase is Phase.PROMOTING:
             did, reports = "finished the promotion, its remaining steps not judged", self._finish_promotion()
         elif phase is Phase.TAKING_BACK:
             did, reports = f"finished taking it back ({self.state.judgement})", self._roll_back_promotion()
         else:
-            did, reports = "took the canary back", self._revert_canary("the daemon restarted before the canary "
-                                                                       "was judged")
+            did, reports = "took the canary back", self._revert_canary(why_canary)
         said = "; ".join(f"{node}: {report.message}" for node, report in reports.items()) or "no node to change"
         versions = {v.version for v in self.state.nodes}
         failed = any(v.state is NodeState.FAILED for v in self.state.nodes)  # on a version it may not run
         where = f"every node on version {min(versions)}" if len(versions) == 1 and not failed else \
             f"not every node on one version: {self._standing()}"
-        self.state.recovered = f"the daemon restarted in the middle of a rollout: found {found}; {did} ({said}); " \
-                               f"{where}"
+        return f"{did} ({said}); {where}", reports
+
+    def _resume(self, seconds: float) -> None:
+        """A rollout held because a node did not answer, finished as after a restart once every node answers
+        (`recovered` says what was found and done; a restart's window settles); while one does not, the window
+        passes unjudged and the pool stays unavailable."""
+        found = self._standing()
+        try:
+            done, reports = self._finish("a canary node did not answer before the canary was judged")
+        except PipelineUnavailable:
+            with suppress(PipelineUnavailable):
+                self.windows.observe(seconds)
+            raise
+        self.state.recovered = f"every node answers again: found {found}; {done}"
         self._save()
+        if any(report.pause_s > 0 for report in reports.values()):
+            self.windows.observe(seconds)
+
+    def _silent(self) -> list[NodeVersion]:
+        """The nodes whose agent did not answer their last change."""
+        return [v for v in self.state.nodes if v.state is NodeState.UNREACHABLE]
+
+    def _hold(self, changed: list[str] | tuple[str, ...]) -> None:
+        """The rollout stopped where it stands, its phase kept, when a node just `changed` is unreachable:
+        `PipelineUnavailable` naming each (the daemon holds), until `observe` finds every node answering and
+        finishes it."""
+        silent = [v for v in self._silent() if v.node in changed]
+        if silent:
+            self._save()
+            raise PipelineUnavailable(
+                f"{', '.join(v.node for v in silent)} did not answer in the middle of a rollout (version "
+                f"{self.state.version + 1} {_FOUND[self.state.phase]}): held where it stands ({self._standing()}) "
+                f"until every node answers ({'; '.join(v.judgement for v in silent)})")
 
     def _standing(self) -> str:
         """Each node's state and version, as the state file has them."""
-        return ", ".join(f"{v.node} {v.state} on version {v.version}" for v in self.state.nodes)
+        return ", ".join(f"{v.node} unreachable, last on version {v.version}" if v.state is NodeState.UNREACHABLE
+                         else f"{v.node} {v.state} on version {v.version}" for v in self.state.nodes)
 
     def _change(self, nodes: list[str] | tuple[str, ...], config: Config) -> dict[str, ApplyReport]:
-        """`config` on each of `nodes` at once (a step restarts at most that many); a node whose agent does
-        not answer is reported as not changed."""
-        def one(node: str) -> ApplyReport:
+        """`config` on each of `nodes` at once (a step restarts at most that many): each answering node's report.
+        A node whose agent does not answer may have made the change all the same (its answer lost): it is marked
+        unreachable on the version it had and left out; the caller records the others, then `_hold`s."""
+        def one(node: str) -> ApplyReport | PipelineUnavailable:
             try:
                 return self.nodes[node].apply(config)
             except PipelineUnavailable as err:
-                return ApplyReport(False, config, 0.0, str(err))
+                return err
         if not nodes:
             return {}
         with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
-            return dict(zip(nodes, pool.map(one, nodes)))
+            answers = dict(zip(nodes, pool.map(one, nodes)))
+        for node, answer in answers.items():
+            if isinstance(answer, PipelineUnavailable):
+                self._set([node], self._record(node).version, NodeState.UNREACHABLE, str(answer))
+        return {node: a for node, a in answers.items() if isinstance(a, ApplyReport)}
 
     def _record(self, node: str) -> NodeVersion:
         return next(v for v in self.state.nodes if v.node == node)

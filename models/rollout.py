@@ -21,6 +21,8 @@ class NodeState(StrEnum):
     PROMOTED = "promoted"  # runs the candidate, health-checked after its step
     ROLLED_BACK = "rolled_back"  # back on the config it ran before the candidate
     FAILED = "failed"  # failed health on the candidate and could not be rolled back: needs a person
+    # its agent did not answer a change (or could not take one: not healthy): on `version` or the config asked
+    UNREACHABLE = "unreachable"
 
 
 @dataclass(frozen=True)

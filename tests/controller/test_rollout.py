@@ -297,7 +297,9 @@ def test_a_node_without_latency_leaves_the_canary_unjudged_and_taken_back(tmp_pa
     assert nodes["node-1"].config == DEFAULTS and "node-3" in pool.state.judgement
 
 
-def test_an_agent_that_does_not_answer_during_promotion_is_recorded_not_fatal(tmp_path):
+def test_an_agent_that_does_not_answer_during_promotion_holds_it_until_it_answers(tmp_path):
+    """Before, the node was recorded rolled back and the promotion went on without it: the pool ended promoted
+    with node-2 on the version before, and nothing ever put it on the promoted one (tests/faults/test_network.py)."""
     pool, nodes, _, _ = _pool(tmp_path, loads=[1.0, 1.0])
 
     def gone(config: Config) -> ApplyReport:
@@ -305,9 +307,17 @@ def test_an_agent_that_does_not_answer_during_promotion_is_recorded_not_fatal(tm
     nodes["node-2"].apply = gone
     _window(pool)
     pool.realize(FASTER)
+    for _ in range(2):  # the judged window, then one while node-2 is still silent
+        with pytest.raises(PipelineUnavailable, match="node-2 did not answer in the middle of a rollout"):
+            _window(pool)
+        assert _versions(pool)["node-2"] == (0, NodeState.UNREACHABLE) and pool.state.phase is Phase.PROMOTING
+        assert nodes["node-3"].config == DEFAULTS and nodes["node-4"].config == DEFAULTS
+    del nodes["node-2"].apply  # it answers again
     _window(pool)
-    assert _versions(pool)["node-2"] == (0, NodeState.ROLLED_BACK)
-    assert nodes["node-3"].config == FASTER and nodes["node-4"].config == FASTER
+    assert all(node.config == FASTER for node in nodes.values()) and pool.state.phase is Phase.STEADY
+    assert set(_versions(pool).values()) == {(1, NodeState.PROMOTED)}
+    assert pool.rollout().recovered.startswith("every node answers again: found node-1 promoted on version 1, node-2 "
+                                               "unreachable, last on version 0, node-3 pending on version 0")
 
 
 def test_a_pool_without_controls_is_refused(tmp_path):
