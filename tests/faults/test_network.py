@@ -85,8 +85,8 @@ class NetNode:
 
 
 def _start(name: str, network: NodeNetwork, directory: Path) -> NetNode:
-    """`pipetune agent` inside the namespace on the node's address (plain HTTP off loopback: --insecure-http),
-    managing a stand-in Filebeat that serves its health on the namespace's own loopback."""
+    """`pipetune agent` started inside the namespace on the node's address (plain HTTP off loopback:
+    --insecure-http), managing a stand-in Filebeat that serves its health on the namespace's own loopback."""
     raw = stand_in_filebeat(directory).model_dump(mode="json")
     config = Path(raw["components"][0]["config"])
     hold, started = directory / "hold-health", directory / "started.jsonl"
@@ -107,7 +107,6 @@ def _start(name: str, network: NodeNetwork, directory: Path) -> NetNode:
     node = NetNode(name, network, agent, client, runtime,
                    FilebeatAdapter(config, [InputSelector(id="access")], Path(raw["components"][0]["binary"])),
                    hold, started)
-    _wait_answering(client, agent, log)
     return node
 
 
@@ -121,8 +120,9 @@ def net_nodes(tmp_path: Path) -> Iterator[dict[str, NetNode]]:
         nodes: dict[str, NetNode] = {}
         for index, name in enumerate(NAMES):
             network = stack.enter_context(node_network(index))
-            nodes[name] = _start(name, network, tmp_path / name)
-            stack.callback(_stop, nodes[name].client, nodes[name].agent, nodes[name].runtime)
+            node = nodes[name] = _start(name, network, tmp_path / name)
+            stack.callback(_stop, node.client, node.agent, node.runtime)
+            _wait_answering(node.client, node.agent, tmp_path / name / "agent.log")
         yield nodes
 
 
@@ -192,7 +192,7 @@ def _cut_off(node: Node, *, answer_lost: bool = False) -> None:
     def apply(config: Config) -> ApplyReport:
         if answer_lost:
             real(config)
-        raise PipelineUnavailable("node node-1: agent at http://10.241.0.2:8765: timed out")
+        raise PipelineUnavailable("agent at http://10.241.0.2:8765: timed out")
     node.apply = apply
 
 
