@@ -341,7 +341,8 @@ class Daemon:
         self.previous = None  # the trend guardrail must not compare windows across the gap
         if decision is None:
             return Decision(window=self.window, t_s=self.t_s, config={}, observed=_unobserved(self.window_s),
-                            action=Action.FROZEN, reason=f"pipeline unavailable ({err}): holding, nothing changed")
+                            action=Action.FROZEN,
+                            reason=f"pipeline unavailable ({err}): holding, no new change until it answers")
         decision.action = Action.FROZEN
         decision.reason = (f"pipeline unavailable while changing it ({err}): holding; "
                            "what is in force is read again when it answers")
