@@ -33,6 +33,10 @@ class CostModels:
             rows = [i for i, cores in enumerate(history.cpu_cores) if cores.get(part, 0.0) > 0]
             if rows:
                 log_cores = np.log([history.cpu_cores[i][part] for i in rows])
+                # A config far over every budget (a 1 ms scan of 200 files: 20x the others' CPU), told as it is, set
+                # the model's noise and mean everywhere, and no candidate near the incumbent was safe any more.
+                # Told at `cost_clip_log` above the median, it is still over any budget near what the others use.
+                log_cores = np.minimum(log_cores, np.median(log_cores) + self.settings.cost_clip_log)
                 gp = self.gps.setdefault(part, cost_model(self.dims, self.settings, self.seed))
                 gp.fit(x[rows], log_cores, optimize)
 
