@@ -297,8 +297,11 @@ class Daemon:
             # nor does a window without load or one still shipping the past's queue say anything of the incumbent
             if verdict.ok:
                 self._update_incumbent(collected)
-            elif verdict.behind and self.incumbent is not None and collected.config == self.incumbent.config:
-                self.incumbent = self.incumbent.fell_behind(observation.p95_s, observation.offered_eps)
+            elif (verdict.behind or verdict.over_budget) and self.incumbent is not None and \
+                    collected.config == self.incumbent.config:
+                # else the config the learner leaves it for, slower but within the rules, is never adopted, and the
+                # daemon goes back to it the next window: fb-kafka diurnal made 50 changes in 60 windows so
+                self.incumbent = self.incumbent.breached(observation.p95_s, observation.offered_eps)
                 if self.store:
                     self.store.save_incumbent(self.incumbent)
         return verdict

@@ -162,11 +162,12 @@ class Decision(BaseModel):
 
 
 class LoadFigure(BaseModel):
-    """The P95 one window of a config measured, the load it ran at, and whether it kept up with that load."""
+    """The P95 one window of a config measured, the load it ran at, and whether it kept to the rules there (kept up
+    with that load, within the CPU budget)."""
 
     offered_eps: float
     p95_s: float
-    kept_up: bool = True
+    kept_up: bool = True  # False: it fell behind or went over budget there
 
 
 class IncumbentReport(BaseModel):
@@ -290,9 +291,10 @@ class Incumbent:
         kept = tuple(f for f in figures if load_moved(f.offered_eps, offered_eps))[-INCUMBENT_LOADS:]
         return replace(self, p95_s=p95_s, offered_eps=offered_eps, cost=cost, other_loads=kept)
 
-    def fell_behind(self, p95_s: float, offered_eps: float) -> Incumbent:
-        """The same config after a window it fell behind in: at about that load, a candidate that keeps up is
-        better, whatever its P95. Its latest window kept up stays its headline figure."""
+    def breached(self, p95_s: float, offered_eps: float) -> Incumbent:
+        """The same config after a window it fell behind in, or went over the CPU budget in: at about that load, a
+        candidate that keeps to the rules is better, whatever its P95. Its latest window that kept to them stays its
+        headline figure."""
         kept = tuple(f for f in self.other_loads if load_moved(f.offered_eps, offered_eps))
         behind = LoadFigure(offered_eps=offered_eps, p95_s=p95_s, kept_up=False)
         return replace(self, other_loads=(*kept, behind)[-INCUMBENT_LOADS:])

@@ -291,17 +291,33 @@ class SafeBayesLearner:
     def _within_budget(self, incumbent: Config, context: Context) -> Suggestion:
         """The incumbent itself went over the CPU budget at this load (a config that spends more per event as the
         load grows): the fastest candidate of the trust region expected within it and safe, whatever it gives up
-        in P95; with none, the config the run started on, whose CPU the budget follows."""
+        in P95; with none, the fastest config measured that is (a trust region narrowed around the incumbent may
+        hold none), else the config the run started on, whose CPU the budget follows."""
         look = self._look(incumbent, context)
         why = f"over budget: the incumbent went over its CPU budget at {context.offered_eps:.0f} ev/s"
         if not np.any(look.pool.safe):
-            self._current = self.start
-            return Suggestion(self.start, f"{why}, and no candidate is expected within it: back to the config the "
-                                          "run started on, which the budget follows")
+            self._current = self._fastest_measured_within(incumbent, context) or self.start
+            said = "the fastest config measured" if self._current != self.start else "the config the run started on"
+            return Suggestion(self._current, f"{why}, and no candidate near it is expected within it: {said} that is")
         ranking = self._rank(look.pool, look, expected=True)
         return self._propose(look, ranking, np.argsort(-ranking.gains_s)[:1],
                              f"{why}: the fastest config expected within it and safe (predicted gain "
                              "{gain_ms:.1f} ms)")
+
+    def _fastest_measured_within(self, incumbent: Config, context: Context) -> Config | None:
+        """Of the configs measured, the one with the lowest expected P95 at this load among those expected within
+        the CPU budget and safe there (the margin's lower bound on the floor); None where none is."""
+        measured = [c for c in dict.fromkeys(self.history.configs) if c not in (incumbent, self.start)]
+        if not measured:
+            return None
+        x = np.array([self._features(c, context) for c in measured])
+        m_mean, m_std = self._margin_gp.predict(x)
+        ok = self.costs.within(x, context.cpu_limits_cores) & (m_mean - self.settings.beta * m_std >= self.margin_floor)
+        if not np.any(ok):
+            return None
+        p95_s = np.concatenate([self.stages.predict_p95(x[i:i + 1], [0.0], c, self._resolution_s)[0]
+                                for i, c in enumerate(measured)])
+        return measured[int(np.argmin(np.where(ok, p95_s, np.inf)))]
 
     def _look(self, incumbent: Config, context: Context) -> _Look:
         """Score the trust region around `incumbent` and measure the incumbent: its predicted P95, its measured one,

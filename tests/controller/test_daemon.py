@@ -167,7 +167,7 @@ def test_the_incumbent_keeps_its_latest_figure_at_each_other_load_and_forgets_th
     for step in range(20):
         incumbent = incumbent.measured_again(1.0, 1000.0 * 2 ** step, None)
     assert len(incumbent.other_loads) == 8 and incumbent.figure_at(200.0) is None
-    behind = incumbent.fell_behind(9.0, 1000.0 * 2 ** 19)  # at its latest figure's load: newer than that figure
+    behind = incumbent.breached(9.0, 1000.0 * 2 ** 19)  # at its latest figure's load: newer than that figure
     assert behind.figure_at(1000.0 * 2 ** 19) == LoadFigure(offered_eps=1000.0 * 2 ** 19, p95_s=9.0, kept_up=False)
     assert behind.p95_s == 1.0 and behind.measured_again(1.0, 1000.0 * 2 ** 19, None).figure_at(
         1000.0 * 2 ** 19).kept_up  # kept up there since: the fall behind is forgotten
@@ -216,6 +216,19 @@ def test_the_cpu_budget_follows_the_start_and_an_incumbent_over_it_asks_the_lear
     assert budget.limits_cores["logstash"] == 0.1 and budget.used_cores["logstash"] > 0.1
     assert budget.limits_cores["filebeat"] == pytest.approx(  # the default's rule for a part without a cap
         reference.cores["filebeat"] / reference.offered_eps * decision.observed["offered_eps"] * 1.25 + 0.05)
+
+
+def test_an_incumbent_over_the_cpu_budget_gives_way_to_a_slower_config_within_it(tmp_path):
+    # else the daemon went back to it the next window, and over budget again: 50 changes in 60 windows
+    frugal = PIPELINE_SPACE.config({"logstash.pipeline.batch.size": 2000})  # slower, less CPU per event
+    policy = Policy(cpu_budget=CpuBudget(cores={"logstash": 0.595}))  # the defaults use 0.60 cores here, it 0.58
+    daemon, pipeline = _daemon(Scripted(frugal), policy, store=StateStore(tmp_path))
+    daemon.incumbent = Incumbent(preset("defaults"), 3.9, RATE)  # as if it had kept to the budget here before
+    decision = daemon.step()
+    assert decision.action == "explore" and pipeline.current() == frugal
+    assert decision.reason.startswith("guardrail on the incumbent itself") and "logstash used" in decision.guardrail[0]
+    decision = daemon.step()
+    assert decision.observed["p95_s"] > 3.9 and not decision.guardrail and daemon.incumbent.config == frugal
 
 
 def test_the_learner_is_told_each_restarted_components_measured_pause_to_price_the_next_restart():
