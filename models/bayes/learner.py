@@ -295,11 +295,14 @@ class SafeBayesLearner:
         hold none), else the config the run started on, whose CPU the budget follows."""
         look = self._look(incumbent, context)
         why = f"over budget: the incumbent went over its CPU budget at {context.offered_eps:.0f} ev/s"
-        if not np.any(look.pool.safe):
+        # not the incumbent itself: the model may still expect it within budget from its windows before this one
+        others = look.pool.safe & np.any(np.abs(look.pool.cand - look.center) > self.settings.moved_tolerance, axis=1)
+        if not np.any(others):
             self._current = self._fastest_measured_within(incumbent, context) or self.start
             said = "the fastest config measured" if self._current != self.start else "the config the run started on"
             return Suggestion(self._current, f"{why}, and no candidate near it is expected within it: {said} that is")
         ranking = self._rank(look.pool, look, expected=True)
+        ranking = replace(ranking, gains_s=np.where(others, ranking.gains_s, -np.inf))
         return self._propose(look, ranking, np.argsort(-ranking.gains_s)[:1],
                              f"{why}: the fastest config expected within it and safe (predicted gain "
                              "{gain_ms:.1f} ms)")
@@ -461,7 +464,7 @@ class SafeBayesLearner:
         """`pool` ranked by the gain that counts, expected or optimistic, net of a restart's price."""
         prices_s = rules.restart_prices_s(pool.cand, self.cube.encode(self._current), self.cube.restart_dims(),
                                           look.context.restart_pauses_s, self.policy.change_horizon_s, self.settings)
-        return _Ranking(pool, rules.gains(pool, look.p95_s, expected, prices_s), expected, prices_s)
+        return _Ranking(pool, rules.gains(pool, look.p95_s, expected, prices_s, self.settings), expected, prices_s)
 
     def _incumbent_p95s(self, incumbent: Config, context: Context) -> list[float]:
         """The P95 of the incumbent's feasible windows at about this load."""

@@ -86,8 +86,8 @@ def restart_price_s(pause_s: float, horizon_s: float) -> float:
     """The P95 gain (s) a change that restarts a component must promise beyond any other's: the delay its pause
     puts on the events, repaid within `horizon_s`. A pause of p s holds every event arriving in it p/2 s on
     average, p²/2 event-seconds per event/s of load; a gain of g s an event repays that in p²/2g seconds at any
-    load, so within the horizon when g ≥ p² / (2 · horizon). (The risk that it only seems to gain is the noise
-    threshold's to price.)"""
+    load, so within the horizon when g ≥ p² / (2 · horizon). (The risk that it only seems to gain is
+    `restart_discount`'s to price, `gains`.)"""
     return pause_s ** 2 / (2 * horizon_s)
 
 
@@ -103,11 +103,15 @@ def restart_prices_s(cand: np.ndarray, current: np.ndarray, restart_dims: Mappin
     return prices
 
 
-def gains(pool: Pool, incumbent_p95_s: float, expected: bool, prices_s: np.ndarray) -> np.ndarray:
+def gains(pool: Pool, incumbent_p95_s: float, expected: bool, prices_s: np.ndarray,
+          s: LearnerSettings) -> np.ndarray:
     """Each candidate's gain over the incumbent's predicted P95, expected or optimistic (the P95's lower bound,
-    GP-UCB's optimism), less the price of the restart it makes (`prices_s`, `restart_prices_s`). -inf where not
-    safe (SafeOpt: only the safe set is proposed)."""
-    gain = incumbent_p95_s - (pool.mean if expected else pool.optimistic) - prices_s
+    GP-UCB's optimism); where it restarts a component (a price in `prices_s`), × `restart_discount` for the risk
+    that it only seems to gain (a trial that loses restarts again coming back) and less the price of the delay
+    its pause puts on the events (`restart_prices_s`). -inf where not safe (SafeOpt: only the safe set is
+    proposed)."""
+    gain = incumbent_p95_s - (pool.mean if expected else pool.optimistic)
+    gain = np.where(prices_s > 0, gain * s.restart_discount - prices_s, gain)
     return np.where(pool.safe, gain, -np.inf)
 
 

@@ -22,6 +22,7 @@ class LearnerSettings:
     beta: float = 2.0  # SafeOpt's β: safe where the margin's mean − β·std clears the floor (first cut; SafeOpt: 3)
     kappa: float = 1.0  # GP-UCB's weight: a stage's optimistic P95 is exp(μ − κσ) (first cut)
     margin_prior_std: float = 0.08  # the margin model's prior spread: unmeasured configs are not known safe (first cut)
+    restart_discount: float = 0.8  # a restarting change must promise 1/0.8 the gain: the risk of a restart (first cut)
     restart_pause_prior_s: float = 3.0  # a restart's pause before one is measured: the calibrations' Filebeat
     far_spare: float = SPARE_MAX / 2  # an incumbent expected to leave this CPU share spare is far from it [94d977c]
 

@@ -52,12 +52,12 @@ def test_only_the_expected_gain_counts_once_the_region_collapsed_on_known_ground
     assert rules.expects_only(_search(phase, windows, cause), far, S) is expected
 
 
-def test_a_gain_is_over_the_incumbents_p95_less_a_restarts_price_and_none_where_unsafe():
+def test_a_gain_is_over_the_incumbents_p95_discounted_and_less_a_restarts_price_and_none_where_unsafe():
     pool = _pool(mean=[0.8, 0.8, 0.5], optimistic=[0.6, 0.6, 0.4], safe=[True, True, False])
     prices_s = np.array([0.0, 0.05, 0.0])
-    np.testing.assert_allclose(rules.gains(pool, 1.0, True, prices_s)[:2], [0.2, 0.15])
-    optimistic = rules.gains(pool, 1.0, False, prices_s)
-    np.testing.assert_allclose(optimistic[:2], [0.4, 0.35])
+    np.testing.assert_allclose(rules.gains(pool, 1.0, True, prices_s, S)[:2], [0.2, 0.2 * S.restart_discount - 0.05])
+    optimistic = rules.gains(pool, 1.0, False, prices_s, S)
+    np.testing.assert_allclose(optimistic[:2], [0.4, 0.4 * S.restart_discount - 0.05])
     assert optimistic[2] == -np.inf
 
 
