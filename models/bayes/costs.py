@@ -46,7 +46,7 @@ class CostModels:
         against anything."""
         ok = np.ones(len(inputs), dtype=bool)
         for part, limit in limits_cores.items():
-            if part in self.gps:
+            if part in self.gps and len(inputs):  # sklearn refuses to predict at no point
                 mean, std = self.gps[part].predict(inputs)
                 ok &= mean + self.settings.beta * std <= np.log(limit)
         return ok

@@ -28,6 +28,7 @@ def test_configs_measured_within_budget_are_held_within_it_and_ones_measured_ove
     assert costs.within(np.array([[0.22, 0.5], [0.82, 0.5]]), {"filebeat": 0.1}).tolist() == [True, False]
     assert costs.within(np.array([[0.82, 0.5]]), {}).tolist() == [True]  # no budget: nothing held against it
     assert set(costs.gps) == {"filebeat"}  # only the budgeted parts are modelled
+    assert costs.within(np.empty((0, 2)), {"filebeat": 0.1}).tolist() == []  # overload with nothing else measured
 
 
 def test_one_config_far_over_budget_does_not_make_the_measured_ones_unsafe():
