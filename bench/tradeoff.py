@@ -29,7 +29,7 @@ from bench.result import RESULT_FILE, BenchResult
 from bench.tuners import oracle, run_one
 from controller.fresh_windows import FreshMeasurement, measure_fresh
 from controller.ray_learner import start_ray
-from models.budget import BUDGETED_PARTS, CpuBudget, CpuReference, cpu_limits_cores
+from models.budget import CpuBudget, CpuReference, budgeted, cpu_limits_cores, within_limits
 from models.learning import TunedCube, tuned_names
 from models.policy import Policy
 from models.presets import PRESETS, preset
@@ -49,13 +49,10 @@ STRATEGIES = ("pipetune", "optuna-tpe")
 SETTLING_WINDOWS = 5  # windows over budget before this one are the search finding the budget's edge
 
 
-def within(measured: FreshMeasurement, limits: dict[str, float]) -> bool:
-    return all(measured.cpu_cores.get(part, 0.0) <= limit for part, limit in limits.items())
-
-
 def best_static(presets: dict[str, FreshMeasurement], limits: dict[str, float]) -> tuple[str, float]:
     """The fastest preset that kept up within `limits`: its name and P95 (none: '–', inf)."""
-    able = {name: m.p95_s for name, m in presets.items() if m.throughput_ratio >= 0.95 and within(m, limits)}
+    able = {name: m.p95_s for name, m in presets.items()
+            if m.throughput_ratio >= 0.95 and within_limits(m.cpu_cores, limits)}
     return min(able.items(), key=lambda item: item[1]) if able else ("–", float("inf"))
 
 
@@ -63,7 +60,7 @@ def budget_rows(cal_name: str, cal: Calibration, seeds: int, windows: int, windo
                 oracle_samples: int) -> list[dict]:
     rate = RATES_EPS.get(cal_name, 300.0)
     presets = {name: measure_fresh(preset(name), cal, rate, window_s) for name in PRESETS}
-    reference = CpuReference(rate, {p: c for p, c in presets["defaults"].cpu_cores.items() if p in BUDGETED_PARTS})
+    reference = CpuReference(rate, budgeted(presets["defaults"].cpu_cores))
     rows = []
     for label, budget in BUDGETS.items():
         policy = Policy(cpu_budget=budget)
@@ -79,8 +76,7 @@ def budget_rows(cal_name: str, cal: Calibration, seeds: int, windows: int, windo
         for strategy in STRATEGIES:
             mine = [r for r in runs if r["strategy"] == strategy]
             row[f"{strategy}_p95_s"] = statistics.median(r["final_p95_s"] for r in mine)
-            row[f"{strategy}_within"] = sum(all(r["final_cpu_cores"].get(p, 0.0) <= c for p, c in limits.items())
-                                            for r in mine)
+            row[f"{strategy}_within"] = sum(within_limits(r["final_cpu_cores"], limits) for r in mine)
             row[f"{strategy}_over_after_5"] = max(sum(r["over_budget"][SETTLING_WINDOWS:]) for r in mine)
         row["pipetune_over_oracle"] = row["pipetune_p95_s"] / best
         rows.append(row)

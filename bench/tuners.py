@@ -33,7 +33,7 @@ from controller.pipelines import TwinPipeline
 from controller.ray_learner import start_ray
 from controller.state import Decision
 from controller.tuning_run import LearnerSetup, tuning_learner, twin_pipeline
-from models.budget import BUDGETED_PARTS, CpuReference, cpu_limits_cores
+from models.budget import CpuReference, budgeted, cpu_limits_cores, within_limits
 from models.learning import Context, Suggestion, TunedCube, tuned_names
 from models.observation import Observation
 from models.policy import Policy
@@ -121,12 +121,11 @@ def oracle(cube: TunedCube, calibration: Calibration, rate_eps: float, window_s:
         return ray.get([_fresh.remote(cube.decode(u, preset("defaults")), cal, rate_eps, window_s) for u in us])
 
     results = evaluate(points)
-    reference = CpuReference(rate_eps, {p: c for p, c in results[0].cpu_cores.items() if p in BUDGETED_PARTS})
-    limits = cpu_limits_cores(cube.policy.cpu_budget, reference, rate_eps)
+    defaults = CpuReference(rate_eps, budgeted(results[0].cpu_cores))  # the config pipetune starts from
+    limits = cpu_limits_cores(cube.policy.cpu_budget, defaults, rate_eps)
 
     def feasible(m: FreshMeasurement) -> bool:
-        return m.throughput_ratio >= cube.policy.min_throughput_ratio and all(
-            m.cpu_cores.get(part, 0.0) <= limit for part, limit in limits.items())
+        return m.throughput_ratio >= cube.policy.min_throughput_ratio and within_limits(m.cpu_cores, limits)
 
     best = min((m.p95_s for m in results if feasible(m)), default=float("inf"))
     best_u = points[[m.p95_s for m in results].index(best)] if np.isfinite(best) else start

@@ -31,7 +31,8 @@ from controller.live import LivePipeline
 from controller.pipelines import PipelineUnavailable
 from controller.pools import PoolRunner, pool_runs, relearn
 from controller.realizer import Driven
-from controller.state import DEFAULT_POOL, CpuBudgetReport, Decision, StateStore, load_pool_dirs, plan_pool_dirs, save_pool_dirs
+from controller.state import (DEFAULT_POOL, CpuBudgetReport, Decision, StateStore, load_pool_dirs, plan_pool_dirs,
+                              save_pool_dirs)
 from controller.tuned_space import NothingToTune, TunedSpace
 from controller.tuning_run import LearnerSetup, tuning_learner, twin_pipeline
 from models.budget import CpuBudget

@@ -51,8 +51,18 @@ class CpuReference:
     @classmethod
     def of(cls, observation: Observation) -> CpuReference | None:
         """The reference a window gives (None: it measured no budgeted part's CPU, or had no load)."""
-        cores = {part: observation.cpu_cores[part] for part in BUDGETED_PARTS if part in observation.cpu_cores}
+        cores = budgeted(observation.cpu_cores)
         return cls(observation.offered_eps, cores) if cores and observation.offered_eps > 0 else None
+
+
+def budgeted(cpu_cores: Mapping[str, float]) -> dict[str, float]:
+    """The budgeted parts' CPU of a reading of every part's (`Observation.cpu_cores`)."""
+    return {part: cores for part, cores in cpu_cores.items() if part in BUDGETED_PARTS}
+
+
+def within_limits(cpu_cores: Mapping[str, float], limits_cores: Mapping[str, float]) -> bool:
+    """Whether every limited part used no more than its limit (a part not measured used nothing)."""
+    return all(cpu_cores.get(part, 0.0) <= limit for part, limit in limits_cores.items())
 
 
 def cpu_limits_cores(budget: CpuBudget | None, reference: CpuReference | None,

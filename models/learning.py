@@ -61,7 +61,7 @@ class Context:
     incumbent: Config | None = None
     # component -> how long its latest restart paused the pipeline, as measured (none yet: not there)
     restart_pauses_s: Mapping[str, float] = field(default_factory=dict, hash=False)
-    cpu_limits_cores: Mapping[str, float] = field(default_factory=dict, hash=False)  # the CPU budget here, part -> cores
+    cpu_limits_cores: Mapping[str, float] = field(default_factory=dict, hash=False)  # CPU budget here, part -> cores
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from models.budget import BUDGETED_PARTS
+from models.budget import budgeted
 from models.learning import Context, kept_history
 from models.observation import Observation
 from models.space import Config
@@ -49,7 +49,7 @@ class History:
         self.margin.append(margin)
         share = observation.busiest_cpu_share
         self.cpu_share.append(math.nan if share is None else share)
-        self.cpu_cores.append({p: c for p, c in observation.cpu_cores.items() if p in BUDGETED_PARTS})
+        self.cpu_cores.append(budgeted(observation.cpu_cores))
         self.p95_s.append(observation.p95_s)
         self.p95_log_var.append(log_var(observation))
         self.feasible.append(feasible)

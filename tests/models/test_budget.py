@@ -3,7 +3,7 @@
 import pytest
 from pydantic import ValidationError
 
-from models.budget import CpuBudget, CpuReference, cpu_limits_cores
+from models.budget import CpuBudget, CpuReference, budgeted, cpu_limits_cores, within_limits
 from models.observation import Observation
 from models.policy import Policy
 
@@ -45,3 +45,11 @@ def test_a_budget_out_of_range_is_refused_naming_the_field(budget, field):
     with pytest.raises(ValidationError) as err:
         Policy(cpu_budget=budget)
     assert field in str(err.value)
+
+
+def test_a_reading_is_within_limits_when_every_limited_part_is_and_only_budgeted_parts_count():
+    reading = {"filebeat": 0.05, "logstash": 0.4, "broker-1": 2.0}
+    assert budgeted(reading) == {"filebeat": 0.05, "logstash": 0.4}
+    assert within_limits(reading, {"filebeat": 0.06, "logstash": 0.4})
+    assert not within_limits(reading, {"filebeat": 0.04})
+    assert within_limits({}, {"filebeat": 0.01})  # a part not measured used nothing
