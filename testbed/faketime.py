@@ -39,6 +39,9 @@ class FakeClock:
     def __init__(self) -> None:
         # libfaketime 0.9.10 silently ignores a longer path (pytest's tmp_path is one): a short one of its own
         self.path = Path(tempfile.mkdtemp(prefix="faketime-")) / "offset"
+        # mkdtemp makes it 0700: nginx's workers, which root's nginx runs as `nobody`, could not read the file and
+        # libfaketime silently kept them on the real clock (why nginx never stepped in the first attempt)
+        self.path.parent.chmod(0o755)
         self.library = install_faketime()
         self.offset_s = 0.0
         self.set(0.0)

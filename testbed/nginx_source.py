@@ -5,7 +5,15 @@ says)."""
 
 from __future__ import annotations
 
+import http.client
+import json
+import threading
+import time
+import uuid
+from dataclasses import dataclass
 from pathlib import Path
+
+from confluent_kafka import Consumer
 
 from testbed.faketime import NGINX_ENV
 from testbed.install import install_nginx
@@ -49,3 +57,109 @@ def nginx_service(node: NodeLayout, port: int, env: dict[str, str] | None = None
     argv = (str(install_nginx()), "-p", str(work), "-c", str(config), "-e", str(work / "error.log"),
             "-g", "daemon off;")
     return Service(f"nginx-{node.name}", argv, work, env=env)
+
+
+class SentLoad:
+    """Requests to nginx at `rate_eps` from a thread, each with the `X-Sent` header (this host's clock as the request
+    leaves), until the `with` block ends; `sent` counts those nginx answered."""
+
+    def __init__(self, port: int, rate_eps: float) -> None:
+        if not 0 < rate_eps <= 1000:
+            raise ValueError(f"rate_eps: {rate_eps} requests/s, allowed (0, 1000]")
+        self.port, self.rate_eps = port, rate_eps
+        self.sent = 0
+        self._stop = threading.Event()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name=f"nginx-load-{port}", daemon=True)
+
+    def _run(self) -> None:
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        start = time.monotonic()
+        try:
+            while not self._stop.is_set():
+                # paced on the monotonic clock: the wall clock is what the fault moves
+                due = start + self.sent / self.rate_eps
+                if (wait := due - time.monotonic()) > 0:
+                    self._stop.wait(wait)
+                    continue
+                connection.request("GET", "/", headers={"X-Sent": f"{time.time():.6f}"})
+                connection.getresponse().read()
+                self.sent += 1
+        except BaseException as err:  # reported when the block ends
+            self._error = err
+        finally:
+            connection.close()
+
+    def __enter__(self) -> "SentLoad":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        if self._error is not None:
+            raise RuntimeError(f"requests to nginx on port {self.port} failed: {self._error}") from self._error
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """One nginx line as a consumer of its own read it: when it arrived (this host's clock), its client's `X-Sent`
+    and nginx's own stamp (the node's clock)."""
+
+    arrived_s: float
+    sent_s: float
+    ts_nginx_s: float
+
+    @property
+    def latency_s(self) -> float:
+        """The truth: arrival minus the client's send time, both on this host's clock."""
+        return self.arrived_s - self.sent_s
+
+    @property
+    def clock_ahead_s(self) -> float:
+        """How far nginx's clock read ahead of the client's as it wrote the line (plus the request's way there)."""
+        return self.ts_nginx_s - self.sent_s
+
+
+class TruthReader:
+    """A Kafka consumer of its own, in a thread, that notes when each nginx line of `node` (Filebeat's host.name)
+    arrives: the independent reading the probe's latency is checked against."""
+
+    def __init__(self, bootstrap: str, topic: str, node: str) -> None:
+        self.node = node
+        self.arrivals: list[Arrival] = []
+        self._consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"truth-{uuid.uuid4().hex[:8]}",
+                                   "auto.offset.reset": "latest", "enable.auto.commit": False,
+                                   "fetch.wait.max.ms": 10})
+        self._consumer.subscribe([topic])
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"truth-{node}", daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            # one record at a time: a batch (`consume(n, timeout)`) waits out its timeout for n records, which
+            # would add up to that wait to every arrival
+            record = self._consumer.poll(0.05)
+            arrived_s = time.time()
+            if record is None or record.error() is not None:
+                continue
+            event = json.loads(record.value())
+            if event.get("host", {}).get("name") != self.node:
+                continue
+            try:
+                line = json.loads(event["message"])
+                self.arrivals.append(Arrival(arrived_s, float(line["sent_s"]), float(line["ts_nginx"])))
+            except (KeyError, TypeError, ValueError):
+                continue  # not one of SentLoad's requests
+
+    def between(self, start_s: float, end_s: float) -> list[Arrival]:
+        return [a for a in list(self.arrivals) if start_s <= a.arrived_s < end_s]
+
+    def __enter__(self) -> "TruthReader":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._consumer.close()
