@@ -4,7 +4,8 @@ The maths is `models.clock_offset` (pure); here are the exchanges over HTTP and 
 offset is the node's clock minus this host's: the probe, on this host's clock, takes it off each
 node's event times. `NodeClocks` measures them as a window starts and again as it ends, and says how far each
 clock moved in between (or since the last window ended): a window a clock stepped in is disturbed
-(models.disturbance.clock_disturbance).
+(models.disturbance.clock_disturbance), and so is the next one, whose first second or so the probe still reads on
+the offset from before the step (it re-reads the file once a second, Prometheus scrapes it after that).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 import logging
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Mapping, Protocol
 
@@ -20,7 +22,8 @@ import httpx
 
 from agents.client import AgentError
 from controller.state import ClockOffsetReport
-from models.clock_offset import ClockMove, ClockOffset, Exchange, estimate, moved, offsets_document, refined
+from models.clock_offset import (ClockMove, ClockOffset, Exchange, estimate, larger, moved, offsets_document,
+                                 refined)
 
 log = logging.getLogger("pipetune.clocks")
 EXCHANGES = 5  # the shortest of five round trips: a stray slow answer costs nothing
@@ -66,26 +69,34 @@ class NodeClocks:
         self.clock = clock
         self.offsets: dict[str, ClockOffset] = {}  # a node that stops answering keeps its last one in the file
         self._moves: dict[str, ClockMove] = {}
+        self._last: dict[str, ClockMove] = {}  # what the last measurement found each clock moved by
+        self._ended: dict[str, ClockMove] = {}  # what the measurement that ended the window before found
 
     def measure(self) -> dict[str, ClockOffset]:
         """Measure every reachable node's offset now and write all known ones where the probe reads them (it
         corrects from then on); returns those of the nodes just measured (`refined`: a wide estimate that adds
         nothing keeps the tighter one before it)."""
         fresh = measure_offsets(self.nodes, self.clock)
+        self._last = {}
         for node, offset in fresh.items():
             if node in self.offsets:
-                move = moved(self.offsets[node], offset)
-                held = self._moves.get(node)
-                if held is None or abs(move.moved_s) - move.error_s > abs(held.moved_s) - held.error_s:
-                    self._moves[node] = move
+                self._last[node] = move = moved(self.offsets[node], offset)
+                self._moves[node] = larger(self._moves.get(node), move)
             self.offsets[node] = refined(self.offsets.get(node), offset)
         if self.path is not None and self.offsets:
             write_offsets(self.path, self.offsets)
         return {node: self.offsets[node] for node in fresh}
 
     def moves(self) -> dict[str, ClockMove]:
-        """Each node's largest move between two measurements since this was last asked."""
+        """Each node's largest move between two measurements since this was last asked (asked as a window ends,
+        after its last measurement), or, marked `before_window`, the move the measurement that ended the window
+        before found, when that says more: the probe read this window's first second or so on the offset from
+        before it."""
         found, self._moves = self._moves, {}
+        for node, move in self._ended.items():
+            found[node] = larger(found.get(node), move)
+        self._ended = {node: replace(move, before_window=True) for node, move in self._last.items()}
+        self._last = {}
         return found
 
 

@@ -57,10 +57,14 @@ class ClockOffset:
 
 @dataclass(frozen=True)
 class ClockMove:
-    """How far a node's clock moved against ours between two estimates, and the error bound of that figure."""
+    """How far a node's clock moved against ours between two estimates, and the error bound of that figure.
+    `before_window`: found by the measurement that ended the window before; the probe applies the offset written
+    then at its next bookkeeping (once a second) and Prometheus scrapes it after that, so the first second or so of
+    this window is still read on the old offset."""
 
     moved_s: float
     error_s: float
+    before_window: bool = False
 
     def disturbs(self, p95_s: float, resolution_s: float) -> bool:
         """Whether events measured across the move have latencies off by enough to put a window's P95 off: the
@@ -68,6 +72,13 @@ class ClockMove:
         time's resolution (a move inside one step of the stamps cannot show)."""
         allowed = max(resolution_s, MOVE_SHARE_OF_P95 * p95_s if math.isfinite(p95_s) else 0.0)
         return abs(self.moved_s) - self.error_s > allowed
+
+
+def larger(first: ClockMove | None, second: ClockMove) -> ClockMove:
+    """The move that says more: the one whose size exceeds its error bound by more."""
+    if first is None or abs(second.moved_s) - second.error_s > abs(first.moved_s) - first.error_s:
+        return second
+    return first
 
 
 def refined(previous: ClockOffset | None, fresh: ClockOffset) -> ClockOffset:

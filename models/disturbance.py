@@ -91,6 +91,10 @@ def disturbance(brokers: Mapping[str, BrokerWindow], offline_partitions: int = 0
     return Disturbance(causes, named, "; ".join(parts))
 
 
+# a move found as the window before ended: the probe applies the offset measured then at its next bookkeeping
+_BEFORE_WINDOW = " as the window before ended (the probe applies its new offset a second or so later)"
+
+
 def clock_disturbance(moves: Mapping[str, ClockMove], p95_s: float, resolution_s: float) -> Disturbance | None:
     """The window's disturbance from how far each node's clock moved in it (by node), judged against the window's
     P95 and the event time's resolution; None when no clock moved enough to put the figure off."""
@@ -98,7 +102,7 @@ def clock_disturbance(moves: Mapping[str, ClockMove], p95_s: float, resolution_s
     if not stepped:
         return None
     said = ", ".join(f"node {node}'s clock moved {move.moved_s * 1000:+.0f} ms (± {move.error_s * 1000:.0f} ms)"
-                     for node, move in stepped.items())
+                     f"{_BEFORE_WINDOW if move.before_window else ''}" for node, move in stepped.items())
     return Disturbance((Cause.CLOCK_STEP,), (), f"{Cause.CLOCK_STEP}: {said}, its events' latencies with it",
                        tuple(stepped))
 

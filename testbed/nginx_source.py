@@ -152,6 +152,15 @@ class TruthReader:
             except (KeyError, TypeError, ValueError):
                 continue  # not one of SentLoad's requests
 
+    def wait_for(self, count: float, timeout_s: float) -> None:
+        """Until `count` lines have arrived; `TimeoutError` saying how many did after `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        while len(self.arrivals) < count:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{len(self.arrivals)} of node {self.node}'s nginx lines arrived in {timeout_s:g} s, "
+                                   f"waited for {count:g}")
+            time.sleep(0.2)
+
     def between(self, start_s: float, end_s: float) -> list[Arrival]:
         return [a for a in list(self.arrivals) if start_s <= a.arrived_s < end_s]
 

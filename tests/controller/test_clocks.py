@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from agents.probe.events import Record, latencies
 from controller.clocks import (NodeClocks, measure_offset, measure_offsets, offset_reports, offset_warnings,
                                write_offsets)
-from models.clock_offset import ClockOffset, Exchange, estimate, offsets_from_document
+from models.clock_offset import ClockMove, ClockOffset, Exchange, estimate, offsets_from_document
 from tests.clock import VirtualClock
 
 
@@ -114,7 +114,26 @@ def test_node_clocks_say_the_largest_move_since_last_asked_and_keep_a_silent_nod
     assert set(clocks.measure()) == {"web-1"}
     moves = clocks.moves()
     assert moves["web-1"].moved_s == pytest.approx(2.0) and moves["web-2"].moved_s == pytest.approx(0.0)
-    assert clocks.moves() == {}  # asked: the next window starts afresh
+    # asked: the next window starts afresh, told only what the last measurement found (1 ms of drift)
+    assert clocks.moves() == {"web-1": ClockMove(pytest.approx(0.001, abs=1e-6), 0.0, before_window=True)}
     # the probe still corrects the silent node's events by its last offset
     written = offsets_from_document(json.loads(path.read_text()))
     assert written["web-1"].offset_s == pytest.approx(2.001) and written["web-2"].offset_s == pytest.approx(0.3)
+
+
+def test_the_window_after_a_step_is_told_of_it_the_probe_reading_its_first_second_on_the_old_offset(tmp_path):
+    clock = VirtualClock()
+    node = SteppingNode(clock)
+    clocks = NodeClocks({"web-1": node}, tmp_path / "clock-offsets.json", clock=clock.time)
+    clocks.measure()  # the window starts
+    node.offset_s = -2.0
+    clocks.measure()  # it ends: the step is found and written for the probe
+    assert clocks.moves()["web-1"] == ClockMove(pytest.approx(-2.0), pytest.approx(0.0))
+    node.offset_s = -2.0005  # drift in the next window
+    clocks.measure()
+    clocks.measure()
+    after = clocks.moves()["web-1"]
+    assert after.before_window and after.moved_s == pytest.approx(-2.0)  # the step says more than the drift
+    clocks.measure()
+    clocks.measure()
+    assert clocks.moves()["web-1"].moved_s == pytest.approx(0.0)  # the step is told once more only

@@ -85,3 +85,10 @@ def test_a_window_both_a_broker_and_a_clock_disturbed_says_both():
     assert (both.brokers, both.nodes) == (("2",), ("node-2",))
     assert str(both) == f"{broker}; {clock}"
     assert combined(None, clock) is clock and combined(broker, None) is broker and combined(None, None) is None
+
+
+def test_the_window_after_a_clock_step_says_the_step_was_found_as_the_window_before_ended():
+    found = clock_disturbance({"node-2": ClockMove(-2.0, 0.002, before_window=True)}, 0.060, 0.001)
+    assert found.causes == (Cause.CLOCK_STEP,) and found.nodes == ("node-2",)
+    assert str(found) == ("clock step: node node-2's clock moved -2000 ms (± 2 ms) as the window before ended (the "
+                          "probe applies its new offset a second or so later), its events' latencies with it")
