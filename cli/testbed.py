@@ -14,14 +14,17 @@ from testbed import agent, lifecycle
 from testbed.endpoints import live_pipeline, write_deployment
 from testbed.filebeat_layout import idle_glob, write_idle_files
 from testbed.install import PrerequisiteError
-from testbed.pipeline import (DEFAULT_PIPELINE, MAX_BROKERS, MAX_IDLE_FILES, MAX_NODES, PipelineError, PipelineSpec,
-                              load_pipeline)
+from testbed.pipeline import (DEFAULT_PIPELINE, MAX_BROKERS, MAX_IDLE_FILES, MAX_NODES, NAMED_PIPELINES, PipelineError,
+                              PipelineSpec, load_pipeline, pipeline_file)
 from testbed.processes import TestbedError
+from testbed.spark_sink import job_settings
 
 testbed_app = typer.Typer(help="Run the real pipeline (Kafka, Filebeat, Prometheus, probe) on loopback.",
                           no_args_is_help=True)
 
-PipelineOption = typer.Option(DEFAULT_PIPELINE, "--pipeline", help="pipeline file (YAML)")
+PipelineOption = typer.Option(DEFAULT_PIPELINE, "--pipeline",
+                              help=f"pipeline file (YAML), or a named one: {', '.join(NAMED_PIPELINES)} (paper: nginx "
+                                   "-> Filebeat -> Kafka -> Spark -> Hive table)")
 
 
 def _load(path: Path) -> PipelineSpec:
@@ -91,7 +94,11 @@ def up(pipeline: Path = PipelineOption,
     if spec.log.idle_files:
         typer.echo(f"  {spec.log.idle_files} idle rotated files beside each node's log, which Filebeat's input "
                    f"matches with {idle_glob(spec.log_path()).name}")
-    written = write_deployment(spec, pipeline)
+    if spec.spark is not None:
+        typer.echo(f"  Spark sink: {spec.spark.master}, trigger {spec.spark.trigger_interval_s:g} s, table "
+                   f"{spec.spark.table} (warehouse, metastore, checkpoint under {job_settings(spec).home}); its "
+                   f"`warehouse` stage, nginx's $msec -> the micro-batch committed, on {job_settings(spec).url}/metrics")
+    written = write_deployment(spec, pipeline_file(pipeline))
     typer.echo(f"  deployment file: {written} (`pipetune autotune --pipeline {written}` tunes it, with replay)")
 
 

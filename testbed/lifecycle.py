@@ -14,7 +14,7 @@ import json
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Callable
@@ -28,12 +28,15 @@ from testbed.install import Installed, install_all
 from testbed.kafka import brokers_ready, create_topics, kafka_services
 from testbed.pipeline import NodeLayout, PipelineSpec
 from testbed.probe import probe_service
+from testbed.nginx_source import REQUEST_LOG_FORMAT, nginx_service
 from testbed.processes import Service, TestbedError
 from testbed.prometheus import prometheus_service, prometheus_url, scraped
+from testbed.spark_sink import job_settings, spark_service
+from testbed.spark_sink import ready as spark_ready
 
 # The order `down` stops processes in, by name (`agent`, `agent-node-2`, `kafka-3`, ...): the agents first,
 # so they cannot restart Filebeat or the probe; the brokers last.
-STOP = ("agent", "filebeat", "probe", "prometheus", "kafka")
+STOP = ("nginx", "agent", "filebeat", "probe", "spark", "prometheus", "kafka")
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,12 @@ def _start_ready(group: list[Service], ready: Callable[[Service], bool], timeout
         processes.wait_ready(service, partial(ready, service), timeout_s)
 
 
+def _answers(url: str) -> bool:
+    """Whether `url` answers without an error (nginx answers the testbed's requests with 204)."""
+    with urllib.request.urlopen(url, timeout=1.0) as response:
+        return response.status < 400
+
+
 def _agent_ready(spec: PipelineSpec, node: NodeLayout) -> bool:
     """An agent answers once it has started its components (Filebeat healthy; on the first node also the
     probe healthy and the broker configs set)."""
@@ -82,7 +91,15 @@ def _endpoints(spec: PipelineSpec) -> dict[str, str]:
     for node in spec.node_layouts():
         out[spec.node_process(node, "filebeat")] = f"http://127.0.0.1:{node.filebeat_http_port}/stats"
         out[spec.node_process(node, "agent")] = node.agent_url
+        if spec.nginx is not None:
+            out[_nginx_name(node)] = f"http://127.0.0.1:{spec.nginx_port(node)}/"
+    if spec.spark is not None:
+        out["spark"] = f"http://127.0.0.1:{spec.spark.metrics_port}/metrics"
     return out
+
+
+def _nginx_name(node: NodeLayout) -> str:
+    return f"nginx-{node.name}"  # testbed.nginx_source names each node's so
 
 
 def services(spec: PipelineSpec, installed: Installed, config: Config) -> dict[str, Service]:
@@ -103,6 +120,12 @@ def services(spec: PipelineSpec, installed: Installed, config: Config) -> dict[s
                                        "--path.home", str(home)), spec.resolved_run_dir(),
                                 pid_path=filebeat_pid_file(spec, node))
     planned["probe"] = probe_service(spec)
+    for node in spec.node_layouts() if spec.nginx is not None else ():
+        # its pid file is under its own dir: recorded, so `down` and `status` find it
+        service = nginx_service(node, spec.nginx_port(node), log_format=REQUEST_LOG_FORMAT)
+        planned[service.name] = replace(service, pid_path=service.pid_file)
+    if spec.spark is not None:
+        planned["spark"] = spark_service(job_settings(spec), spec.resolved_run_dir())
     return planned
 
 
@@ -154,12 +177,19 @@ def up(spec: PipelineSpec, config: Config | None = None) -> list[ServiceStatus]:
     try:
         _start_ready(brokers, lambda _: brokers_ready(spec), 90.0)
         create_topics(spec)  # before any event can flow
+        if spec.spark is not None:  # it takes longest to start: under way while the rest starts
+            processes.start(planned["spark"])
         _start_ready([planned["prometheus"]], lambda _: _http_ok(prometheus_url(spec) + "/-/ready"), 20.0)
         _start_ready([planned[name] for name in agents], lambda s: _agent_ready(spec, agents[s.name]), 120.0)
         endpoints = _endpoints(spec)
         for node in spec.node_layouts():
             filebeat = planned[spec.node_process(node, "filebeat")]
             processes.wait_ready(filebeat, partial(_http_ok, endpoints[filebeat.name]), 30.0)
+        if spec.nginx is not None:  # once Filebeat harvests its log
+            _start_ready([planned[_nginx_name(node)] for node in spec.node_layouts()],
+                         lambda s: _answers(endpoints[s.name]), 30.0)
+        if spec.spark is not None:
+            processes.wait_ready(planned["spark"], lambda: spark_ready(job_settings(spec)), spec.spark.ready_timeout_s)
         # Prometheus picks up new targets only after a few seconds: telemetry is live once it has.
         processes.wait_ready(planned["prometheus"], lambda: scraped(spec), 30.0)
     except BaseException:
@@ -203,6 +233,8 @@ def _log_file(service: Service) -> Path:
     # An agent's process runtime logs a component's output beside its pid file (`filebeat.pid.json`).
     if service.pid_path is None:
         return service.log_file
+    if service.pid_path.parent.name == "pids":  # a process of the testbed's own kept apart (nginx, in its dir)
+        return service.pid_path.parent.parent / "logs" / f"{service.name}.out"
     return service.pid_path.with_name(service.pid_path.name.removesuffix(".pid.json") + ".out")
 
 

@@ -18,6 +18,11 @@ from models.yaml_doc import yaml_mapping
 from testbed.install import cache_dir
 
 DEFAULT_PIPELINE = Path(__file__).resolve().parent / "pipeline.yaml"
+# The pipelines `--pipeline` also takes by name: the default, and the paper's whole pipeline (nginx in front, Spark
+# writing into a Hive table at the end).
+NAMED_PIPELINES = {"local": DEFAULT_PIPELINE, "paper": DEFAULT_PIPELINE.with_name("paper.yaml")}
+SPARK_TABLE = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
+SPARK_MASTER = r"^(local(\[(\*|[1-9][0-9]*)(,[1-9][0-9]*)?\])?|spark://\S+|yarn|k8s://\S+)$"
 
 Port = Field(ge=1024, le=65535)
 MAX_NODES, MAX_BROKERS = 16, 5
@@ -86,6 +91,27 @@ class AgentSpec(_Spec):
                                                          "else into the busy log")
 
 
+class NginxSpec(_Spec):
+    """Debian's nginx in front of each node (testbed/nginx_source.py), on 127.0.0.1 (`PipelineSpec.nginx_port`): its
+    access log, one JSON line per request with nginx's own `$request_id`, is the node's log."""
+
+    port: int = Port
+
+
+class SparkSpec(_Spec):
+    """The Structured Streaming job at the end (testbed/spark_job.py): the topic into a Hive-format table."""
+
+    metrics_port: int = Port
+    master: str = Field(default="local[2]", pattern=SPARK_MASTER,
+                        description="local[N] on this node, or an operator's spark://, yarn or k8s:// master")
+    trigger_interval_s: float = Field(default=1.0, ge=0.05, le=3600)
+    max_offsets_per_trigger: int | None = Field(default=None, ge=1)
+    shuffle_partitions: int = Field(default=2, ge=1, le=10_000)
+    table: str = Field(default="nginx_access", pattern=SPARK_TABLE)
+    driver_memory_mb: int = Field(default=1024, ge=256, le=65536)
+    ready_timeout_s: float = Field(default=300.0, gt=0, description="how long the job may take to start its query")
+
+
 class PipelineSpec(_Spec):
     name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
     run_dir: Path | None = None
@@ -98,6 +124,8 @@ class PipelineSpec(_Spec):
     config: StartConfig = StartConfig()
     nodes: int = Field(default=1, ge=1, le=MAX_NODES, description="Filebeat nodes, each with its own agent and log")
     brokers: int = Field(default=1, ge=1, le=MAX_BROKERS, description="Kafka brokers (KRaft, each also a controller)")
+    nginx: NginxSpec | None = Field(default=None, description="nginx in front of each node, writing its log")
+    spark: SparkSpec | None = Field(default=None, description="a Spark job at the end, the topic into a table")
 
     @model_validator(mode="after")
     def _consistent(self) -> "PipelineSpec":
@@ -124,7 +152,10 @@ class PipelineSpec(_Spec):
             "filebeat": fb.model_copy(update={"http_port": fb.http_port + port_shift}),
             "prometheus": pr.model_copy(update={"port": pr.port + port_shift}),
             "probe": pb.model_copy(update={"metrics_port": pb.metrics_port + port_shift}),
-            "agent": ag.model_copy(update={"port": ag.port + port_shift})})
+            "agent": ag.model_copy(update={"port": ag.port + port_shift}),
+            "nginx": self.nginx and self.nginx.model_copy(update={"port": self.nginx.port + port_shift}),
+            "spark": self.spark and self.spark.model_copy(
+                update={"metrics_port": self.spark.metrics_port + port_shift})})
 
     def _sized(self) -> str:
         """How the node and broker counts spread the ports, for a collision's message."""
@@ -145,6 +176,10 @@ class PipelineSpec(_Spec):
             suffix = f" ({node.name})" if self.nodes > 1 else ""
             out[f"agent.port{suffix}"] = (node.host, node.agent_port)
             out[f"filebeat.http_port{suffix}"] = ("127.0.0.1", node.filebeat_http_port)
+            if self.nginx is not None:
+                out[f"nginx.port{suffix}"] = ("127.0.0.1", self.nginx_port(node))
+        if self.spark is not None:
+            out["spark.metrics_port"] = ("127.0.0.1", self.spark.metrics_port)
         return out
 
     def node_layouts(self) -> tuple["NodeLayout", ...]:
@@ -157,6 +192,12 @@ class PipelineSpec(_Spec):
         return tuple(NodeLayout(f"node-{i}", f"{NODE_NET}.{i}", self.agent.port, self.filebeat.http_port + i - 1,
                                 run / "nodes" / f"node-{i}", self._log_under(run / "nodes" / f"node-{i}"))
                      for i in range(1, self.nodes + 1))
+
+    def nginx_port(self, node: "NodeLayout") -> int:
+        """Where a node's nginx listens on 127.0.0.1: `nginx.port`, + i - 1 for node-i of several (as Filebeat's)."""
+        if self.nginx is None:
+            raise ValueError(f"nginx: the pipeline {self.name!r} has no nginx in front")
+        return self.nginx.port + node.filebeat_http_port - self.filebeat.http_port
 
     def node_process(self, node: "NodeLayout", component: str) -> str:
         """The name `up` records a node's process under: `agent`, or `agent-node-2` when there are several nodes."""
@@ -255,9 +296,15 @@ class BrokerLayout:
     home: Path
 
 
-def load_pipeline(path: Path | str = DEFAULT_PIPELINE) -> PipelineSpec:
-    """Read and validate a pipeline file."""
+def pipeline_file(path: Path | str) -> Path:
+    """`path`, or the named pipeline's file when `path` is one of `NAMED_PIPELINES`'s names and no such file exists."""
     path = Path(path)
+    return NAMED_PIPELINES[str(path)] if str(path) in NAMED_PIPELINES and not path.exists() else path
+
+
+def load_pipeline(path: Path | str = DEFAULT_PIPELINE) -> PipelineSpec:
+    """Read and validate a pipeline file (or a named one: `NAMED_PIPELINES`)."""
+    path = pipeline_file(path)
     try:
         raw = yaml_mapping(path.read_text(), str(path), "pipeline")
     except OSError as err:

@@ -24,6 +24,7 @@ from testbed.pipeline import NodeLayout, PipelineSpec
 from testbed.processes import Service
 
 PROBE_JOB, AGENT_JOB, BROKER_JOB = "pipetune-probe", "pipetune-agent", "kafka-broker"
+SPARK_JOB = "pipetune-spark"  # the paper pipeline's Spark sink (testbed/spark_job.py): its `warehouse` stage
 
 
 def render_prometheus_config(spec: PipelineSpec) -> str:
@@ -34,6 +35,7 @@ def render_prometheus_config(spec: PipelineSpec) -> str:
             {"job_name": PROBE_JOB, "static_configs": [{"targets": [f"127.0.0.1:{spec.probe.metrics_port}"]}]},
             *(_agent_job(spec, node) for node in spec.node_layouts()),
             *_broker_jobs(spec),
+            *_spark_jobs(spec),
         ],
     }
     return yaml.safe_dump(document, sort_keys=False)
@@ -44,6 +46,13 @@ def _broker_jobs(spec: PipelineSpec) -> list[dict[str, object]]:
     targets = [{"targets": [f"{broker.host}:{port}"], "labels": {"broker": str(broker.node_id)}}
                for broker in spec.broker_layouts() if (port := broker_metrics_port(broker)) is not None]
     return [{"job_name": BROKER_JOB, "static_configs": targets}] if targets else []
+
+
+def _spark_jobs(spec: PipelineSpec) -> list[dict[str, object]]:
+    """The Spark sink's latency histograms, a target like the probe's (none without a Spark sink)."""
+    if spec.spark is None:
+        return []
+    return [{"job_name": SPARK_JOB, "static_configs": [{"targets": [f"127.0.0.1:{spec.spark.metrics_port}"]}]}]
 
 
 def _agent_job(spec: PipelineSpec, node: NodeLayout) -> dict[str, object]:
@@ -75,5 +84,5 @@ def scraped(spec: PipelineSpec) -> bool:
     with urllib.request.urlopen(f"{prometheus_url(spec)}/api/v1/query?{query}", timeout=2.0) as response:
         result = json.load(response)["data"]["result"]
     jobs = {PROBE_JOB} | {spec.node_process(node, AGENT_JOB) for node in spec.node_layouts()}
-    jobs |= {job["job_name"] for job in _broker_jobs(spec)}
+    jobs |= {job["job_name"] for job in _broker_jobs(spec) + _spark_jobs(spec)}
     return {row["metric"]["job"] for row in result if row["value"][1] == "1"} >= jobs

@@ -20,13 +20,14 @@ from pathlib import Path
 
 from agents.kafka import properties_file
 from testbed.install import install_spark
+from testbed.pipeline import SPARK_MASTER, SPARK_TABLE, PipelineSpec
 from testbed.probe import checkout_env
 from testbed.processes import Service
 
 JOB_MODULE = "testbed.spark_job"
 PROPERTIES = "spark-job.properties"
-MASTER = re.compile(r"^(local(\[(\*|[1-9][0-9]*)(,[1-9][0-9]*)?\])?|spark://\S+|yarn|k8s://\S+)$")
-TABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+MASTER = re.compile(SPARK_MASTER)
+TABLE = re.compile(SPARK_TABLE)
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,17 @@ class JobSettings:
             "spark.ui.enabled": "false", "spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
         } | self.spark_conf
         return properties_file.patch("# pipetune's Spark sink (testbed/spark_job.py)\n", lines)
+
+
+def job_settings(spec: PipelineSpec) -> JobSettings:
+    """The job of a pipeline with a Spark sink (`spark:`), on the probe's topic from its start, under `<run>/spark`."""
+    if spec.spark is None:
+        raise ValueError(f"spark: the pipeline {spec.name!r} has no Spark sink")
+    job = spec.spark
+    return JobSettings(spec.bootstrap, spec.probe.topic, spec.resolved_run_dir() / "spark", job.metrics_port,
+                       master=job.master, trigger_interval_s=job.trigger_interval_s,
+                       max_offsets_per_trigger=job.max_offsets_per_trigger, shuffle_partitions=job.shuffle_partitions,
+                       table=job.table, driver_memory_mb=job.driver_memory_mb)
 
 
 def spark_service(settings: JobSettings, run_dir: Path, name: str = "spark") -> Service:

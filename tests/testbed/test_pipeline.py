@@ -66,3 +66,28 @@ def test_preset_with_overrides_is_the_starting_config(tmp_path):
     config = spec.start_config()
     assert config["filebeat.output.bulk_max_size"] == 50
     assert config["filebeat.backoff"] == 0.01
+
+
+def test_the_paper_pipeline_loads_by_name_with_nginx_in_front_and_spark_at_the_end():
+    spec = load_pipeline("paper")
+    assert spec.name == "paper" and spec.nginx is not None and spec.spark is not None
+    assert spec.spark.master == "local[2]" and spec.log.format == "json"
+    listeners = spec.listeners()
+    assert listeners["nginx.port"] == ("127.0.0.1", spec.nginx.port)
+    assert listeners["spark.metrics_port"] == ("127.0.0.1", spec.spark.metrics_port)
+    # beside the default testbed: no port in common
+    assert not set(listeners.values()) & set(load_pipeline().listeners().values())
+    four = spec.sized(4, 1)
+    assert len({four.nginx_port(node) for node in four.node_layouts()}) == 4
+    assert not set(spec.listeners().values()) & set(spec.beside("paper-bench", 300).listeners().values())
+
+
+@pytest.mark.parametrize("edit, field", [
+    (lambda r: r.update(spark={"metrics_port": 19999, "master": "locl[2]"}), "spark.master"),
+    (lambda r: r.update(spark={"metrics_port": 19999, "trigger_interval_s": 0}), "spark.trigger_interval_s"),
+    (lambda r: r.update(spark={"metrics_port": r["probe"]["metrics_port"]}), "spark.metrics_port"),
+    (lambda r: r.update(nginx={"port": r["agent"]["port"]}), "nginx.port"),
+])
+def test_a_bad_spark_or_nginx_section_names_the_field(tmp_path, edit, field):
+    with pytest.raises(PipelineError, match=field.replace(".", r"\.")):
+        load_pipeline(_variant(tmp_path, edit))

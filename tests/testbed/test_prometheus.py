@@ -21,3 +21,11 @@ def test_each_broker_with_an_exporter_is_a_target_labelled_with_its_id(tmp_path,
     assert job["static_configs"] == [{"targets": [f"127.0.2.{j}:{9400 + j}"], "labels": {"broker": str(j)}}
                                      for j in (1, 2, 3)]
     assert [broker_metrics_port(b) for b in spec.broker_layouts()] == [9401, 9402, 9403]
+
+
+def test_a_spark_sink_is_scraped_as_a_job_of_its_own_and_no_other_pipeline_has_it():
+    jobs = {job["job_name"]: job for job in yaml.safe_load(render_prometheus_config(load_pipeline("paper")))
+            ["scrape_configs"]}
+    assert jobs["pipetune-spark"]["static_configs"] == [{"targets": ["127.0.0.1:19308"]}]
+    assert "pipetune-spark" not in {job["job_name"] for job in
+                                     yaml.safe_load(render_prometheus_config(load_pipeline()))["scrape_configs"]}
