@@ -10,6 +10,7 @@ from cli.main import app
 from testbed import lifecycle
 from testbed.endpoints import live_pipeline
 from testbed.pipeline import load_pipeline
+from tests.conftest import free_ports
 
 runner = CliRunner()
 
@@ -104,3 +105,22 @@ def test_up_again_puts_the_new_start_config_in_force_through_the_agent(installed
         assert live_pipeline(again).current()["filebeat.output.bulk_max_size"] == 512
     finally:
         lifecycle.down(again)
+
+
+@pytest.mark.parametrize("section, field", [("nginx", "nginx.port"), ("spark", "spark.metrics_port")])
+def test_a_busy_nginx_or_spark_port_stops_the_paper_pipelines_up_before_anything_starts(tmp_path, make_pipeline,
+                                                                                      section, field):
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen()
+    port = busy.getsockname()[1]
+    (free,) = free_ports(1)
+    given = {"nginx": {"port": free}, "spark": {"metrics_port": free}} | {
+        section: {"nginx": {"port": port}, "spark": {"metrics_port": port}}[section]}
+    path = make_pipeline(tmp_path, "paper-busy", **given)
+    spec = load_pipeline(path)
+    with busy:
+        result = runner.invoke(app, ["testbed", "up", "--pipeline", str(path)])
+    assert result.exit_code == 2
+    assert f"port {port} ({field}) is already in use" in result.output
+    assert _our_processes(spec.resolved_run_dir()) == []
