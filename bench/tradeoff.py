@@ -29,7 +29,7 @@ from bench.result import RESULT_FILE, BenchResult
 from bench.tuners import oracle, run_one
 from controller.fresh_windows import FreshMeasurement, measure_fresh
 from controller.ray_learner import start_ray
-from models.budget import CpuBudget, CpuReference, budgeted, cpu_limits_cores, within_limits
+from models.budget import CpuBudget, CpuLimits, CpuReference, budgeted, within_limits
 from models.learning import TunedCube, tuned_names
 from models.policy import Policy
 from models.presets import PRESETS, preset
@@ -64,7 +64,7 @@ def budget_rows(cal_name: str, cal: Calibration, seeds: int, windows: int, windo
     rows = []
     for label, budget in BUDGETS.items():
         policy = Policy(cpu_budget=budget)
-        limits = cpu_limits_cores(budget, reference, rate)
+        limits = CpuLimits(budget, reference).at(rate)
         console.print(f"{cal_name} at {rate:.0f} ev/s, budget {label}: {len(STRATEGIES) * seeds} runs and the oracle")
         pending = [run_one.remote(s, cal, "steady", rate, windows, window_s, seed, "misjudged", policy)
                    for s in STRATEGIES for seed in range(seeds)]

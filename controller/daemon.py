@@ -45,7 +45,7 @@ from controller.realizer import Direct, Outcome, OutcomeKind, Realizer
 from controller.state import (COST_GAUGES, CPU_GAUGE, Action, Cost, CpuBudgetReport, Decision, GuardrailReport,
                               Incumbent, LearnerReport, Override, StateStore, Status)
 from controller.tuned_space import TunedSpace
-from models.budget import CpuReference, cpu_limits_cores
+from models.budget import CpuLimits, CpuReference
 from models.clock_offset import ClockOffset
 from models.event_time import below_resolution
 from models.learning import Context, Learner
@@ -279,7 +279,7 @@ class Daemon:
         learner is told what this one was), and the incumbent takes its figure, before anything is decided."""
         config, observation = collected.config, collected.observation
         verdict = judge(observation, self.policy, config, self.previous, self.settled_events,
-                        self._cpu_limits(observation.offered_eps))
+                        self._cpu_limits.at(observation.offered_eps))
         self._take_cpu_reference(config, observation, verdict)
         self.previous = observation
         if verdict.ok and verdict.drain is Drain.NONE:
@@ -306,8 +306,9 @@ class Daemon:
                     self.store.save_incumbent(self.incumbent)
         return verdict
 
-    def _cpu_limits(self, offered_eps: float) -> dict[str, float]:
-        return cpu_limits_cores(self.policy.cpu_budget, self.cpu_reference, offered_eps)
+    @property
+    def _cpu_limits(self) -> CpuLimits:
+        return CpuLimits(self.policy.cpu_budget, self.cpu_reference)
 
     def _take_cpu_reference(self, config: Config, observation: Observation, verdict: Verdict) -> None:
         """The CPU budget's reference: the first window of the config the run started on that kept up with its own
@@ -395,8 +396,7 @@ class Daemon:
         """The config to run next, and why; writes nothing (what it vetoes, `_record` writes down)."""
         inc, config = self.incumbent, collected.config
         offered_eps = collected.observation.offered_eps
-        context = Context(offered_eps, inc.config if inc else None, dict(self._restart_pauses_s),
-                          self._cpu_limits(offered_eps))
+        context = Context(offered_eps, inc.config if inc else None, dict(self._restart_pauses_s), self._cpu_limits)
         override = self._active_override()
         person_hold = Action.PAUSED if self.paused else Action.FROZEN if self.policy.mode == "frozen" else None
         if not verdict.ok:
@@ -572,7 +572,7 @@ class Daemon:
         offered_eps = last.observed["offered_eps"] if last is not None else math.nan
         used = (last.observed.get("cpu_cores") or {}) if last is not None else {}
         ref = self.cpu_reference
-        limits = self._cpu_limits(offered_eps) if math.isfinite(offered_eps) else {}
+        limits = self._cpu_limits.at(offered_eps) if math.isfinite(offered_eps) else {}
         return CpuBudgetReport(limits_cores=limits, used_cores={p: c for p, c in used.items() if p in limits},
                                reference_eps=ref.offered_eps if ref else None,
                                reference_cores=dict(ref.cores) if ref else {})

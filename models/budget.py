@@ -5,7 +5,8 @@ The protective default (`CpuBudget()`): each component on the node may use the C
 before tuning used (`CpuReference`, its first window that kept up), `over_start` more, plus `extra_cores` of a
 core for costs no load explains (a scan of the log directory, an idle poll). The per-event figure follows the
 load, so a busier hour is not a breach; the extra cores do not, so a quiet one is not either. `cores` caps a
-component outright. A window over its limit breaks the verdict's BUDGET rule (`models.verdict`).
+component outright. `CpuLimits` says the limits at a load; a window over its limit breaks the verdict's BUDGET
+rule (`models.verdict`).
 """
 
 from __future__ import annotations
@@ -65,16 +66,24 @@ def within_limits(cpu_cores: Mapping[str, float], limits_cores: Mapping[str, flo
     return all(cpu_cores.get(part, 0.0) <= limit for part, limit in limits_cores.items())
 
 
-def cpu_limits_cores(budget: CpuBudget | None, reference: CpuReference | None,
-                     offered_eps: float) -> dict[str, float]:
-    """Each budgeted part's CPU limit (cores) at `offered_eps`: the reference's CPU per event × the load ×
-    (1 + `over_start`) + `extra_cores`, and never above the part's cap in `cores`. Empty: no budget."""
-    if budget is None:
-        return {}
-    limits = dict(budget.cores)
-    if reference is not None:
-        for part, cores in reference.cores.items():
-            per_event = cores / reference.offered_eps
-            limit = per_event * offered_eps * (1.0 + budget.over_start) + budget.extra_cores
-            limits[part] = min(limit, limits.get(part, limit))
-    return limits
+@dataclass(frozen=True)
+class CpuLimits:
+    """The policy's CPU budget as the load sets it: the verdict judges a window at its own load, and a learner
+    checks a config at the loads the pipeline has shown as well (a config within budget at one load may not be at
+    another: a poll costs the same at any load, a smaller batch more per event)."""
+
+    budget: CpuBudget | None = None
+    reference: CpuReference | None = None
+
+    def at(self, offered_eps: float) -> dict[str, float]:
+        """Each budgeted part's CPU limit (cores) at `offered_eps`: the reference's CPU per event × the load ×
+        (1 + `over_start`) + `extra_cores`, and never above the part's cap in `cores`. Empty: no budget."""
+        if self.budget is None:
+            return {}
+        limits = dict(self.budget.cores)
+        if self.reference is not None:
+            for part, cores in self.reference.cores.items():
+                per_event = cores / self.reference.offered_eps
+                limit = per_event * offered_eps * (1.0 + self.budget.over_start) + self.budget.extra_cores
+                limits[part] = min(limit, limits.get(part, limit))
+        return limits

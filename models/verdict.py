@@ -182,7 +182,7 @@ def judge(observation: Observation, policy: Policy, config: Config | None, previ
     """The verdict on `observation`, made by `config` (None: unknown, so nothing is excused as buffered), under
     `policy`; `previous` (the window before) enables the backlog rule; `settled_events` is the backlog after the
     last window that shipped only its own load (`drain`); `cpu_limits_cores` the policy's CPU budget at the
-    window's load (`models.budget.cpu_limits_cores`), part -> cores."""
+    window's load (`models.budget.CpuLimits`), part -> cores."""
     found: list[Breach] = []
     min_ratio = policy.min_throughput_ratio
     duration_s = observation.duration_s

@@ -1,14 +1,26 @@
 """What a config costs in CPU, modelled part by part, so the learner proposes only what the budget allows.
 
-Each budgeted part (`models.budget.BUDGETED_PARTS`) gets a GP of its log CPU (cores) over the tuned parameters
-and the load, as the margin model is one of the throughput margin: around the mean of what was measured, with a
-fixed prior spread (`cost_prior_std`), so a config far from every measured one is not known to be within budget
-and the budgeted set grows outward from configs measured within it (SafeOpt, with the cost as a second
-constraint).
+Each budgeted part the budget limits (`models.budget`) gets a GP over the tuned parameters and the load of its
+log share of its budget: log(CPU / the limit at the window's load). The budget follows the load as the starting
+config's CPU does, so a config that costs as the start does has one share at every load, and what the model must
+learn is how a config departs from that; modelled as log CPU, reverting to its mean away from the loads measured,
+the model expected every config cheaper at a load above them and proposed configs over budget as the load rose.
+As the margin model is one of the throughput margin: around the mean of what was measured, with a fixed prior
+spread (`cost_prior_std`), so a config far from every measured one is not known to be within budget and the
+budgeted set grows outward from configs measured within it (SafeOpt, with the cost as a second constraint).
+
+The bound is calibrated by the model's own misses, as split conformal prediction calibrates an interval by
+held-out errors (Vovk et al. 2005; adaptive, Gibbs & Candès 2021): before a window is fitted, the model's
+prediction of it is scored, (measured − mean) / predictive std, and a candidate is within budget only where its
+mean + max(`beta`, the worst score of the last `cost_miss_windows` windows) × std is. A GP whose length scales
+were fitted on a few windows can be sure of a config it knows little of: fb-kafka's CPU model expected a fast
+config at −0.23 ± 0.03 of its budget and it used +0.15, and two configs like it were proposed after it.
 """
 
 from __future__ import annotations
 
+import math
+from collections import deque
 from typing import Mapping
 
 import numpy as np
@@ -16,37 +28,56 @@ import numpy as np
 from models.bayes.history import History
 from models.bayes.settings import LearnerSettings
 from models.bayes.surrogate import Surrogate, cost_model
+from models.budget import CpuLimits
 
 
 class CostModels:
-    """One cost GP per budgeted part the windows measured."""
+    """One cost GP per part the budget limits and the windows measured."""
 
     def __init__(self, dims: int, settings: LearnerSettings, seed: int) -> None:
         self.dims = dims
         self.settings = settings
         self.seed = seed
         self.gps: dict[str, Surrogate] = {}
+        self.misses: dict[str, deque[float]] = {}  # part -> its model's scores of the latest windows, before told
 
-    def fit(self, history: History, x: np.ndarray, optimize: bool) -> None:
-        """Fit each part's model on the windows that measured its CPU (model inputs `x`)."""
-        for part in dict.fromkeys(p for cores in history.cpu_cores for p in cores):
-            rows = [i for i, cores in enumerate(history.cpu_cores) if cores.get(part, 0.0) > 0]
-            if rows:
-                log_cores = np.log([history.cpu_cores[i][part] for i in rows])
-                # A config far over every budget (a 1 ms scan of 200 files: 20x the others' CPU), told as it is, set
-                # the model's noise and mean everywhere, and no candidate near the incumbent was safe any more.
-                # Told at `cost_clip_log` above the median, it is still over any budget near what the others use.
-                log_cores = np.minimum(log_cores, np.median(log_cores) + self.settings.cost_clip_log)
-                gp = self.gps.setdefault(part, cost_model(self.dims, self.settings, self.seed))
-                gp.fit(x[rows], log_cores, optimize)
+    def told(self, inputs: np.ndarray, cpu_cores: Mapping[str, float], limits_cores: Mapping[str, float]) -> None:
+        """Score each model's prediction of a window it has not been fitted on (model input `inputs`, one row):
+        (the log share it used − the mean) / the predictive std, measurement noise included."""
+        for part, gp in self.gps.items():
+            if cpu_cores.get(part, 0.0) > 0 and part in limits_cores:
+                mean, std = gp.predict(inputs[None, :])
+                score = (math.log(cpu_cores[part] / limits_cores[part]) - mean[0]) / math.sqrt(std[0]**2 + gp.noise_var)
+                self.misses.setdefault(part, deque(maxlen=self.settings.cost_miss_windows)).append(score)
 
-    def within(self, inputs: np.ndarray, limits_cores: Mapping[str, float]) -> np.ndarray:
-        """Which rows of `inputs` every modelled part is expected within its limit at, with confidence: the upper
-        bound of its CPU (mean + `beta` std, log cores) at or under the limit. A part never measured is not held
-        against anything."""
+    def fit(self, history: History, x: np.ndarray, limits: CpuLimits, optimize: bool) -> None:
+        """Fit each limited part's model on the windows that measured its CPU (model inputs `x`); a part the budget
+        no longer limits is forgotten."""
+        shares: dict[str, dict[int, float]] = {}
+        for i, (cores, context) in enumerate(zip(history.cpu_cores, history.contexts)):
+            for part, limit in limits.at(context.offered_eps).items():
+                if cores.get(part, 0.0) > 0:
+                    shares.setdefault(part, {})[i] = math.log(cores[part] / limit)
+        self.gps = {part: self.gps.get(part) or cost_model(self.dims, self.settings, self.seed) for part in shares}
+        for part, by_row in shares.items():
+            rows, log_shares = list(by_row), np.array(list(by_row.values()))
+            # A config far over every budget (a 1 ms scan of 200 files: 20x the others' CPU), told as it is, set the
+            # model's noise and mean everywhere, and no candidate near the incumbent was safe any more. Told at
+            # `cost_clip_log` above the median, it is still over any budget near what the others use.
+            log_shares = np.minimum(log_shares, np.median(log_shares) + self.settings.cost_clip_log)
+            self.gps[part].fit(x[rows], log_shares, optimize)
+
+    def within(self, inputs: np.ndarray) -> np.ndarray:
+        """Which rows of `inputs` every modelled part is expected within its budget at, with confidence: the upper
+        bound of its log share (mean + `beta(part)` std) at or under 0. A part never measured is not held against
+        anything."""
         ok = np.ones(len(inputs), dtype=bool)
-        for part, limit in limits_cores.items():
-            if part in self.gps and len(inputs):  # sklearn refuses to predict at no point
-                mean, std = self.gps[part].predict(inputs)
-                ok &= mean + self.settings.beta * std <= np.log(limit)
+        for part, gp in self.gps.items():
+            if len(inputs):  # sklearn refuses to predict at no point
+                mean, std = gp.predict(inputs)
+                ok &= mean + self.beta(part) * std <= 0.0
         return ok
+
+    def beta(self, part: str) -> float:
+        """How many stds above its mean a part's share is bounded at: `beta`, or the worst recent miss's score."""
+        return max([self.settings.beta, *self.misses.get(part, ())])

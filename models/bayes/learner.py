@@ -49,6 +49,7 @@ from models.bayes.settings import LearnerSettings
 from models.bayes.stages import StageModels
 from models.bayes.surrogate import margin_model
 from models.bayes.trust_region import candidates
+from models.budget import CpuLimits
 from models.headroom import spare_margins
 from models.learning import Context, Suggestion, TunedCube, load_moved
 from models.observation import Observation
@@ -130,6 +131,7 @@ class SafeBayesLearner:
         self._screened: dict[Config, float] = {}  # the twin ratios of the last screen's configs
         self._behind: tuple[Config, float] | None = None  # the config and load of the last window, if it fell behind
         self._over_budget: tuple[Config, float] | None = None  # ... if it went over the CPU budget
+        self._cpu_limits = CpuLimits()  # the CPU budget as the load sets it, as the daemon last said
 
     @property
     def policy(self) -> Policy:
@@ -176,7 +178,9 @@ class SafeBayesLearner:
         self._behind = (config, context.offered_eps) if verdict.behind else None
         self._over_budget = (config, context.offered_eps) if verdict.over_budget else None
         stage_log_p95 = self.stages.told(observation, self._resolution_s)
-        self.history.add(config, context, self._features(config, context), stage_log_p95,
+        x = self._features(config, context)
+        self.costs.told(x, observation.cpu_cores, self._cpu_limits.at(context.offered_eps))
+        self.history.add(config, context, x, stage_log_p95,
                          self._told_margin(config, observation, verdict), observation, verdict.ok,
                          self._screened.get(config, math.nan))
         self.history.keep(self.settings.history_recent, self.settings.history_best)
@@ -223,11 +227,15 @@ class SafeBayesLearner:
         optimize = self._told <= every or self._told % every == 0
         self.stages.fit(h, x, self.start, self._resolution_s, optimize)
         self._margin_gp.fit(x, spare_margins(h.cpu_share, h.margin, self.margin_floor), optimize)
-        self.costs.fit(h, x, optimize)
+        self.costs.fit(h, x, self._cpu_limits, optimize)
 
     # --- suggesting ------------------------------------------------------------------------------------------
 
     def suggest(self, context: Context) -> Suggestion:
+        if context.cpu_limits != self._cpu_limits:  # the budget's reference was taken, or the policy changed it
+            self._cpu_limits = context.cpu_limits
+            if self.history.configs:
+                self.costs.fit(self.history, np.array(self.history.x), self._cpu_limits, optimize=True)
         if not self.history.configs:
             self._current = self.start
             return Suggestion(self.start, "measure the running config first")
@@ -239,8 +247,7 @@ class SafeBayesLearner:
 
     def _search(self, context: Context) -> Suggestion:
         """One window's decision: the rules of `rules`, in order (docs/learner.md, "Phases")."""
-        # the trust region follows the daemon's incumbent (the start until it has one), under today's policy
-        incumbent = self.policy.enforce(context.incumbent if context.incumbent is not None else self.start)
+        incumbent = self._incumbent(context)
         if rules.incumbent_breached(self._behind, incumbent, context.offered_eps):
             return self._toward_capacity(incumbent, context)
         if rules.incumbent_breached(self._over_budget, incumbent, context.offered_eps):
@@ -262,6 +269,11 @@ class SafeBayesLearner:
             return self._explore_most_uncertain(look, ranking)
         return self._widen_or_converge(look, ranking)
 
+    def _incumbent(self, context: Context) -> Config:
+        """The config the trust region follows: the daemon's incumbent (the start until it has one), under today's
+        policy."""
+        return self.policy.enforce(context.incumbent if context.incumbent is not None else self.start)
+
     def _toward_capacity(self, incumbent: Config, context: Context) -> Suggestion:
         """Overload: the incumbent itself fell behind at this load, and the margin model, told so, expects it below
         the floor here (one window behind it, a burst the buffers could not hold, is not overload). Capacity first,
@@ -274,7 +286,7 @@ class SafeBayesLearner:
         measured = list(dict.fromkeys(c for c in self.history.configs if c != incumbent))
         x = np.array([self._features(c, context) for c in [incumbent, *measured]])
         margins, _ = self._margin_gp.predict(x)
-        margins[1:] = np.where(self.costs.within(x[1:], context.cpu_limits_cores), margins[1:], -np.inf)
+        margins[1:] = np.where(self._within_budget_all_loads(x[1:, :-1], context), margins[1:], -np.inf)
         behind = f"the incumbent fell behind at {context.offered_eps:.0f} ev/s"
         if margins[0] >= self.margin_floor:
             return self._keep(incumbent, self.history.p95_s[-1], f"{behind}, but the margin model expects it to keep "
@@ -316,7 +328,8 @@ class SafeBayesLearner:
             return None
         x = np.array([self._features(c, context) for c in measured])
         m_mean, m_std = self._margin_gp.predict(x)
-        ok = self.costs.within(x, context.cpu_limits_cores) & (m_mean - self.settings.beta * m_std >= self.margin_floor)
+        ok = self._within_budget_all_loads(x[:, :-1], context) & \
+            (m_mean - self.settings.beta * m_std >= self.margin_floor)
         if not np.any(ok):
             return None
         p95_s = np.concatenate([self.stages.predict_p95(x[i:i + 1], [0.0], c, self._resolution_s)[0]
@@ -428,8 +441,8 @@ class SafeBayesLearner:
     def _pool(self, center: np.ndarray, context: Context, length: float, base: Config) -> Pool:
         """Candidates in a box of side `length` around `center` (TuRBO's, then stage by stage), scored; untuned
         values from `base`. Safe: the margin's lower bound clears the floor (SafeOpt), the recent peak load is carried
-        (`_carry_peak`), each budgeted part's CPU is within its budget with confidence (`costs`), and under a P95
-        ceiling the P95's upper bound stays below it."""
+        (`_carry_peak`), each budgeted part's CPU is within its budget with confidence at the loads seen
+        (`_within_budget_all_loads`), and under a P95 ceiling the P95's upper bound stays below it."""
         s = self.settings
         feature = context_feature(context.offered_eps, s)
         cand = np.vstack([candidates(center, length, self.rng, s),
@@ -440,7 +453,7 @@ class SafeBayesLearner:
         scored = list(self.parallel_map(partial(self._score_chunk, base=base), chunks))
         mean, optimistic, m_mean, m_std = (np.concatenate([part[k] for part in scored]) for k in range(4))
         safe = (m_mean - s.beta * m_std >= self.margin_floor) & self._carry_peak(center, cand, context)
-        safe &= self.costs.within(inputs, context.cpu_limits_cores)
+        safe &= self._within_budget_all_loads(cand, context)
         if self.policy.p95_ceiling_s is not None:
             safe &= self.stages.predict_p95(inputs, [-s.beta], base, self._resolution_s)[0] <= self.policy.p95_ceiling_s
         return Pool(cand, mean, optimistic, m_mean, m_std, safe)
@@ -448,13 +461,35 @@ class SafeBayesLearner:
     def _carry_peak(self, center: np.ndarray, cand: np.ndarray, context: Context) -> np.ndarray:
         """Which candidates carry the highest load of the learner's history as well as the incumbent (at `center`)
         does (`rules.carries_peak`); all of them where that peak is about the window's load or below it."""
-        peak_eps = max(c.offered_eps for c in self.history.contexts)
+        peak_eps = self._history_load_range()[1]
         if peak_eps <= context.offered_eps or not load_moved(context.offered_eps, peak_eps):
             return np.ones(len(cand), dtype=bool)
         at_peak = np.column_stack([np.vstack([center, cand]),
                                    np.full(len(cand) + 1, context_feature(peak_eps, self.settings))])
         margins, _ = self._margin_gp.predict(at_peak)
         return rules.carries_peak(margins[1:], float(margins[0]), self.margin_floor)
+
+    def _within_budget_all_loads(self, cand: np.ndarray, context: Context) -> np.ndarray:
+        """Which candidates (unit-cube rows) every budgeted part is expected within its budget at, with confidence
+        (`costs`), at this window's load and at the lowest and the highest load of the learner's history. The budget
+        follows the load and a config's CPU does not follow it in step (a poll costs the same at any load, a smaller
+        batch more per event): a config adopted within budget at one load went over it as the load moved on, and
+        was rolled back, a restart for nothing (fb-kafka diurnal: 19 rollbacks in 3 runs of 60 windows). Where the
+        incumbent itself went over at this load, only this load: held to every load, nothing near it was, and the
+        learner fell back to the config the run started on, 9 ms → 2 s, and took 15 changes to come back."""
+        loads = [context.offered_eps]
+        if not rules.incumbent_breached(self._over_budget, self._incumbent(context), context.offered_eps):
+            loads += [eps for eps in self._history_load_range() if load_moved(context.offered_eps, eps)]
+        within = np.ones(len(cand), dtype=bool)
+        for eps in loads:
+            inputs = np.column_stack([cand, np.full(len(cand), context_feature(eps, self.settings))])
+            within &= self.costs.within(inputs)
+        return within
+
+    def _history_load_range(self) -> tuple[float, float]:
+        """The lowest and the highest offered load (events/s) of the windows the learner keeps."""
+        loads = [c.offered_eps for c in self.history.contexts]
+        return min(loads), max(loads)
 
     def _score_chunk(self, inputs: np.ndarray, base: Config) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         mean, optimistic = self.stages.predict_p95(inputs, [0.0, self.settings.kappa], base, self._resolution_s)

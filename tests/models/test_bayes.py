@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from models.bayes import LearnerSettings, SafeBayesLearner
+from models.budget import CpuBudget, CpuLimits, CpuReference
 from models.learning import Context, Suggestion, TunedCube, kept_history
 from models.observation import Observation
 from models.policy import Policy
@@ -689,15 +690,15 @@ class Costly(Synthetic):
 
 
 def test_the_learner_proposes_only_configs_it_expects_within_the_cpu_budget_and_leaves_one_that_went_over():
-    limits = {"filebeat": 0.2}
+    limits = CpuLimits(CpuBudget(cores={"filebeat": 0.2}))
     for seed in SEEDS[:3]:
         problem, learner = _far_start(seed, UNPRICED)
         problem = Costly(problem.cube, seed)
         over, incumbent, best_p95_s = 0, None, math.inf
         for _ in range(25):
-            config = learner.suggest(Context(CTX.offered_eps, incumbent, cpu_limits_cores=limits)).config
+            config = learner.suggest(Context(CTX.offered_eps, incumbent, cpu_limits=limits)).config
             observation = problem(config)
-            verdict = judge(observation, Policy(), config, cpu_limits_cores=limits)
+            verdict = judge(observation, Policy(), config, cpu_limits_cores=limits.at(CTX.offered_eps))
             over += verdict.over_budget
             learner.tell(config, CTX, observation, verdict)
             if verdict.ok and observation.p95_s < best_p95_s:
@@ -706,6 +707,52 @@ def test_the_learner_proposes_only_configs_it_expects_within_the_cpu_budget_and_
         assert 0.6 <= problem.cube.encode(incumbent)[2] <= 0.8, seed  # near the budget's edge (0.65), not past it
         # told that the incumbent itself went over (a load where it spends more), it leaves it for a cheaper one
         spent = replace(problem(incumbent), cpu_cores={"filebeat": 0.3})
-        learner.tell(incumbent, CTX, spent, judge(spent, Policy(), incumbent, cpu_limits_cores=limits))
-        moved = learner.suggest(Context(CTX.offered_eps, incumbent, cpu_limits_cores=limits))
+        learner.tell(incumbent, CTX, spent, judge(spent, Policy(), incumbent, cpu_limits_cores=limits.at(CTX.offered_eps)))
+        moved = learner.suggest(Context(CTX.offered_eps, incumbent, cpu_limits=limits))
         assert moved.config != incumbent and "; over budget: the incumbent went over" in moved.reason
+
+
+class PollingCostly(Synthetic):
+    """The synthetic pipeline at a load that moves, with a Filebeat whose CPU has a part no load explains (a poll:
+    0.06 · e^(2(1 − u2)) cores) and one per event (0.0002 cores per event/s). Its budget, the start's CPU per event
+    + 25 % + 0.05 core, follows the load, so a fast config within it at 400 ev/s (u2 ≥ 0.52) is over it at 100
+    (u2 < 0.82)."""
+
+    def __init__(self, cube: TunedCube, seed: int) -> None:
+        super().__init__(cube, seed)
+        self.offered_eps = 400.0
+
+    def cores(self, config, offered_eps: float) -> float:
+        return 0.06 * math.exp(2 * (1 - self.cube.encode(config)[2])) + 0.0002 * offered_eps
+
+    def __call__(self, config) -> Observation:
+        seen = super().__call__(config)
+        return replace(seen, offered_eps=self.offered_eps,
+                       throughput_eps=seen.throughput_eps / seen.offered_eps * self.offered_eps,
+                       cpu_cores={"filebeat": self.cores(config, self.offered_eps)})
+
+
+def test_a_config_the_learner_adopts_at_one_load_stays_within_the_cpu_budget_at_the_others_it_has_seen():
+    # The load cycles between 400 and 100 ev/s; the learner proposes only configs it expects within budget at the
+    # lowest and highest load it has seen, so once it has seen both, no config it moves to goes over at either.
+    for seed in SEEDS[:3]:
+        problem, learner = _far_start(seed, UNPRICED)
+        problem = PollingCostly(problem.cube, seed)
+        start_cores = problem.cores(learner.start, 300.0)
+        limits = CpuLimits(CpuBudget(), CpuReference(300.0, {"filebeat": start_cores}))
+        over_after_both_seen, incumbent, best_p95_s = 0, None, math.inf
+        for window in range(48):
+            problem.offered_eps = 400.0 if window // 8 % 2 == 0 else 100.0
+            context = Context(problem.offered_eps, incumbent, cpu_limits=limits)
+            config = learner.suggest(context).config
+            observation = problem(config)
+            verdict = judge(observation, Policy(), config, cpu_limits_cores=limits.at(problem.offered_eps))
+            over_after_both_seen += verdict.over_budget and window >= 16
+            learner.tell(config, context, observation, verdict)
+            if verdict.ok and observation.p95_s < best_p95_s:
+                incumbent, best_p95_s = config, observation.p95_s
+            elif not verdict.ok and config == incumbent:
+                best_p95_s = math.inf  # as the daemon does: a breached incumbent gives way to the next one within
+        assert over_after_both_seen <= 1, seed
+        for eps in (100.0, 400.0):
+            assert problem.cores(incumbent, eps) <= limits.at(eps)["filebeat"], (seed, eps)

@@ -1,40 +1,83 @@
-"""The learner's CPU models: what it expects each budgeted part to use, and which configs it holds within budget."""
+"""The learner's CPU models: what share of its budget each budgeted part is expected to use, and which configs it
+holds within budget."""
 
 import numpy as np
 
 from models.bayes.costs import CostModels
 from models.bayes.history import History
+from models.bayes.inputs import context_feature
 from models.bayes.settings import LearnerSettings
+from models.budget import CpuBudget, CpuLimits, CpuReference
 from models.learning import Context
 from models.observation import Observation
 from models.presets import preset
 
 SETTINGS = LearnerSettings()
+CAPPED = CpuLimits(CpuBudget(cores={"filebeat": 0.1}))
 
 
-def _history(points: list[tuple[float, float]]) -> tuple[History, np.ndarray]:
-    """Windows at u (one tuned dimension, then the load's feature 0.5) whose Filebeat used `cores`."""
+def _history(points: list[tuple[float, float, float]]) -> tuple[History, np.ndarray]:
+    """Windows at u (one tuned dimension, then the load's feature) and a load (events/s) whose Filebeat used
+    `cores`."""
     history = History()
-    for u, cores in points:
-        window = Observation(30.0, 300.0, 300.0, 0.1, 0.2, 0.3, 0.1, cpu_cores={"filebeat": cores, "writer": 1.0})
-        history.add(preset("defaults"), Context(300.0), np.array([u, 0.5]), {}, 0.0, window, True, float("nan"))
+    for u, eps, cores in points:
+        window = Observation(30.0, eps, eps, 0.1, 0.2, 0.3, 0.1, cpu_cores={"filebeat": cores, "writer": 1.0})
+        history.add(preset("defaults"), Context(eps), np.array([u, context_feature(eps, SETTINGS)]), {}, 0.0,
+                    window, True, float("nan"))
     return history, np.array(history.x)
 
 
+def _at(eps: float, *us: float) -> np.ndarray:
+    return np.array([[u, context_feature(eps, SETTINGS)] for u in us])
+
+
 def test_configs_measured_within_budget_are_held_within_it_and_ones_measured_over_it_are_not():
-    history, x = _history([(0.2, 0.05), (0.25, 0.052), (0.3, 0.055), (0.8, 0.2), (0.85, 0.21)])
+    history, x = _history([(0.2, 300, 0.05), (0.25, 300, 0.052), (0.3, 300, 0.055), (0.8, 300, 0.2),
+                           (0.85, 300, 0.21)])
     costs = CostModels(2, SETTINGS, seed=0)
-    costs.fit(history, x, optimize=True)
-    assert costs.within(np.array([[0.22, 0.5], [0.82, 0.5]]), {"filebeat": 0.1}).tolist() == [True, False]
-    assert costs.within(np.array([[0.82, 0.5]]), {}).tolist() == [True]  # no budget: nothing held against it
+    costs.fit(history, x, CAPPED, optimize=True)
+    assert costs.within(_at(300, 0.22, 0.82)).tolist() == [True, False]
     assert set(costs.gps) == {"filebeat"}  # only the budgeted parts are modelled
-    assert costs.within(np.empty((0, 2)), {"filebeat": 0.1}).tolist() == []  # overload with nothing else measured
+    assert costs.within(np.empty((0, 2))).tolist() == []  # overload with nothing else measured
+    costs.fit(history, x, CpuLimits(), optimize=True)  # the budget lifted: nothing held against any config
+    assert costs.gps == {} and costs.within(_at(300, 0.82)).tolist() == [True]
 
 
 def test_one_config_far_over_budget_does_not_make_the_measured_ones_unsafe():
     # the zoo's 3631771919: a 1 ms scan of 200 files used 1.02 cores where the others used 0.05; told as it was, no
     # candidate near the incumbent was expected within budget for the rest of the run
-    history, x = _history([(0.2, 0.05), (0.25, 0.052), (0.3, 0.048), (0.35, 0.051), (0.95, 1.02)])
+    history, x = _history([(0.2, 300, 0.05), (0.25, 300, 0.052), (0.3, 300, 0.048), (0.35, 300, 0.051),
+                           (0.95, 300, 1.02)])
     costs = CostModels(2, SETTINGS, seed=0)
-    costs.fit(history, x, optimize=True)
-    assert costs.within(np.array([[0.25, 0.5], [0.95, 0.5]]), {"filebeat": 0.083}).tolist() == [True, False]
+    costs.fit(history, x, CpuLimits(CpuBudget(cores={"filebeat": 0.083})), optimize=True)
+    assert costs.within(_at(300, 0.25, 0.95)).tolist() == [True, False]
+
+
+def test_a_config_that_costs_more_per_event_is_not_expected_within_budget_at_a_load_above_those_measured():
+    # The budget follows the load as the start's CPU does (0.0002 cores per event/s, +25 %, + 0.05 core); the config
+    # at u = 0.8 costs 0.0004 per event/s: within its budget at the 150-300 ev/s measured, over it at 500 (0.2 >
+    # 0.175). Modelled as log CPU, reverting to its mean above the loads measured, it was expected within there.
+    limits = CpuLimits(CpuBudget(), CpuReference(300.0, {"filebeat": 0.06}))
+    measured = [(u, eps, per_event * eps) for eps in (150, 200, 250, 300)
+                for u, per_event in ((0.2, 0.0002), (0.8, 0.0004))]
+    assert all(cores < limits.at(eps)["filebeat"] for _, eps, cores in measured)
+    assert 0.0004 * 500 > limits.at(500)["filebeat"]
+    history, x = _history(measured)
+    costs = CostModels(2, SETTINGS, seed=0)
+    costs.fit(history, x, limits, optimize=True)
+    assert costs.within(_at(500, 0.2, 0.8)).tolist() == [True, False]
+
+
+def test_a_model_that_missed_a_window_by_far_bounds_its_next_predictions_wider_and_measured_configs_stay_within():
+    history, x = _history([(u, 300, 0.05) for u in (0.2, 0.25, 0.3, 0.35, 0.4)])
+    costs = CostModels(2, SETTINGS, seed=0)
+    costs.fit(history, x, CAPPED, optimize=True)
+    near = _at(300, 0.3, 0.5)
+    assert costs.within(near).tolist() == [True, True] and costs.beta("filebeat") == SETTINGS.beta
+    # the config at u = 0.6 used twice its cap where the model expected half of it
+    costs.told(_at(300, 0.6)[0], {"filebeat": 0.2}, CAPPED.at(300))
+    assert costs.beta("filebeat") > 5 * SETTINGS.beta
+    assert costs.within(near).tolist() == [True, False]
+    for _ in range(SETTINGS.cost_miss_windows):  # windows the model predicted well make it forget the miss
+        costs.told(_at(300, 0.3)[0], {"filebeat": 0.05}, CAPPED.at(300))
+    assert costs.beta("filebeat") == SETTINGS.beta

@@ -3,7 +3,7 @@
 import pytest
 from pydantic import ValidationError
 
-from models.budget import CpuBudget, CpuReference, budgeted, cpu_limits_cores, within_limits
+from models.budget import CpuBudget, CpuLimits, CpuReference, budgeted, within_limits
 from models.observation import Observation
 from models.policy import Policy
 
@@ -11,24 +11,24 @@ REFERENCE = CpuReference(offered_eps=300.0, cores={"filebeat": 0.06, "logstash":
 
 
 def test_a_component_may_use_the_starting_configs_cpu_per_event_a_share_more_and_some_cores_besides():
-    limits = cpu_limits_cores(CpuBudget(), REFERENCE, 300.0)
+    limits = CpuLimits(CpuBudget(), REFERENCE).at(300.0)
     assert limits == pytest.approx({"filebeat": 0.06 * 1.25 + 0.05, "logstash": 0.3 * 1.25 + 0.05})
 
 
 def test_the_per_event_part_follows_the_load_and_the_extra_cores_do_not():
-    busy, quiet = (cpu_limits_cores(CpuBudget(), REFERENCE, eps)["filebeat"] for eps in (600.0, 30.0))
+    busy, quiet = (CpuLimits(CpuBudget(), REFERENCE).at(eps)["filebeat"] for eps in (600.0, 30.0))
     assert busy == pytest.approx(0.12 * 1.25 + 0.05)  # a busier hour is not a breach
     assert quiet == pytest.approx(0.006 * 1.25 + 0.05)  # a scan's cost is not one either
 
 
 def test_a_cap_binds_where_it_is_below_the_relative_limit_and_holds_before_any_reference():
     budget = CpuBudget(cores={"filebeat": 0.1})
-    assert cpu_limits_cores(budget, REFERENCE, 600.0)["filebeat"] == 0.1
-    assert cpu_limits_cores(budget, None, 600.0) == {"filebeat": 0.1}
+    assert CpuLimits(budget, REFERENCE).at(600.0)["filebeat"] == 0.1
+    assert CpuLimits(budget, None).at(600.0) == {"filebeat": 0.1}
 
 
 def test_a_lifted_budget_limits_nothing():
-    assert cpu_limits_cores(None, REFERENCE, 300.0) == {}
+    assert CpuLimits(None, REFERENCE).at(300.0) == {}
     assert Policy(cpu_budget=None).cpu_budget is None and Policy().cpu_budget == CpuBudget()  # on by default
 
 
