@@ -1,14 +1,16 @@
 """Does pipetune converge and then leave the pipeline alone? The figures of converge-and-stay, on the twin.
 
 Run: `python -m bench.convergence [--calibrations paper-2vcpu,local-filebeat-kafka] [--profiles steady,diurnal]
-[--windows 100] [--diurnal-windows 60] [--seed 0] [--seeds 1] [--json PATH] [--trace]`; `--json` writes a
-`BenchResult` with a row per case and seed, and several seeds end with a table across them.
+[--windows 100] [--moving-windows 60] [--seed 0] [--seeds 1] [--json PATH] [--trace]`; `--json` writes a
+`BenchResult` with a row per case and seed, and several seeds end with a table across them. `--profiles` takes
+any generated profile (steady, burst, flash, diurnal, mmpp).
 
 For each calibration, the daemon drives pipetune (pre-screening on a misjudged twin, as `bench.tuners`
-does) for `--windows` windows of steady load, then for `--diurnal-windows` windows of a diurnal load whose
-one cycle spans the run. Printed: the window where the window P95 first came within 1.1× of the final
-config's P95 (measured on fresh windows), the config changes after it, the final P95, the window the
-learner first said "converged"; for the diurnal run, every change with the load it saw and its cause: the
+does) for `--windows` windows of steady load, and for `--moving-windows` windows of each moving load (a
+diurnal one's cycle spans the run). Printed: the window where the window P95 first came within 1.2× of the
+final config's P95 (measured on fresh windows; issue 38's rule), the config changes after it and their rate
+per 100 windows, the final P95, the window the learner first said "converged"; for a moving load, every
+change with the load it saw and its cause: the
 initial search, or a search re-opened (by a load move beyond the daemon's re-measure threshold, a breach,
 a drift of the incumbent's P95, a policy change). `--trace` also prints every window: load, P95, action, why.
 """
@@ -33,9 +35,10 @@ from controller.tuning_run import LearnerSetup, tuning_learner, twin_pipeline
 from models.policy import Policy
 from models.presets import preset
 from models.twin import Calibration, load
-from replay.profiles import Profile, WorkloadSpec
+from replay.profiles import GENERATED_NAMES, Profile, WorkloadSpec
 
 console = Console(width=80)  # readable in 80 columns, piped or not
+NEAR = 1.2  # a window within this × the final P95 is near it; changes after the first such one are counted
 
 
 def drive(cal: Calibration, workload: WorkloadSpec, windows: int, window_s: float, seed: int,
@@ -59,15 +62,18 @@ def drive(cal: Calibration, workload: WorkloadSpec, windows: int, window_s: floa
 
 
 def convergence(decisions: list[Decision], final_p95_s: float) -> dict:
-    """When the window P95 first came within 1.1× of the final P95, the changes after that window, when the learner
+    """When the window P95 first came within `NEAR` × the final P95, the changes after that window (and per 100
+    windows after it), when the learner
     first said it converged and the changes after that (under a moving load, the ones its re-opened searches made)."""
     p95 = [d.observed["p95_s"] for d in decisions]
     changed = [bool(d.change) for d in decisions]
-    near = next((i for i, p in enumerate(p95) if p <= 1.1 * final_p95_s), None)
+    near = next((i for i, p in enumerate(p95) if p <= NEAR * final_p95_s), None)
+    after = sum(changed[near + 1:]) if near is not None else None
     converged = next((i for i, d in enumerate(decisions) if d.reason.startswith("converged")), None)
     return {"final_p95_s": final_p95_s, "near_window": decisions[near].window if near is not None else None,
             "changes": sum(changed),
-            "changes_after_near": sum(changed[near + 1:]) if near is not None else None,
+            "changes_after_near": after,
+            "changes_per_100_after_near": 100.0 * after / max(len(p95) - near - 1, 1) if near is not None else None,
             "first_converged_window": decisions[converged].window if converged is not None else None,
             "changes_after_converged": sum(changed[converged + 1:]) if converged is not None else None}
 
@@ -100,11 +106,12 @@ def run_seed(args: argparse.Namespace, seed: int, profiles: list[str]) -> dict:
     cause, and with `--trace` every window); returns each case's figures."""
     out: dict = {}
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 0), title=f"pipetune on the twin, {args.window:g} s windows, seed {seed}")
-    for col in ("case", "windows", "near 1.1×\nat", "changes\nafter", "converged\nat", "final\nP95 s", "changes"):
+    for col in ("case", "windows", f"near {NEAR:g}×\nat", "changes\nafter", "per 100\nafter", "converged\nat",
+                "final\nP95 s", "changes"):
         table.add_column(col, justify="left" if col == "case" else "right", no_wrap=True)
     for cal in args.calibrations.split(","):
         for name in profiles:
-            windows = args.windows if name == "steady" else args.diurnal_windows
+            windows = args.windows if name == "steady" else args.moving_windows
             period = {"period_s": windows * args.window} if name == "diurnal" else {}
             if args.trace:
                 console.print(f"{cal} / {name}, window by window (* a change):")
@@ -112,19 +119,22 @@ def run_seed(args: argparse.Namespace, seed: int, profiles: list[str]) -> dict:
                         seed, trace if args.trace else None)
             figures = convergence(run["decisions"], run["final_p95_s"])
             out[f"{cal} / {name}"] = {"windows": windows} | figures | (
-                {"changes_by_cause": change_causes(run["decisions"])} if name == "diurnal" else {})
+                {"changes_by_cause": change_causes(run["decisions"])} if name != "steady" else {})
+            rate = figures["changes_per_100_after_near"]
             table.add_row(f"{cal} / {name}", str(windows), str(figures["near_window"]),
-                          str(figures["changes_after_near"]), str(figures["first_converged_window"]),
+                          str(figures["changes_after_near"]), "-" if rate is None else f"{rate:.0f}",
+                          str(figures["first_converged_window"]),
                           f"{figures['final_p95_s']:.4f}", str(figures["changes"]))
         console.print(table)
         for case, figures in out.items():
             if case.startswith(f"{cal} /"):
                 console.print(f"{case}: {figures['changes_after_converged']} changes after it first converged")
-        if "diurnal" in profiles:
-            console.print(f"{cal} / diurnal, changes by cause:")
-            for row in out[f"{cal} / diurnal"]["changes_by_cause"]:
-                console.print(f"  window {row['window']:3d} at {row['offered_eps']:5.0f} ev/s: {row['action']}, "
-                              f"{row['cause']}")
+        for name in profiles:
+            if name != "steady":
+                console.print(f"{cal} / {name}, changes by cause:")
+                for row in out[f"{cal} / {name}"]["changes_by_cause"]:
+                    console.print(f"  window {row['window']:3d} at {row['offered_eps']:5.0f} ev/s: {row['action']}, "
+                                  f"{row['cause']}")
     return out
 
 
@@ -154,9 +164,9 @@ def print_across_seeds(summary: list[dict]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calibrations", default="paper-2vcpu,local-filebeat-kafka")
-    parser.add_argument("--profiles", default="steady,diurnal", help="steady, diurnal or both")
+    parser.add_argument("--profiles", default="steady,diurnal", help=f"any of {', '.join(GENERATED_NAMES)}")
     parser.add_argument("--windows", type=int, default=100)
-    parser.add_argument("--diurnal-windows", type=int, default=60)
+    parser.add_argument("--moving-windows", type=int, default=60, help="windows of each moving load")
     parser.add_argument("--window", type=float, default=30.0)
     parser.add_argument("--rate", type=float, default=300.0)
     parser.add_argument("--seed", type=int, default=0, help="the first seed")
@@ -166,9 +176,9 @@ def main() -> None:
     args = parser.parse_args()
     result = BenchResult.start("bench.convergence")
     profiles = args.profiles.split(",")
-    unknown = set(profiles) - {"steady", "diurnal"}
+    unknown = set(profiles) - set(GENERATED_NAMES)
     if unknown:
-        parser.error(f"--profiles: {', '.join(sorted(unknown))} unknown; allowed: steady, diurnal")
+        parser.error(f"--profiles: {', '.join(sorted(unknown))} unknown; allowed: {', '.join(GENERATED_NAMES)}")
     if not 1 <= args.seeds <= 100:
         parser.error(f"--seeds: {args.seeds} is outside 1..100")
     rows: list[dict] = []

@@ -18,6 +18,7 @@ def test_changes_are_counted_after_the_near_window_and_after_the_first_convergen
            _decision(4, 1.0, "converged: best predicted gain", False, 450.0)]
     figures = convergence(log, final_p95_s=1.0)
     assert figures["near_window"] == 1 and figures["changes_after_near"] == 1 and figures["changes"] == 3
+    assert round(figures["changes_per_100_after_near"], 1) == 33.3  # 1 change in the 3 windows after window 1
     assert figures["first_converged_window"] == 2 and figures["changes_after_converged"] == 1
     causes = [row["cause"] for row in change_causes(log)]
     assert causes == ["initial search", "initial search", "re-opened: load moved 300 → 450 ev/s"]
