@@ -7,17 +7,21 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import threading
 import time
 import uuid
-from dataclasses import dataclass
-from pathlib import Path
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from typing import Iterator
+from unittest import mock
 
 from confluent_kafka import Consumer
 
-from testbed.faketime import NGINX_ENV
+from testbed import processes
+from testbed.faketime import NGINX_ENV, FakeClock
 from testbed.install import install_nginx
-from testbed.pipeline import NodeLayout
+from testbed.pipeline import NodeLayout, PipelineSpec
 from testbed.processes import Service
 
 LOG_FORMAT = '{"ts_nginx":$msec,"sent_s":"$http_x_sent"}'
@@ -57,6 +61,40 @@ def nginx_service(node: NodeLayout, port: int, env: dict[str, str] | None = None
     argv = (str(install_nginx()), "-p", str(work), "-c", str(config), "-e", str(work / "error.log"),
             "-g", "daemon off;")
     return Service(f"nginx-{node.name}", argv, work, env=env)
+
+
+def _answers(port: int) -> bool:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=1.0)
+    try:
+        connection.request("GET", "/")
+        return connection.getresponse().status == 204
+    finally:
+        connection.close()
+
+
+@contextmanager
+def clocked_node_testbed(spec: PipelineSpec, node: NodeLayout, clock: FakeClock, port: int) -> Iterator[None]:
+    """`spec`'s testbed up, with `node`'s agent (whose clock the daemon measures) and nginx (its log source, on
+    127.0.0.1:`port`) on `clock`; every other process on this host's. The probe runs on the first node: `node` should
+    be another. Everything is stopped again when the block ends."""
+    from testbed import agent, lifecycle  # here: lifecycle starts nginx sources of its own (an import cycle)
+
+    planned = agent.agent_service
+
+    def on_its_clock(spec_: PipelineSpec, node_: NodeLayout, *args: object) -> Service:
+        service = planned(spec_, node_, *args)
+        return replace(service, env=clock.python_env(service.env or dict(os.environ))) if node_ == node else service
+
+    nginx = nginx_service(node, port, env={**os.environ, **clock.env()})
+    try:
+        with mock.patch.object(agent, "agent_service", on_its_clock):  # lifecycle builds each agent's through it
+            lifecycle.up(spec)
+        processes.start(nginx)
+        processes.wait_ready(nginx, lambda: _answers(port), 20.0)
+        yield
+    finally:
+        processes.stop(nginx)
+        lifecycle.down(spec)
 
 
 class SentLoad:
@@ -128,8 +166,10 @@ class TruthReader:
     def __init__(self, bootstrap: str, topic: str, node: str) -> None:
         self.node = node
         self.arrivals: list[Arrival] = []
+        # from the topic's start, keeping the lines sent from now on: none is missed while the group forms
+        self.since_s = time.time()
         self._consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"truth-{uuid.uuid4().hex[:8]}",
-                                   "auto.offset.reset": "latest", "enable.auto.commit": False,
+                                   "auto.offset.reset": "earliest", "enable.auto.commit": False,
                                    "fetch.wait.max.ms": 10})
         self._consumer.subscribe([topic])
         self._stop = threading.Event()
@@ -148,17 +188,19 @@ class TruthReader:
                 continue
             try:
                 line = json.loads(event["message"])
-                self.arrivals.append(Arrival(arrived_s, float(line["sent_s"]), float(line["ts_nginx"])))
+                arrival = Arrival(arrived_s, float(line["sent_s"]), float(line["ts_nginx"]))
             except (KeyError, TypeError, ValueError):
                 continue  # not one of SentLoad's requests
+            if arrival.sent_s >= self.since_s:
+                self.arrivals.append(arrival)
 
     def wait_for(self, count: float, timeout_s: float) -> None:
         """Until `count` lines have arrived; `TimeoutError` saying how many did after `timeout_s`."""
         deadline = time.monotonic() + timeout_s
         while len(self.arrivals) < count:
             if time.monotonic() > deadline:
-                raise TimeoutError(f"{len(self.arrivals)} of node {self.node}'s nginx lines arrived in {timeout_s:g} s, "
-                                   f"waited for {count:g}")
+                raise TimeoutError(f"{len(self.arrivals)} of node {self.node}'s nginx lines arrived in "
+                                   f"{timeout_s:g} s, waited for {count:g}")
             time.sleep(0.2)
 
     def between(self, start_s: float, end_s: float) -> list[Arrival]:

@@ -8,29 +8,23 @@ the latency the client's own `X-Sent` stamps give, though nginx's clock stays 2 
 from __future__ import annotations
 
 import math
-import os
 import statistics
 import threading
 import time
-from dataclasses import replace
-from typing import Callable, Iterator
+from typing import Iterator
 
-import httpx
 import pytest
-import yaml
 
+from bench.faults import CLOCK_CONFIG, WITHIN, Windows
 from controller.daemon import Daemon
-from controller.live import LivePipeline
 from controller.state import StateStore
-from models.observation import Observation
 from models.policy import Policy
 from models.space import PIPELINE_SPACE
-from testbed import agent, lifecycle, processes
 from testbed.endpoints import live_pipeline
 from testbed.faketime import FakeClock
-from testbed.nginx_source import Arrival, SentLoad, TruthReader, nginx_service
+from testbed.nginx_source import Arrival, SentLoad, TruthReader, clocked_node_testbed
 from testbed.pipeline import NodeLayout, PipelineSpec, load_pipeline
-from tests.conftest import LOW_LATENCY, _write_pipeline, free_ports
+from tests.conftest import _write_pipeline, free_ports
 from tests.controller.test_daemon import Scripted
 
 pytestmark = pytest.mark.slow
@@ -40,12 +34,6 @@ STEP_AFTER_S = 3.0  # into the judged window: most of its events are stamped on 
 RATE_EPS = 100.0
 PRIME_S = 10.0  # of load before the daemon's first window
 STARTING_WINDOWS = 5  # at most, before the daemon has its incumbent and applies the candidate
-# Events wait for the queue's 0.5 s flush: latencies of a few hundred ms, so 10 % of them is well above what an
-# offset estimate over a loopback round trip can be off by (1-2 ms), and 2 s is still several times the P95.
-CONFIG = {"preset": "defaults", "set": {**yaml.safe_load(LOW_LATENCY.read_text())["set"],
-                                        "filebeat.queue.mem.flush.min_events": 2048,
-                                        "filebeat.queue.mem.flush.timeout": 0.5}}
-WITHIN = 0.10  # of the truth, once the offset is measured again (issue 41)
 
 
 class ClockNode:
@@ -55,54 +43,20 @@ class ClockNode:
         self.spec, self.node, self.clock, self.port = spec, node, clock, port
 
 
-def _answers(port: int) -> bool:
-    return httpx.get(f"http://127.0.0.1:{port}/", timeout=1.0).status_code == 204
-
-
 @pytest.fixture(scope="module")
 def clock_node(installed, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClockNode]:
     """Two nodes into one broker; node-2's agent (and so its offset as the daemon measures it) and its nginx on a
     FakeClock, node-1 (which runs the probe) on this host's."""
-    path = _write_pipeline(tmp_path_factory.mktemp("clock-step"), "clockstep", config=CONFIG)
+    path = _write_pipeline(tmp_path_factory.mktemp("clock-step"), "clockstep", config=CLOCK_CONFIG)
     spec = load_pipeline(path).sized(2, 1)
     node = spec.node_layouts()[1]
     clock = FakeClock()
-    planned = agent.agent_service
-
-    def on_its_clock(spec_: PipelineSpec, node_: NodeLayout, *args: object) -> processes.Service:
-        service = planned(spec_, node_, *args)
-        return replace(service, env=clock.python_env(service.env or dict(os.environ))) if node_ == node else service
-
     [port] = free_ports(1)
-    nginx = nginx_service(node, port, env={**os.environ, **clock.env()})
     try:
-        with pytest.MonkeyPatch.context() as patch:  # lifecycle builds each agent's service through this
-            patch.setattr(agent, "agent_service", on_its_clock)
-            lifecycle.up(spec)
-        processes.start(nginx)
-        processes.wait_ready(nginx, lambda: _answers(port), 20.0)
-        yield ClockNode(spec, node, clock, port)
+        with clocked_node_testbed(spec, node, clock, port):
+            yield ClockNode(spec, node, clock, port)
     finally:
-        processes.stop(nginx)
-        lifecycle.down(spec)
         clock.close()
-
-
-class Windows:
-    """Each window the daemon observed (its start and end on this host's clock, and what it read), recorded around
-    the pipeline's `observe`."""
-
-    def __init__(self, pipeline: LivePipeline) -> None:
-        self.seen: list[tuple[float, float, Observation]] = []
-        observe: Callable[[float], Observation] = pipeline.observe
-
-        def recorded(seconds: float) -> Observation:  # a step's first: its judged window; a settle window after
-            start = time.time()
-            observation = observe(seconds)
-            self.seen.append((start, time.time(), observation))
-            return observation
-
-        pipeline.observe = recorded  # type: ignore[method-assign]
 
 
 def _each_window(windows: Windows, truth: TruthReader) -> list[tuple[float, float, int]]:
