@@ -68,9 +68,9 @@ def session(props: dict[str, str]) -> SparkSession:
                .config("spark.hadoop.javax.jdo.option.ConnectionURL",
                        f"jdbc:derby:;databaseName={metastore}/metastore_db;create=true")
                .config("spark.hadoop.hive.exec.scratchdir", f"{metastore}/scratch")
-               .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={metastore}")
                .config("spark.jars", props["connector.jars"]))
-    for key, value in props.items():
+    java_options = f"-Dderby.system.home={metastore} {props.get('spark.driver.extraJavaOptions', '')}".strip()
+    for key, value in (props | {"spark.driver.extraJavaOptions": java_options}).items():
         if key.startswith("spark."):
             builder = builder.config(key, value)
     return builder.enableHiveSupport().getOrCreate()

@@ -28,12 +28,12 @@ T = TypeVar("T")
 WAIT_S = 300.0  # a bound on waits for Spark (its first batch compiles and warms up), never a figure asserted
 
 
-def _polled(read: Callable[[], T], done: Callable[[T], bool], timeout_s: float, what: str) -> T:
-    """`read()` again until `done` holds for what it returned, which is returned; failing names `what`."""
+def _polled(read: Callable[[], T], done: Callable[[T], bool], timeout_s: float, what: str, every_s: float = 0.5) -> T:
+    """`read()` every `every_s` until `done` holds for what it returned, which is returned; failing names `what`."""
     deadline = time.monotonic() + timeout_s
     while not done(value := read()):
         assert time.monotonic() < deadline, f"{what} not within {timeout_s:g} s"
-        time.sleep(0.5)
+        time.sleep(every_s)
     return value
 
 
@@ -144,8 +144,9 @@ def _send(port: int, count: int, rate_eps: float) -> None:
 
 def _in_table(settings: JobSettings, ids: list[str]) -> Ledger:
     """The table's ledger once it holds every one of `ids`."""
+    # a ledger is a query over the whole table, competing with the job's batches for the same two cores: seldom
     return _polled(lambda: ledger(settings), lambda table: all(rid in table.counts for rid in ids), WAIT_S,
-                   f"all {len(ids)} requests in the table")
+                   f"all {len(ids)} requests in the table", every_s=3.0)
 
 
 def _warehouse_counts(settings: JobSettings) -> dict[str, float]:
