@@ -16,6 +16,13 @@ Fault 5, a clock step: node-2's nginx (its log source) and agent on a clock of t
 running the probe; the clock steps by 2 s, back then forth, 3 s into the window judging a change. The truth is a
 Kafka consumer of the bench's own timing each line from its client's `X-Sent` (tests/faults/test_clock.py checks the
 same once).
+
+Fault 2, a broker lost: one Filebeat node into three brokers (topic replicated 3 times, `min.insync.replicas` 2,
+Filebeat with acks=all), 200 events/s replayed into its log; 2 s into the window judging a change the leader of the
+topic's partition is killed (SIGKILL); after two windows it is started again, back in sync and leading its partitions
+(tests/faults/test_broker_loss.py's helpers); the daemon is not stepped meanwhile, so the time to recover includes
+that restart. A window judged again that still rolls back or breaches a guardrail counts as wrong. Events lost: the
+replay's ledger (each event's request id, counted by the probe).
 """
 
 from __future__ import annotations
@@ -39,18 +46,24 @@ from agents.filebeat.patch import InputSelector
 from agents.filebeat.render import input_selector
 from bench.result import RESULT_FILE, BenchResult
 from controller.daemon import Daemon
+from controller.kafka_lag import close_open_watches
 from controller.live import LivePipeline
-from controller.state import StateStore
+from controller.state import Decision, StateStore
 from models.learning import Suggestion
 from models.observation import Observation
 from models.policy import Policy
 from models.space import PIPELINE_SPACE, Config
+from replay.profiles import Profile, WorkloadSpec
+from testbed import lifecycle
+from testbed.calibration_design import LOW_LATENCY
 from testbed.endpoints import live_pipeline
 from testbed.faketime import FakeClock
 from testbed.filebeat_layout import filebeat_layout
+from testbed.harness import BackgroundLoad
 from testbed.install import install_all
 from testbed.nginx_source import SentLoad, TruthReader, clocked_node_testbed
 from testbed.pipeline import DEFAULT_PIPELINE, PipelineSpec, load_pipeline
+from tests.faults.test_broker_loss import KILL_AFTER_S, _acks_all, _back, _kill, _leader
 
 ROOT = Path(__file__).resolve().parents[1]
 PORT_SHIFT = 700  # the testbed's ports, above the default pipeline's
@@ -71,8 +84,6 @@ CLOCK_CONFIG = {"preset": "defaults", "set": {"filebeat.backoff": 0.01, "filebea
 NOT_HERE = {
     "network partition, delay, loss (1)": "tests/faults/test_network.py injects them (agents in network namespaces "
                                           "over stand-in Filebeats); that harness is not in testbed/ yet",
-    "Kafka broker loss (2)": "tests/faults/test_broker_loss.py kills the leader of a 3-broker cluster once; an "
-                             "injection there takes 3-4 min (failover, rejoin, preferred election), not yet looped",
     "disk full (3)": "tests/faults/test_disk_full.py: refused with 507 and nothing written, on one change; no window "
                      "is judged through it (the daemon holds on the health check)",
     "SIGKILL mid-apply (4)": "tests/faults/test_sigkill.py kills the agent at every call of a change and the daemon "
@@ -160,19 +171,43 @@ def nodes_off_version(spec: PipelineSpec, pipeline: LivePipeline) -> int:
     return off
 
 
-def _clock_injection(daemon: Daemon, learner: Alternating, pipeline: LivePipeline, clock: FakeClock,
-                     windows: Windows, truth: TruthReader, step_s: float) -> Injection:
-    """Wait for a change under judgement, step the clock by `step_s` 3 s into the window judging it, and step the
-    daemon until a window is judged again."""
+class Untouched:
+    """What a held window must leave as it was: what the learner was told, the incumbent, the rollbacks, the config in
+    force. Anything judged on a window a fault disturbed blames or credits a config for the fault."""
+
+    def __init__(self, daemon: Daemon, learner: Alternating, pipeline: LivePipeline) -> None:
+        self.daemon, self.learner, self.pipeline = daemon, learner, pipeline
+        self.state = self._now()
+
+    def _now(self) -> tuple:
+        return len(self.learner.told), self.daemon.incumbent, self.daemon.rollbacks, self.pipeline.current()
+
+    def touched(self) -> bool:
+        return self._now() != self.state
+
+
+def _held(decision: Decision) -> bool:
+    """A window frozen or marked disturbed."""
+    return decision.action == "frozen" or decision.reason.startswith("disturbed")
+
+
+def _until_explore(daemon: Daemon) -> None:
+    """Step the daemon until it makes a change (the learner proposes one every time it is asked)."""
     before = []
     for _ in range(MAX_WINDOWS):
         before.append(daemon.step())
         if before[-1].action == "explore":
-            break
-    else:
-        raise RuntimeError(f"no change made within {MAX_WINDOWS} windows: "
-                           + "; ".join(f"{d.action}: {d.reason}" for d in before))
-    told, incumbent, rollbacks, config = len(learner.told), daemon.incumbent, daemon.rollbacks, pipeline.current()
+            return
+    raise RuntimeError(f"no change made within {MAX_WINDOWS} windows: "
+                       + "; ".join(f"{d.action}: {d.reason}" for d in before))
+
+
+def _clock_injection(daemon: Daemon, learner: Alternating, pipeline: LivePipeline, clock: FakeClock,
+                     windows: Windows, truth: TruthReader, step_s: float) -> Injection:
+    """Wait for a change under judgement, step the clock by `step_s` 3 s into the window judging it, and step the
+    daemon until a window is judged again."""
+    _until_explore(daemon)
+    before = Untouched(daemon, learner, pipeline)
     stepper = threading.Timer(STEP_AFTER_S, clock.set, args=(clock.offset_s + step_s,))
     injected_at = time.time() + STEP_AFTER_S
     stepper.start()
@@ -182,11 +217,9 @@ def _clock_injection(daemon: Daemon, learner: Alternating, pipeline: LivePipelin
             first = len(windows.seen)
             decision = daemon.step()
             reasons.append(decision.reason)
-            if decision.action == "frozen" or decision.reason.startswith("disturbed"):
+            if _held(decision):
                 held += 1
-                # anything judged on a disturbed window blames or credits a config for the fault
-                wrong += (len(learner.told) != told or daemon.incumbent != incumbent or daemon.rollbacks != rollbacks
-                          or pipeline.current() != config)
+                wrong += before.touched()
                 continue
             start, end, seen = windows.seen[first]
             arrivals = truth.between(start, end)
@@ -249,6 +282,83 @@ def _drain(truth: TruthReader, sent: int, timeout_s: float = 30.0) -> int:
     return len({a.sent_s for a in truth.arrivals})
 
 
+FAULTS = ("clock", "broker")
+BROKER_RATE_EPS = 200.0
+HELD_WHILE_DOWN = 2  # windows the daemon steps through with the broker down, before it is started again
+
+
+def broker_spec(directory: Path) -> PipelineSpec:
+    """One node into three brokers, on ports of their own and a fresh run dir in `directory`; the probe's grace
+    outlasts a failover, so an event it holds up is late, not lost."""
+    raw = yaml.safe_load(DEFAULT_PIPELINE.read_text()) | {"run_dir": str(directory / "run"), "config": {
+        "preset": "defaults", "set": dict(LOW_LATENCY)}}
+    raw["probe"]["late_after_s"] = 60
+    path = directory / "pipeline.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return load_pipeline(path).beside("faults-broker", PORT_SHIFT + 50).sized(1, 3)
+
+
+def _broker_injection(spec: PipelineSpec, daemon: Daemon, learner: Alternating, pipeline: LivePipeline,
+                      windows: Windows) -> Injection:
+    """Wait for a change under judgement, kill its partition's leader 2 s into the window judging it, hold through
+    `HELD_WHILE_DOWN` windows, start the broker again and step the daemon until a window is judged again."""
+    _until_explore(daemon)
+    before = Untouched(daemon, learner, pipeline)
+    leader = _leader(spec)
+    killer = threading.Timer(KILL_AFTER_S, _kill, args=(spec, leader))
+    injected_at = time.time() + KILL_AFTER_S
+    killer.start()
+    held, wrong, reasons = 0, 0, []
+    try:
+        for window in range(HELD_WHILE_DOWN + MAX_WINDOWS):
+            if window == HELD_WHILE_DOWN:
+                _back(spec, leader, pipeline)
+            first = len(windows.seen)
+            decision = daemon.step()
+            reasons.append(decision.reason)
+            if _held(decision):
+                held += 1
+                wrong += before.touched()
+                continue
+            if window < HELD_WHILE_DOWN:  # judged while the broker was down: the failover read as the config's
+                wrong += 1
+                continue
+            end = windows.seen[first][1]
+            blamed = bool(decision.guardrail) or decision.action == "rollback"  # the failover's tail as the config's
+            return Injection(held, wrong + blamed, end - injected_at, None, tuple(reasons))
+        return Injection(held, wrong, None, None, tuple(reasons))
+    finally:
+        killer.join()
+
+
+def run_broker(injections: int, window_s: float, directory: Path) -> tuple[FaultRow, dict]:
+    """Fault 2, `injections` partition leaders killed; its row and the run's record."""
+    spec = broker_spec(directory)
+    lifecycle.up(spec)
+    try:
+        pipeline = live_pipeline(spec)
+        try:
+            _acks_all(spec, pipeline)
+            windows = Windows(pipeline)
+            start = pipeline.current()
+            learner = Alternating(*(PIPELINE_SPACE.config({"filebeat.backoff": b}, base=start) for b in BACKOFFS_S))
+            daemon = Daemon(pipeline, learner, Policy(), window_s=window_s, store=StateStore(directory / "state"))
+            with BackgroundLoad(spec, WorkloadSpec(Profile.steady, BROKER_RATE_EPS, 600.0, seed=41)) as load:
+                daemon.warm_up()
+                done = [_broker_injection(spec, daemon, learner, pipeline, windows) for _ in range(injections)]
+            ledger = load.ledger()
+            off_version = nodes_off_version(spec, pipeline)
+        finally:
+            pipeline.close()
+    finally:
+        close_open_watches()  # before the brokers the lag watch samples stop
+        lifecycle.down(spec)
+    recovered = [i.recover_s for i in done]
+    row = FaultRow("Kafka broker loss (2)", len(done), sum(i.held for i in done), sum(i.wrong for i in done),
+                   ledger["lost"], off_version, None if None in recovered else round(max(recovered), 1))
+    return row, {"injections": [asdict(i) for i in done], "ledger": ledger}
+
+
 COLUMNS = (("fault", "fault", "{}"), ("injections", "injections", "{}"), ("held", "windows_held", "{}"),
            ("wrong decisions", "wrong_decisions", "{}"), ("events lost", "events_lost", "{}"),
            ("nodes off version", "nodes_off_version", "{}"), ("recovered in (s, worst)", "recover_s_max", "{}"))
@@ -269,7 +379,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--window", type=float, default=10.0, help="the daemon's window, seconds (5-60)")
     parser.add_argument("--rate", type=float, default=100.0, help="requests/s into nginx (10-500)")
     parser.add_argument("--out", type=Path, default=ROOT / "docs/evidence/faults")
+    parser.add_argument("--faults", default="clock,broker", help="which, comma-separated: clock, broker")
     args = parser.parse_args(argv)
+    args.faults = [f.strip() for f in args.faults.split(",") if f.strip()]
+    if not args.faults or not set(args.faults) <= set(FAULTS):
+        parser.error(f"--faults: {','.join(args.faults) or 'none'}, allowed any of {', '.join(FAULTS)}")
     for name, value, low, high in (("--injections", args.injections, 1, 20), ("--window", args.window, 5, 60),
                                    ("--rate", args.rate, 10, 500)):
         if not low <= value <= high:
@@ -277,11 +391,15 @@ def main(argv: list[str] | None = None) -> None:
     started = BenchResult.start("bench.faults", argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a stop still brings its testbed down
     install_all()
-    with tempfile.TemporaryDirectory(prefix="bench-faults-") as directory:
-        clock_row, clock_record = run_clock(args.injections, args.window, args.rate, Path(directory))
-    rows = [clock_row]
-    started.finish([r.row() for r in rows], {"clock": clock_record, "not_injected": NOT_HERE}).write(
-        args.out / RESULT_FILE)
+    rows, records = [], {}
+    for fault in args.faults:
+        with tempfile.TemporaryDirectory(prefix=f"bench-faults-{fault}-") as directory:
+            if fault == "clock":
+                row, records[fault] = run_clock(args.injections, args.window, args.rate, Path(directory))
+            else:
+                row, records[fault] = run_broker(args.injections, args.window, Path(directory))
+        rows.append(row)
+    started.finish([r.row() for r in rows], records | {"not_injected": NOT_HERE}).write(args.out / RESULT_FILE)
     print(table(rows))
     print("not injected here (each has its own test):")
     for fault, why in NOT_HERE.items():

@@ -21,7 +21,9 @@ def test_the_table_has_a_line_per_fault_and_says_not_recovered():
 
 @pytest.mark.parametrize("argv, said", [(["--injections", "0"], "--injections: 0, allowed 1-20"),
                                         (["--window", "2"], "--window: 2, allowed 5-60"),
-                                        (["--rate", "5000"], "--rate: 5000, allowed 10-500")])
+                                        (["--rate", "5000"], "--rate: 5000, allowed 10-500"),
+                                        (["--faults", "clock,disk"], "--faults: clock,disk, allowed any of clock, "
+                                                                     "broker")])
 def test_settings_out_of_range_are_refused_naming_them(argv, said, capsys):
     with pytest.raises(SystemExit) as exit_:
         faults.main(argv)
@@ -30,7 +32,7 @@ def test_settings_out_of_range_are_refused_naming_them(argv, said, capsys):
 
 @pytest.mark.slow
 def test_one_clock_step_on_the_real_testbed_is_counted_from_what_happened(installed, tmp_path, capsys):
-    faults.main(["--injections", "1", "--out", str(tmp_path)])
+    faults.main(["--faults", "clock", "--injections", "1", "--out", str(tmp_path)])
     result = json.loads((tmp_path / "result.json").read_text())
     [row] = result["figures"]
     record = result["details"]["clock"]
@@ -45,4 +47,21 @@ def test_one_clock_step_on_the_real_testbed_is_counted_from_what_happened(instal
                    "events_lost": 0, "nodes_off_version": 0, "recover_s_max": round(injection["recover_s"], 1)}
     assert injection["judged_off"] <= faults.WITHIN
     printed = capsys.readouterr().out
-    assert "clock step ±2 s (5)" in printed and "not injected here" in printed and "Kafka broker loss (2)" in printed
+    assert "clock step ±2 s (5)" in printed and "not injected here" in printed and "disk full (3)" in printed
+
+
+@pytest.mark.slow
+def test_one_broker_lost_on_a_real_cluster_is_counted_from_what_happened(installed, tmp_path):
+    faults.main(["--faults", "broker", "--injections", "1", "--out", str(tmp_path)])
+    result = json.loads((tmp_path / "result.json").read_text())
+    [row] = result["figures"]
+    [injection] = result["details"]["broker"]["injections"]
+    ledger = result["details"]["broker"]["ledger"]
+    # the leader was killed and the daemon saw it: the window it died in names it silent, and every held one counted
+    assert injection["reasons"][0].startswith("disturbed: broker silent: broker ")
+    assert row["windows_held"] == injection["held"] == sum(r.startswith("disturbed") for r in injection["reasons"])
+    assert injection["held"] >= faults.HELD_WHILE_DOWN
+    assert ledger["expected"] > 1000 and row["events_lost"] == ledger["lost"]
+    assert row == {"fault": "Kafka broker loss (2)", "injections": 1, "windows_held": injection["held"],
+                   "wrong_decisions": 0, "events_lost": 0, "nodes_off_version": 0,
+                   "recover_s_max": round(injection["recover_s"], 1)}
