@@ -98,7 +98,7 @@ class _Component(_Spec):
     def prefix(self) -> str:
         return {"filebeat": "filebeat", "logstash": "logstash", "kafka": "kafka.broker",
                 "kafka-consumer": "kafka.consumer",
-                "kafka-producer": "kafka.producer"}[self.kind]  # type: ignore[attr-defined]
+                "kafka-producer": "kafka.producer", "spark-query": "spark"}[self.kind]  # type: ignore[attr-defined]
 
 
 class InputSelectorSpec(_Spec):
@@ -159,8 +159,17 @@ class KafkaProducerComponent(_ClientComponent):
                                    description="answers HTTP 200 while the client runs; else: the process runs")
 
 
+class SparkQueryComponent(_Component):
+    """A Spark Structured Streaming job (agents/spark.py): no process of the agent's, reloaded over its own HTTP."""
+
+    kind: Literal["spark-query"]
+    properties: Path = Field(description="the job's own properties file; the micro-batch keys are patched")
+    url: str = Field(pattern=r"^https?://", description="the job's endpoints: POST /reload, GET /progress")
+    reload_timeout_s: float = Field(default=120.0, gt=0, description="longest a reload (stop, restart) may take")
+
+
 Component = Annotated[Union[FilebeatComponent, LogstashComponent, KafkaBrokerComponent, KafkaConsumerComponent,
-                            KafkaProducerComponent], Field(discriminator="kind")]
+                            KafkaProducerComponent, SparkQueryComponent], Field(discriminator="kind")]
 
 
 class HeartbeatSpec(_Spec):
@@ -208,7 +217,7 @@ def load_agent_config(path: Path | str) -> AgentConfig:
         raise AgentConfigError(f"{path}: {problems}") from None
 
 
-_TAGS = {"filebeat", "logstash", "kafka", "kafka-consumer", "kafka-producer", "process", "docker"}
+_TAGS = {"filebeat", "logstash", "kafka", "kafka-consumer", "kafka-producer", "spark-query", "process", "docker"}
 
 
 def _describe(error: dict) -> str:

@@ -30,7 +30,7 @@ from agents.adapter import Adapter, ConfigStore, Runtime
 from agents.component import ChangeRefused, ManagedComponent
 from agents.config import (AgentConfig, AgentConfigError, Component, DockerRuntimeSpec, FilebeatComponent,
                            GivenValue, KafkaBrokerComponent, KafkaConsumerComponent, KafkaProducerComponent,
-                           LogstashComponent)
+                           LogstashComponent, SparkQueryComponent)
 from agents.filebeat.adapter import FilebeatAdapter
 from agents.filebeat.exporter import FilebeatCollector
 from agents.filebeat.patch import InputSelector, discover
@@ -42,6 +42,7 @@ from agents.kafka.client import KafkaConsumerAdapter, KafkaProducerAdapter
 from agents.logstash.adapter import LogstashAdapter
 from agents.process_stats import NodeCpuCollector
 from agents.runtimes import DockerRuntime, ProcessRuntime
+from agents.spark import SparkQueryAdapter
 
 # The HTTP status of each change outcome: a rejected config wrote nothing (422); a rolled-back one
 # reached the component and failed there (502). A refusal that is not an outcome carries its own status
@@ -86,6 +87,8 @@ def build_adapter(spec: Component, state_dir: Path, runtime: Runtime | None = No
         return KafkaConsumerAdapter(spec.name, spec.properties, spec.health_url)
     if isinstance(spec, KafkaProducerComponent):
         return KafkaProducerAdapter(spec.name, spec.properties, spec.health_url, runtime)
+    if isinstance(spec, SparkQueryComponent):
+        return SparkQueryAdapter(spec.name, spec.properties, spec.url, reload_timeout_s=spec.reload_timeout_s)
     assert isinstance(spec, KafkaBrokerComponent)
     return KafkaBrokerAdapter(spec.bootstrap, spec.broker_id, state_dir / spec.name / "rendered",
                               visible_timeout_s=spec.visible_timeout_s, name=spec.name)
@@ -93,8 +96,8 @@ def build_adapter(spec: Component, state_dir: Path, runtime: Runtime | None = No
 
 def build_runtime(spec: Component, state_dir: Path) -> Runtime | None:
     """The runtime of a component entry; None for a component changed only through its admin API."""
-    if isinstance(spec, KafkaBrokerComponent):
-        return None
+    if isinstance(spec, (KafkaBrokerComponent, SparkQueryComponent)):
+        return None  # changed through its admin API, or its own /reload: no process of the agent's
     runtime = spec.runtime
     if isinstance(runtime, DockerRuntimeSpec):
         return DockerRuntime(docker.DockerClient(base_url=runtime.docker_host), runtime.container,

@@ -1,4 +1,9 @@
-"""The Spark Structured Streaming sink: the paper's Kafka -> Spark -> Hive stage. A change restarts the query."""
+"""The Spark Structured Streaming sink: the paper's Kafka -> Spark -> Hive stage. A change stops the query at a batch
+boundary and restarts it from its checkpoint (agents/spark.py).
+
+Only the trigger moves a latency stage the twin models; the per-trigger limit and the shuffle partitions are the
+job's other micro-batch settings the agent applies (declared here once, with their ranges, like every parameter).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,11 @@ SPARK_SINK = Component(
     params=(
         param("spark.trigger.interval", "float", 0.0, 0.0, 60.0, unit="s", cost=RESTART, step=0.001,
               help="micro-batch trigger interval (0: start the next batch as soon as the previous one ends)"),
+        # Spark's reader option of that name; 0 is its default: no limit, a batch takes every offset there is.
+        param("spark.maxOffsetsPerTrigger", "int", 0, 0, 10_000_000, unit="records", cost=RESTART,
+              help="most Kafka records one micro-batch reads (0: no limit)"),
+        param("spark.sql.shuffle.partitions", "int", 200, 1, 1000, cost=RESTART,
+              help="partitions of a shuffle in the job's queries (Spark's default 200)"),
     ),
     picks_up=("spark.trigger.interval",),
     timers=(Timer("spark.trigger.interval"),),
