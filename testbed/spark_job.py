@@ -15,7 +15,14 @@ each event's write time → that moment is observed as the probe's histogram (`p
 agents/probe/metrics.py) under stage `warehouse`, with the hops `spark_batch_start` (Kafka's append → the batch
 starts) and `warehouse_commit` (the batch starts → committed); the probe's own stages cover the hops before
 Kafka. They are served with the query's progress and a ledger of the table on `metrics.port`: `/metrics`
-(Prometheus), `/progress` (the query's `lastProgress`), `/ledger` (every request_id in the table with its count).
+(Prometheus), `/progress` (the query's `lastProgress`, with the micro-batch settings in force and the run they
+started), `/ledger` (every request_id in the table with its count).
+
+Its micro-batch settings (`trigger.interval.s`, `maxOffsetsPerTrigger`, `spark.sql.shuffle.partitions`: what the
+agent tunes, agents/spark.py) are read again from the file on `POST /reload`: the query is stopped at a batch
+boundary and started again from its checkpoint with them, in the same session (no new JVM). Spark keeps the
+checkpoint's shuffle partitions for the query's own stateful shuffles (this one has none); the batches' inserts run
+with the file's.
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ from agents.probe.metrics import EVENT_TIME, LatencyHistograms
 log = logging.getLogger("pipetune.spark_job")
 
 WAREHOUSE, BATCH_START, COMMIT = "warehouse", "spark_batch_start", "warehouse_commit"  # the stages
+SHUFFLE = "spark.sql.shuffle.partitions"
 # Filebeat's Kafka output: the line in `message`, its read time, the node.
 ENVELOPE = StructType([StructField("message", StringType()), StructField("@timestamp", StringType()),
                        StructField("host", StructType([StructField("name", StringType())])),
@@ -82,7 +90,7 @@ def events(spark: SparkSession, props: dict[str, str]) -> DataFrame:
               .option("subscribe", props["topic"]).option("startingOffsets", props.get("starting.offsets", "earliest"))
               .option("failOnDataLoss", "true"))
     for key in ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay"):
-        if props.get(key):
+        if props.get(key) and props[key] != "0":  # empty or 0: Spark's own default (no limit)
             reader = reader.option(key, props[key])
     time_field = props.get("event.time.field", "ts_nginx")
     line_schema = StructType([StructField(name, kind) for name, kind, _ in NGINX_FIELDS]
@@ -104,6 +112,7 @@ class Sink:
 
     def __init__(self, spark: SparkSession, table: str) -> None:
         self.spark, self.table = spark, table
+        self.shuffle_partitions = int(spark.conf.get(SHUFFLE) or 200)
         self.registry = CollectorRegistry()
         self.latency = LatencyHistograms()
         self.registry.register(self.latency)
@@ -115,6 +124,8 @@ class Sink:
 
     def write(self, batch: DataFrame, batch_id: int) -> None:
         started = time.time()
+        # the batch's session is a clone holding the checkpoint's conf: the file's shuffle partitions, set here
+        batch.sparkSession.conf.set(SHUFFLE, str(self.shuffle_partitions))
         batch.persist()
         try:
             stamps = batch.select("ts_event", "ts_kafka", "node").collect()
@@ -149,10 +160,23 @@ class Sink:
         return {"rows": sum(row["n"] for row in rows), "request_ids": ids}
 
 
-def serve(sink: Sink, query_progress, host: str, port: int) -> ThreadingHTTPServer:
-    """`/metrics`, `/progress` and `/ledger` on host:port, on a thread of its own."""
+def serve(sink: Sink, query_progress, host: str, port: int, reload=None) -> ThreadingHTTPServer:
+    """`/metrics`, `/progress` and `/ledger` on host:port, on a thread of its own; `POST /reload` calls `reload()`
+    (-> HTTP status, JSON document) when given."""
 
     class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+            if self.path != "/reload" or reload is None:
+                self.send_error(404)
+                return
+            status, doc = reload()
+            body = json.dumps(doc).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
         def do_GET(self) -> None:  # noqa: N802 (http.server's name)
             try:
                 if self.path == "/metrics":
@@ -181,6 +205,89 @@ def serve(sink: Sink, query_progress, host: str, port: int) -> ThreadingHTTPServ
     return server
 
 
+def tuned(props: dict[str, str]) -> dict[str, float | int]:
+    """The micro-batch settings a properties file gives (agents/spark.py tunes them); `ValueError` naming the key."""
+    def number(key: str, kind, default: str):
+        text = props.get(key, "").strip() or default
+        try:
+            value = kind(text)
+        except ValueError:
+            raise ValueError(f"{key}={text!r} is not {'an integer' if kind is int else 'a number'}") from None
+        if value < 0:
+            raise ValueError(f"{key}={text!r}: allowed 0 or more")
+        return value
+    partitions = number(SHUFFLE, int, "200")
+    if partitions < 1:
+        raise ValueError(f"{SHUFFLE}={partitions}: allowed 1 or more")
+    return {"trigger_interval_s": number("trigger.interval.s", float, "0"),
+            "max_offsets_per_trigger": number("maxOffsetsPerTrigger", int, "0"), "shuffle_partitions": partitions}
+
+
+class Job:
+    """The running query, stopped at a batch boundary and started again from its checkpoint on a reload."""
+
+    def __init__(self, spark: SparkSession, sink: Sink, path: Path, props: dict[str, str]) -> None:
+        self.spark, self.sink, self.path, self.props = spark, sink, path, props
+        self.lock = threading.Lock()
+        self.restarting = False
+        self.restarts = 0
+        self.settings = tuned(props)
+        self.query = self._start()
+
+    def _start(self):
+        self.spark.conf.set(SHUFFLE, str(self.settings["shuffle_partitions"]))
+        self.sink.shuffle_partitions = int(self.settings["shuffle_partitions"])
+        self.started_at = time.time()
+        return (events(self.spark, self.props).writeStream.foreachBatch(self.sink.write)
+                .trigger(processingTime=f"{float(self.settings['trigger_interval_s'])} seconds")
+                .option("checkpointLocation", self.props["checkpoint.dir"]).queryName("pipetune_warehouse").start())
+
+    def active(self) -> bool:
+        return self.restarting or self.query.isActive
+
+    def state(self) -> dict:
+        query = self.query
+        last = query.lastProgress
+        return {"active": self.active(), "status": query.status, "last": json.loads(last.json) if last else None,
+                "settings": self.settings, "run_id": str(query.runId), "started_at": self.started_at,
+                "restarts": self.restarts}
+
+    def stop_at_boundary(self, timeout_s: float = 30.0) -> None:
+        """Stop the query once no batch runs (bounded: a batch stopped half-way is re-run from the offset log and
+        replaces its partition, so waiting only saves work)."""
+        deadline = time.monotonic() + timeout_s
+        while self.query.isActive and self.query.status.get("isTriggerActive") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.query.stop()
+
+    def reload(self) -> tuple[int, dict]:
+        """Read the file again; restart the query on its settings: 200 with them, 422 for a file that does not
+        read (the query untouched), 500 when the query could not be started again."""
+        try:
+            props = properties_file.read(self.path.read_text())
+            settings = tuned(props)
+        except (OSError, ValueError) as err:
+            return 422, {"error": str(err)}
+        with self.lock:
+            self.restarting = True
+            try:
+                previous, previous_props = self.settings, self.props
+                self.stop_at_boundary()
+                self.props, self.settings = props, settings
+                try:
+                    self.query = self._start()
+                except Exception as err:  # noqa: BLE001 (Spark's errors are many): answered, the previous run back
+                    log.error("query not restarted on %s, back on %s: %s", settings, previous, err)
+                    self.props, self.settings = previous_props, previous
+                    self.query = self._start()
+                    return 500, {"error": f"{type(err).__name__}: {err}"[:2000], "settings": previous}
+                self.restarts += 1
+                log.info("query restarted from its checkpoint: %s (was %s)", settings, previous)
+                return 200, {"settings": settings, "run_id": str(self.query.runId)}
+            finally:
+                self.restarting = False
+
+
 def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     props = properties_file.read(Path(argv[0]).read_text())
@@ -189,20 +296,16 @@ def main(argv: list[str]) -> int:
     table = props.get("table", "nginx_access")
     spark.sql(table_ddl(table))
     sink = Sink(spark, table)
-    query = (events(spark, props).writeStream.foreachBatch(sink.write)
-             .trigger(processingTime=f"{float(props['trigger.interval.s'])} seconds")
-             .option("checkpointLocation", props["checkpoint.dir"]).queryName("pipetune_warehouse").start())
-    def state() -> dict:
-        last = query.lastProgress
-        return {"active": query.isActive, "status": query.status, "last": json.loads(last.json) if last else None}
-
-    server = serve(sink, state,
-                   props.get("metrics.host", "127.0.0.1"), int(props["metrics.port"]))
+    path = Path(argv[0])
+    job = Job(spark, sink, path, props)
+    server = serve(sink, job.state, props.get("metrics.host", "127.0.0.1"), int(props["metrics.port"]), job.reload)
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
-    log.info("query %s started: %s -> table %s", query.id, props["topic"], table)
-    while query.isActive and not stopping.is_set():
+    log.info("query %s started: %s -> table %s", job.query.id, props["topic"], table)
+    while job.active() and not stopping.is_set():
         stopping.wait(0.5)
+    with job.lock:  # a reload under way ends first
+        query = job.query
     if query.exception() is not None:
         log.error("query failed: %s", query.exception())
     # At a batch boundary where it can: a batch stopped half-way is re-run from the offset log and replaces its
@@ -210,10 +313,7 @@ def main(argv: list[str]) -> int:
     failed = query.exception() is not None and not stopping.is_set()
     server.shutdown()
     try:
-        deadline = time.monotonic() + 30.0
-        while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
-            time.sleep(0.05)
-        query.stop()
+        job.stop_at_boundary()
         spark.stop()
     except Exception as err:  # the JVM is in this process group: a group's SIGTERM may have stopped it already
         log.info("the JVM was gone before the query stopped: %s", type(err).__name__)

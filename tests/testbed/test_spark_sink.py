@@ -1,6 +1,8 @@
 """The paper pipeline's sink for real: requests to a real nginx, its access log harvested by the session testbed's
 Filebeat into its Kafka, read by a Spark Structured Streaming job (one per test session) into a Hive-format table;
-every request nginx logged is in the table exactly once, and the `warehouse` stage's histograms count them."""
+every request nginx logged is in the table exactly once, and the `warehouse` stage's histograms count them; the
+agent changes the job's trigger while requests flow (the query restarted from its checkpoint), and still every
+request is in the table exactly once."""
 
 from __future__ import annotations
 
@@ -8,7 +10,9 @@ import http.client
 import json
 import os
 import signal
+import threading
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Callable, Iterator, TypeVar
 
@@ -16,12 +20,15 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
+from agents.client import AgentError
+from agents.config import AgentConfig
 from agents.kafka import properties_file
 from testbed import processes
 from testbed.nginx_source import REQUEST_LOG_FORMAT, nginx_service
 from testbed.pipeline import PipelineSpec
-from testbed.spark_sink import (JobSettings, Ledger, LedgerCheck, ledger, logged_request_ids, metrics_text, ready,
-                                spark_service)
+from testbed.spark_sink import (JobSettings, Ledger, LedgerCheck, ledger, logged_request_ids, metrics_text, progress,
+                                ready, spark_service)
+from tests.agents.conftest import ServedAgent
 from tests.conftest import free_ports
 
 T = TypeVar("T")
@@ -201,3 +208,80 @@ def test_a_job_killed_mid_stream_restarts_from_its_checkpoint_and_the_table_stay
     check = _in_table(settings, ids).check(ids)
     assert check.logged == 300
     assert check.missing == [] and check.duplicated == {}
+
+
+def _batches_of_run(settings: JobSettings, run_id: str, seen: dict[int, float]) -> dict[int, float]:
+    """`seen` with the job's last batch added when it is of run `run_id` and read rows: batch id -> trigger time."""
+    state = progress(settings)
+    last = state["last"]
+    if last and last["runId"] == run_id and last["numInputRows"] > 0:
+        seen[int(last["batchId"])] = datetime.fromisoformat(last["timestamp"].replace("Z", "+00:00")).timestamp()
+    return seen
+
+
+@pytest.mark.slow
+def test_the_agent_changes_the_trigger_while_requests_flow_and_the_table_stays_exact(testbed, warehouse, nginx,
+                                                                                     tmp_path):
+    """Through the agent's HTTP service: a trigger out of range is refused naming the key and range, the file
+    untouched; a new one is put in force by stopping the query at a batch boundary and restarting it from its
+    checkpoint, while nginx takes requests; the batches after that are the new trigger apart, and every request
+    is in the table exactly once."""
+    settings, _ = warehouse
+    config = AgentConfig.model_validate({
+        "state_dir": str(tmp_path / "state"), "port": free_ports(1)[0], "health_timeout_s": WAIT_S, "settle_s": 0,
+        "components": [{"kind": "spark-query", "name": "spark", "properties": str(settings.properties_path),
+                        "url": settings.url}]})
+    agent = ServedAgent(config)
+    log = testbed.log_path()
+    start = log.stat().st_size if log.exists() else 0
+    sent, stop = [0], threading.Event()
+
+    def send() -> None:  # 50 requests a second until told to stop
+        began = time.monotonic()
+        while not stop.is_set():
+            pause = began + sent[0] / 50.0 - time.monotonic()
+            if pause > 0:
+                time.sleep(pause)
+            assert _get(nginx) == 204
+            sent[0] += 1
+
+    sender = threading.Thread(target=send, daemon=True)
+    try:
+        assert progress(settings)["settings"]["trigger_interval_s"] == 1.0
+        before = settings.properties_path.read_text()
+        with pytest.raises(AgentError) as refused:
+            agent.client.put_config("spark", 1, {"spark.trigger.interval": 61.0})
+        assert refused.value.status == 422 and refused.value.detail["field"] == "spark.trigger.interval"
+        assert "[0, 60] s" in refused.value.detail["message"]
+        assert settings.properties_path.read_text() == before
+        sender.start()
+        time.sleep(2.0)  # requests in flight through Filebeat and Kafka as the query is stopped
+        result = agent.client.put_config("spark", 1, {"spark.trigger.interval": 4.0})
+        assert result.status == "applied", result.message
+        state = progress(settings)
+        assert state["settings"]["trigger_interval_s"] == 4.0 and state["restarts"] >= 1
+        assert properties_file.read(settings.properties_path.read_text())["trigger.interval.s"] == "4"
+        # Spark starts a run's first batch at once, then on the interval's multiples: the batches after the first
+        # are at least the interval apart
+        run, seen = state["run_id"], {}
+        batches = _polled(lambda: _batches_of_run(settings, run, seen),
+                          lambda seen: len(seen) >= 3, WAIT_S, "three batches of the new run", every_s=0.5)
+        later = sorted(batches.items())[1:]
+        gaps = [b[1] - a[1] for a, b in zip(later, later[1:])]
+        assert gaps and min(gaps) >= 4.0 - 0.01, gaps
+        print(f"trigger 1 s -> 4 s through the agent in {result.elapsed_s:.1f} s; batches of the new run "
+              f"{[b for b, _ in sorted(batches.items())]}, gaps after its first {[round(g, 3) for g in gaps]} s")
+    finally:
+        stop.set()
+        if sender.is_alive():
+            sender.join(30)
+        try:
+            agent.client.put_config("spark", 2, {"spark.trigger.interval": 1.0})  # the session job as it was
+        finally:
+            agent.close()
+    ids = _request_ids(log, start, sent[0])
+    check = _in_table(settings, ids).check(ids)
+    assert check.logged == sent[0] > 100
+    assert check.missing == [] and check.duplicated == {}
+    print(f"{check.logged} requests while the trigger changed: {len(check.missing)} missing, "
+          f"{len(check.duplicated)} duplicated")
