@@ -14,6 +14,7 @@ the offset log into the same partition.
 from __future__ import annotations
 
 import json
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -100,13 +101,23 @@ class SparkQueryAdapter:
     def apply(self, config: Config, runtime: Runtime | None, cost: ChangeCost) -> Applied:
         """`POST /reload`: the job reads its file again and restarts its query from the checkpoint on it; nothing when
         the query runs the file's settings already (the agent's first start, a rollback to what runs)."""
+        started = time.monotonic()
+        while True:  # a job still starting (the agent may start beside it) is waited for, not reloaded
+            try:
+                self.progress()
+                break
+            except (OSError, ValueError) as err:
+                if time.monotonic() - started > self.reload_timeout_s:
+                    raise RuntimeError(f"{self.name}: GET {self.url}/progress did not answer within "
+                                       f"{self.reload_timeout_s:g} s: {err}") from None
+                time.sleep(0.5)
         if self._running_as_file():
-            return Applied("already in force")
+            return Applied("already in force", time.monotonic() - started)
         request = urllib.request.Request(self.url + "/reload", data=b"", method="POST")
         try:
             with urllib.request.urlopen(request, timeout=self.reload_timeout_s) as response:
                 json.loads(response.read() or b"{}")
-                return Applied("query restarted from its checkpoint")
+                return Applied("query restarted from its checkpoint", time.monotonic() - started)
         except urllib.error.HTTPError as err:
             detail = err.read().decode(errors="replace")[:2000]
             raise RuntimeError(f"{self.name}: POST {self.url}/reload answered {err.code}: {detail}") from None

@@ -1,5 +1,6 @@
 """The testbed's node agents: each starts and changes its node's Filebeat; the first node's also changes
-the broker's dynamic configs and runs the probe (a Kafka consumer), as one shared consumer group.
+the broker's dynamic configs and runs the probe (a Kafka consumer), as one shared consumer group, and, in a
+pipeline with a Spark sink, changes the Spark job's micro-batch settings (agents/spark.py).
 
 `up` writes each node's `<node>/agent/agent.yaml` and a bearer token (`<node>/agent/token`, mode 0600),
 then starts `pipetune agent` on the node's loopback address; every later Filebeat, broker or consumer
@@ -26,6 +27,7 @@ from testbed.filebeat_layout import filebeat_layout
 from testbed.pipeline import NodeLayout, PipelineSpec
 from testbed.probe import checkout_env, probe_config_dir, probe_service
 from testbed.processes import Service
+from testbed.spark_sink import job_settings
 
 
 def _node(spec: PipelineSpec, node: NodeLayout | None) -> NodeLayout:
@@ -85,6 +87,11 @@ def agent_service(spec: PipelineSpec, node: NodeLayout, filebeat_binary: Path, c
              "health_url": f"http://127.0.0.1:{spec.probe.metrics_port}/metrics",
              "runtime": {"argv": list(probe_service(spec).argv)},
              "params": _params(config, KafkaConsumerAdapter.params)}]
+        if spec.spark is not None:
+            # No starting values: the job's file holds the pipeline file's `spark:` settings, the first version
+            job = job_settings(spec)
+            components.append({"name": "spark", "kind": "spark-query", "properties": str(job.properties_path),
+                               "url": job.url})
     document = {"state_dir": str(directory / "state"), "host": node.host, "port": node.agent_port,
                 "health_timeout_s": spec.agent.health_timeout_s, "settle_s": spec.agent.settle_s,
                 "components": components}

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Callable, Iterator, TypeVar
 
 import pytest
+import yaml
 from confluent_kafka import Consumer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -25,7 +26,8 @@ from agents.config import AgentConfig
 from agents.kafka import properties_file
 from testbed import processes
 from testbed.nginx_source import REQUEST_LOG_FORMAT, nginx_service
-from testbed.pipeline import PipelineSpec
+from testbed import agent
+from testbed.pipeline import PipelineSpec, load_pipeline, pipeline_file
 from testbed.spark_sink import (JobSettings, Ledger, LedgerCheck, ledger, logged_request_ids, metrics_text, progress,
                                 ready, spark_service)
 from tests.agents.conftest import ServedAgent
@@ -86,6 +88,18 @@ def test_logged_request_ids_reads_from_an_offset(tmp_path):
         out.write('{"request_id":"r1","uri":"/a"}\nnot json\n{"ts_nginx":1.0}\n{"request_id":"r2","uri":"/b"}\n')
     assert logged_request_ids(log, start) == ["r1", "r2"]
     assert logged_request_ids(log, start, uri="/b") == ["r2"]
+
+
+def test_the_paper_pipelines_agent_holds_the_spark_job_on_its_own_file(tmp_path):
+    """`up --pipeline paper`: the first node's agent manages the job (kind spark-query), with no starting values, so
+    its first version is what the pipeline file's `spark:` wrote into the job's file."""
+    spec = load_pipeline(pipeline_file("paper")).model_copy(update={"run_dir": tmp_path})
+    agent.agent_service(spec, spec.node_layouts()[0], Path("/usr/bin/filebeat"), spec.start_config())  # starts none
+    document = yaml.safe_load((agent.agent_dir(spec) / "agent.yaml").read_text())
+    config = AgentConfig.model_validate(document)
+    spark = [c for c in config.components if c.kind == "spark-query"]
+    assert [(c.name, c.properties, c.url, c.params) for c in spark] == [
+        ("spark", tmp_path / "spark" / "spark-job.properties", "http://127.0.0.1:19308", {})]
 
 
 def _end_offsets(spec: PipelineSpec) -> str:
