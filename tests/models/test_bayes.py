@@ -705,11 +705,16 @@ def test_the_learner_proposes_only_configs_it_expects_within_the_cpu_budget_and_
                 incumbent, best_p95_s = config, observation.p95_s
         assert over <= 2, seed  # where the cost model has not yet seen how fast the cost grows
         assert 0.6 <= problem.cube.encode(incumbent)[2] <= 0.8, seed  # near the budget's edge (0.65), not past it
+        # one window over its budget by less than a window's noise (1 %: this CPU has none) is kept
+        blip = replace(problem(incumbent), cpu_cores={"filebeat": 0.202})
+        learner.tell(incumbent, CTX, blip, judge(blip, Policy(), incumbent, cpu_limits_cores=limits.at(CTX.offered_eps)))
+        kept = learner.suggest(Context(CTX.offered_eps, incumbent, cpu_limits=limits))
+        assert kept.config == incumbent and "one window over is noise" in kept.reason, kept.reason
         # told that the incumbent itself went over (a load where it spends more), it leaves it for a cheaper one
         spent = replace(problem(incumbent), cpu_cores={"filebeat": 0.3})
         learner.tell(incumbent, CTX, spent, judge(spent, Policy(), incumbent, cpu_limits_cores=limits.at(CTX.offered_eps)))
         moved = learner.suggest(Context(CTX.offered_eps, incumbent, cpu_limits=limits))
-        assert moved.config != incumbent and "; over budget: the incumbent went over" in moved.reason
+        assert moved.config != incumbent and "over budget: the incumbent went over" in moved.reason
 
 
 class PollingCostly(Synthetic):
