@@ -62,9 +62,19 @@ class LatencySpec(_Spec):
     source: Literal["event_time", "canary", "worst"] = Field(
         default="event_time", description="which of the probe's latencies the learner optimises: each event's own "
                                           "write time, the agents' canary lines, or the worse of both per window")
+    stage: Literal["e2e", "warehouse"] = Field(
+        default="e2e", description="the latency optimised: to the probe's read from Kafka (e2e), or to a Spark job's "
+                                   "micro-batch committed into its table (warehouse; source event_time only)")
     clock_offsets_file: Path | None = Field(
         default=None, description="the file the probe reads node clock offsets from (its --clock-offsets); the "
                                   "daemon measures each node's offset every window and writes it there")
+
+    @model_validator(mode="after")
+    def _warehouse_of_events(self) -> "LatencySpec":
+        if self.stage == "warehouse" and self.source != "event_time":
+            raise ValueError(f"stage warehouse: only events reach the table, so source must be event_time, "
+                             f"not {self.source}")
+        return self
 
 
 class PoolSpec(_Spec):
@@ -217,7 +227,8 @@ def live_pipeline(deployment: Deployment, pool: str | None = None) -> LivePipeli
     lag = LagWatch(GroupLag(kafka.bootstrap, kafka.consumer_group), span_s=2 * kafka.commit_interval_s)
     scoped = pool is not None and len(deployment.pool_specs()) > 1
     telemetry = PrometheusTelemetry(str(deployment.prometheus.url).rstrip("/"), deployment.latency.source, lag,
-                                    nodes=tuple(deployment.pool(pool).nodes) if scoped else None)
+                                    nodes=tuple(deployment.pool(pool).nodes) if scoped else None,
+                                    latency_stage=deployment.latency.stage)
     return LivePipeline(agents, telemetry, deployment.config.config(), deployment.latency.clock_offsets_file)
 
 

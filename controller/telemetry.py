@@ -10,8 +10,9 @@ without a replay of pipetune's own: the daemon judges the operator's traffic as 
 The backlog is the sources' unshipped events and, given a `LagWatch`, the operator's consumer group lag.
 Latency is the deployment's `latency.source`: `event_time` (each event's own write time; a histogram
 without a `source` label, an older probe's, is that too), `canary` (the agents' canary lines), or
-`worst`, the worse of both by P95 in each window. A window Prometheus cannot be asked about, or holds
-no samples of the probe or the sources for, is `TelemetryMissing`.
+`worst`, the worse of both by P95 in each window; of the deployment's `latency.stage`: `e2e` (the probe's,
+to Kafka) or `warehouse` (a Spark job's, to its micro-batch committed into the table; event time only). A window
+Prometheus cannot be asked about, or holds no samples of the probe or the sources for, is `TelemetryMissing`.
 
 What a window cost: each component's CPU (`pipetune_component_cpu_seconds_total`), the busiest node's share of its
 cores, Filebeat's output batches, and, where the brokers export them through the Prometheus JMX exporter
@@ -48,6 +49,9 @@ from models.disturbance import BrokerWindow, disturbance
 from models.observation import Observation
 
 HISTOGRAM = "pipetune_e2e_latency_seconds"
+# The stage whose latency the learner optimises: the probe's end to end (written -> consumed from Kafka), or, for a
+# pipeline ending in a Spark job (testbed/spark_job.py), to the micro-batch committed into the table.
+LATENCY_STAGES = ("e2e", "warehouse")
 SERIES_RATE_WINDOW_S = 5  # per-second series are rates over this many seconds
 NODE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")  # a deployment's node names (controller.deployment.NodeSpec)
 LatencySource = Literal["event_time", "canary", "worst"]
@@ -109,14 +113,20 @@ class PrometheusTelemetry:
     """A `TelemetrySource` over the Prometheus that scrapes the probe and the node agents."""
 
     def __init__(self, url: str, latency_source: LatencySource = "event_time", kafka_lag: LagWatch | None = None,
-                 nodes: tuple[str, ...] | None = None) -> None:
+                 nodes: tuple[str, ...] | None = None, latency_stage: str = "e2e") -> None:
         if latency_source not in (*SOURCE_MATCHERS, "worst"):
             raise ValueError(f"latency source must be event_time, canary or worst, got {latency_source!r}")
+        if latency_stage not in LATENCY_STAGES:
+            raise ValueError(f"latency stage must be {' or '.join(LATENCY_STAGES)}, got {latency_stage!r}")
+        if latency_stage != "e2e" and latency_source != "event_time":
+            raise ValueError(f"latency stage {latency_stage}: only events reach the table, so the latency source must "
+                             f"be event_time, got {latency_source!r}")
         if nodes is not None and (not nodes or not all(NODE_NAME.fullmatch(n) for n in nodes)):
             raise ValueError(f"nodes: a telemetry scoped to nodes needs at least one name of 1-64 letters, digits, "
                              f"'_', '.' or '-', got {nodes!r}")
         self.url = url
         self.latency_source = latency_source
+        self.latency_stage = latency_stage
         self.kafka_lag = kafka_lag
         self.nodes = nodes
         # a PromQL regex (RE2, anchored at both ends) in a PromQL string: a name's dots escaped, the `\\` one `\`
@@ -158,7 +168,7 @@ class PrometheusTelemetry:
         optimises canaries), as non-cumulative bucket counts; the canary rollout judges nodes on them."""
         source = "canary" if self.latency_source == "canary" else "event_time"
         w = f"{max(round(end - start), 1)}s"
-        of = self._sel('stage="e2e"', SOURCE_MATCHERS[source])
+        of = self._sel(f'stage="{self.latency_stage}"', SOURCE_MATCHERS[source])
         query = f"sum by (node, le) (increase({HISTOGRAM}_bucket{of}[{w}]))"
         result = self._ask(lambda: self.client.custom_query(query, params={"time": f"{end:.3f}"}))
         cumulative: dict[str, dict[float, float]] = {}
@@ -208,8 +218,8 @@ class PrometheusTelemetry:
     def latency(self, source: str, start: float, end: float) -> Latency:
         """The e2e percentiles, mean, per-stage P95 and mean, and per-second P95 of one latency source."""
         w = f"{max(round(end - start), 1)}s"
-        e2e_of = self._sel('stage="e2e"', SOURCE_MATCHERS[source])
-        hops = self._sel('stage!="e2e"', SOURCE_MATCHERS[source])
+        e2e_of = self._sel(f'stage="{self.latency_stage}"', SOURCE_MATCHERS[source])
+        hops = self._sel(f'stage!~"e2e|{self.latency_stage}"', SOURCE_MATCHERS[source])
         e2e = f'sum by (le) (increase({HISTOGRAM}_bucket{e2e_of}[{w}]))'
         quantile = {q: self.scalar(f"histogram_quantile({q}, {e2e})", end) for q in (0.5, 0.95, 0.99)}
         count = self.scalar(f'sum(increase({HISTOGRAM}_count{e2e_of}[{w}]))', end)

@@ -37,6 +37,9 @@ def test_a_deployment_file_loads_with_paths_relative_to_it(tmp_path):
      "nodes.0.token_file: "),
     ({"kafka": {"bootstrap": "k:9092"}}, "kafka.consumer_group: Field required"),
     ({"config": {"preset": "defaults", "set": {"filebeat.backoff": -1}}}, "config: "),
+    ({"latency": {"stage": "spark"}}, "latency.stage: Input should be 'e2e' or 'warehouse'"),
+    ({"latency": {"source": "canary", "stage": "warehouse"}},
+     "latency: stage warehouse: only events reach the table, so source must be event_time, not canary"),
 ])
 def test_errors_name_the_file_and_the_field(tmp_path, changes, expected):
     path = _write(tmp_path, **changes)
@@ -135,3 +138,14 @@ def test_each_pools_telemetry_reads_its_own_nodes_and_a_single_pool_every_series
     finally:
         for pipeline in pipelines:
             pipeline.close()
+
+
+def test_the_latency_stage_the_deployment_names_is_the_one_the_telemetry_reads(tmp_path):
+    """`latency.stage: warehouse` (a pipeline ending in a Spark job): the daemon's latency is to the table."""
+    default = live_pipeline(load_deployment(_write(tmp_path)))
+    warehouse = live_pipeline(load_deployment(_write(tmp_path, latency={"stage": "warehouse"})))
+    try:
+        assert default.telemetry.latency_stage == "e2e" and warehouse.telemetry.latency_stage == "warehouse"
+    finally:
+        default.close()
+        warehouse.close()

@@ -144,6 +144,43 @@ def test_the_latency_source_is_the_one_the_deployment_names(prometheus):
     assert event_time.latency_resolution_s == canary.latency_resolution_s == 0.001
 
 
+def test_the_warehouse_stage_is_the_latency_when_the_deployment_names_it(prometheus):
+    """A Spark job's `warehouse` stage (testbed/spark_job.py: write -> the micro-batch committed) beside the probe's
+    `e2e`: with `latency_stage="warehouse"` the window's percentiles and each node's histogram are the table's, and
+    the other stages stay per-stage figures."""
+    exporter, telemetry = prometheus
+
+    def fill(registry: CollectorRegistry):
+        latency = Histogram("pipetune_e2e_latency_seconds", "", ["stage", "source", "node"], buckets=BUCKETS,
+                            registry=registry)
+        records = Counter("pipetune_records", "", registry=registry)
+        for stage in ("e2e", "warehouse", "warehouse_commit"):
+            latency.labels(stage=stage, source="event_time", node="edge-1")
+        records.inc(0)
+        _sources(registry, 0, 0)
+
+        def counters() -> None:
+            for _ in range(100):
+                latency.labels(stage="e2e", source="event_time", node="edge-1").observe(0.008)
+                latency.labels(stage="warehouse", source="event_time", node="edge-1").observe(3.0)
+                latency.labels(stage="warehouse_commit", source="event_time", node="edge-1").observe(0.8)
+            records.inc(100)
+        return counters
+
+    start_s, end_s = _window(exporter, telemetry, fill, "pipetune_records_total")
+    to_kafka = telemetry.window(start_s, end_s)
+    table = PrometheusTelemetry(telemetry.url, latency_stage="warehouse")
+    to_table = table.window(start_s, end_s)
+    assert 0.005 < to_kafka.p95_s <= 0.01
+    assert 2.0 < to_table.p95_s <= 5.0 and 2.0 < to_table.p50_s <= 5.0
+    assert set(to_table.stage_p95_s) == {"warehouse_commit"}
+    assert 0.5 < to_table.stage_p95_s["warehouse_commit"] <= 1.0
+    counts = table.node_histograms(start_s, end_s)["edge-1"].counts  # increase() extrapolates: ~100, not exactly
+    assert counts[BUCKETS.index(5.0)] == sum(counts) > 0  # every one in (2, 5] s
+    with pytest.raises(ValueError, match="latency stage warehouse: only events reach the table"):
+        PrometheusTelemetry(telemetry.url, "canary", latency_stage="warehouse")
+
+
 def test_each_nodes_latency_histogram_is_read_apart_for_the_canary_judgement(prometheus):
     exporter, telemetry = prometheus
 
