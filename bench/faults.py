@@ -191,6 +191,33 @@ def _held(decision: Decision) -> bool:
     return decision.action == "frozen" or decision.reason.startswith("disturbed")
 
 
+Seen = tuple[float, float, Observation]  # a window's start and end (this host's clock) and what it read
+Judge = Callable[[int, Decision, Seen], tuple[bool, bool, float | None]]
+
+
+def _through(daemon: Daemon, windows: Windows, before: Untouched, injected_at: float, limit: int, judged: Judge,
+             between: Callable[[int], None] = lambda window: None) -> Injection:
+    """Step the daemon after a fault injected at `injected_at`, at most `limit` windows (`between` called before
+    each, with its index), counting the windows held and anything they touched, until `judged` says a window judged
+    (window index, decision, window) ends it: (whether it does, whether its decision was wrong, its figure's share
+    off the truth if known)."""
+    held, wrong, reasons = 0, 0, []
+    for window in range(limit):
+        between(window)
+        first = len(windows.seen)
+        decision = daemon.step()
+        reasons.append(decision.reason)
+        if _held(decision):
+            held += 1
+            wrong += before.touched()
+            continue
+        done, bad, off = judged(window, decision, windows.seen[first])
+        wrong += bad
+        if done:
+            return Injection(held, wrong, windows.seen[first][1] - injected_at, off, tuple(reasons))
+    return Injection(held, wrong, None, None, tuple(reasons))
+
+
 def _until_explore(daemon: Daemon) -> None:
     """Step the daemon until it makes a change (the learner proposes one every time it is asked)."""
     before = []
@@ -208,25 +235,19 @@ def _clock_injection(daemon: Daemon, learner: Alternating, pipeline: LivePipelin
     daemon until a window is judged again."""
     _until_explore(daemon)
     before = Untouched(daemon, learner, pipeline)
+
+    def judged(window: int, decision: Decision, seen: Seen) -> tuple[bool, bool, float | None]:
+        start, end, observation = seen
+        arrivals = truth.between(start, end)
+        truth_s = statistics.fmean(a.latency_s for a in arrivals) if arrivals else math.nan
+        off = abs(observation.mean_s - truth_s) / truth_s
+        return True, not off <= WITHIN, off  # judged on a figure the step put off: a wrong decision
+
     stepper = threading.Timer(STEP_AFTER_S, clock.set, args=(clock.offset_s + step_s,))
     injected_at = time.time() + STEP_AFTER_S
     stepper.start()
-    held, wrong, reasons = 0, 0, []
     try:
-        for _ in range(MAX_WINDOWS):
-            first = len(windows.seen)
-            decision = daemon.step()
-            reasons.append(decision.reason)
-            if _held(decision):
-                held += 1
-                wrong += before.touched()
-                continue
-            start, end, seen = windows.seen[first]
-            arrivals = truth.between(start, end)
-            truth_s = statistics.fmean(a.latency_s for a in arrivals) if arrivals else math.nan
-            off = abs(seen.mean_s - truth_s) / truth_s
-            return Injection(held, wrong + (not off <= WITHIN), end - injected_at, off, tuple(reasons))
-        return Injection(held, wrong, None, None, tuple(reasons))
+        return _through(daemon, windows, before, injected_at, MAX_WINDOWS, judged)
     finally:
         stepper.join()
 
@@ -305,28 +326,21 @@ def _broker_injection(spec: PipelineSpec, daemon: Daemon, learner: Alternating, 
     _until_explore(daemon)
     before = Untouched(daemon, learner, pipeline)
     leader = _leader(spec)
+
+    def judged(window: int, decision: Decision, seen: Seen) -> tuple[bool, bool, float | None]:
+        if window < HELD_WHILE_DOWN:  # judged while the broker was down: the failover read as the config's
+            return False, True, None
+        return True, bool(decision.guardrail) or decision.action == "rollback", None  # the failover's tail, blamed
+
+    def between(window: int) -> None:
+        if window == HELD_WHILE_DOWN:
+            _back(spec, leader, pipeline)
+
     killer = threading.Timer(KILL_AFTER_S, _kill, args=(spec, leader))
     injected_at = time.time() + KILL_AFTER_S
     killer.start()
-    held, wrong, reasons = 0, 0, []
     try:
-        for window in range(HELD_WHILE_DOWN + MAX_WINDOWS):
-            if window == HELD_WHILE_DOWN:
-                _back(spec, leader, pipeline)
-            first = len(windows.seen)
-            decision = daemon.step()
-            reasons.append(decision.reason)
-            if _held(decision):
-                held += 1
-                wrong += before.touched()
-                continue
-            if window < HELD_WHILE_DOWN:  # judged while the broker was down: the failover read as the config's
-                wrong += 1
-                continue
-            end = windows.seen[first][1]
-            blamed = bool(decision.guardrail) or decision.action == "rollback"  # the failover's tail as the config's
-            return Injection(held, wrong + blamed, end - injected_at, None, tuple(reasons))
-        return Injection(held, wrong, None, None, tuple(reasons))
+        return _through(daemon, windows, before, injected_at, HELD_WHILE_DOWN + MAX_WINDOWS, judged, between)
     finally:
         killer.join()
 
