@@ -31,6 +31,12 @@ from models.bayes.surrogate import Surrogate, cost_model
 from models.budget import CpuLimits
 
 
+def log_shares(cpu_cores: Mapping[str, float], limits_cores: Mapping[str, float]) -> dict[str, float]:
+    """Each limited part's log share of its budget, log(CPU / limit), where its CPU was measured."""
+    return {part: math.log(cpu_cores[part] / limit) for part, limit in limits_cores.items()
+            if cpu_cores.get(part, 0.0) > 0}
+
+
 class CostModels:
     """One cost GP per part the budget limits and the windows measured."""
 
@@ -44,10 +50,10 @@ class CostModels:
     def told(self, inputs: np.ndarray, cpu_cores: Mapping[str, float], limits_cores: Mapping[str, float]) -> None:
         """Score each model's prediction of a window it has not been fitted on (model input `inputs`, one row):
         (the log share it used − the mean) / the predictive std, measurement noise included."""
-        for part, gp in self.gps.items():
-            if cpu_cores.get(part, 0.0) > 0 and part in limits_cores:
-                mean, std = gp.predict(inputs[None, :])
-                score = (math.log(cpu_cores[part] / limits_cores[part]) - mean[0]) / math.sqrt(std[0]**2 + gp.noise_var)
+        for part, share in log_shares(cpu_cores, limits_cores).items():
+            if part in self.gps:
+                mean, std = self.gps[part].predict(inputs[None, :])
+                score = (share - mean[0]) / math.sqrt(std[0]**2 + self.gps[part].noise_var)
                 self.misses.setdefault(part, deque(maxlen=self.settings.cost_miss_windows)).append(score)
 
     def fit(self, history: History, x: np.ndarray, limits: CpuLimits, optimize: bool) -> None:
@@ -55,17 +61,16 @@ class CostModels:
         no longer limits is forgotten."""
         shares: dict[str, dict[int, float]] = {}
         for i, (cores, context) in enumerate(zip(history.cpu_cores, history.contexts)):
-            for part, limit in limits.at(context.offered_eps).items():
-                if cores.get(part, 0.0) > 0:
-                    shares.setdefault(part, {})[i] = math.log(cores[part] / limit)
+            for part, share in log_shares(cores, limits.at(context.offered_eps)).items():
+                shares.setdefault(part, {})[i] = share
         self.gps = {part: self.gps.get(part) or cost_model(self.dims, self.settings, self.seed) for part in shares}
         for part, by_row in shares.items():
-            rows, log_shares = list(by_row), np.array(list(by_row.values()))
+            rows, told = list(by_row), np.array(list(by_row.values()))
             # A config far over every budget (a 1 ms scan of 200 files: 20x the others' CPU), told as it is, set the
             # model's noise and mean everywhere, and no candidate near the incumbent was safe any more. Told at
             # `cost_clip_log` above the median, it is still over any budget near what the others use.
-            log_shares = np.minimum(log_shares, np.median(log_shares) + self.settings.cost_clip_log)
-            self.gps[part].fit(x[rows], log_shares, optimize)
+            told = np.minimum(told, np.median(told) + self.settings.cost_clip_log)
+            self.gps[part].fit(x[rows], told, optimize)
 
     def within(self, inputs: np.ndarray) -> np.ndarray:
         """Which rows of `inputs` every modelled part is expected within its budget at, with confidence: the upper
@@ -85,11 +90,11 @@ class CostModels:
         """Whether a window (model input `inputs`, one row; what each part used and its limit) went over budget by
         no more than its noise: every modelled part within `beta` × its model's noise of its limit, and expected
         within it there (the model's mean, told that window)."""
-        for part, gp in self.gps.items():
-            if cpu_cores.get(part, 0.0) > 0 and part in limits_cores:
-                share = math.log(cpu_cores[part] / limits_cores[part])
-                if share > self.settings.beta * math.sqrt(gp.noise_var) or gp.predict(inputs[None, :])[0][0] > 0:
-                    return False
+        for part, share in log_shares(cpu_cores, limits_cores).items():
+            gp = self.gps.get(part)
+            if gp is not None and (share > self.settings.beta * math.sqrt(gp.noise_var) or
+                                   gp.predict(inputs[None, :])[0][0] > 0):
+                return False
         return True
 
     def beta(self, part: str) -> float:
