@@ -20,7 +20,7 @@ same once).
 Fault 2, a broker lost: one Filebeat node into three brokers (topic replicated 3 times, `min.insync.replicas` 2,
 Filebeat with acks=all), 200 events/s replayed into its log; 2 s into the window judging a change the leader of the
 topic's partition is killed (SIGKILL); after two windows it is started again, back in sync and leading its partitions
-(tests/faults/test_broker_loss.py's helpers); the daemon is not stepped meanwhile, so the time to recover includes
+(testbed/broker_loss.py); the daemon is not stepped meanwhile, so the time to recover includes
 that restart. A window judged again that still rolls back or breaches a guardrail counts as wrong. Events lost: the
 replay's ledger (each event's request id, counted by the probe).
 """
@@ -55,6 +55,7 @@ from models.policy import Policy
 from models.space import PIPELINE_SPACE, Config
 from replay.profiles import Profile, WorkloadSpec
 from testbed import lifecycle
+from testbed.broker_loss import KILL_AFTER_S, acks_all, kill_broker, leader_of, restart_broker
 from testbed.calibration_design import LOW_LATENCY
 from testbed.endpoints import live_pipeline
 from testbed.faketime import FakeClock
@@ -63,7 +64,6 @@ from testbed.harness import BackgroundLoad
 from testbed.install import install_all
 from testbed.nginx_source import SentLoad, TruthReader, clocked_node_testbed
 from testbed.pipeline import DEFAULT_PIPELINE, PipelineSpec, load_pipeline
-from tests.faults.test_broker_loss import KILL_AFTER_S, _acks_all, _back, _kill, _leader
 
 ROOT = Path(__file__).resolve().parents[1]
 PORT_SHIFT = 700  # the testbed's ports, above the default pipeline's
@@ -325,7 +325,7 @@ def _broker_injection(spec: PipelineSpec, daemon: Daemon, learner: Alternating, 
     `HELD_WHILE_DOWN` windows, start the broker again and step the daemon until a window is judged again."""
     _until_explore(daemon)
     before = Untouched(daemon, learner, pipeline)
-    leader = _leader(spec)
+    leader = leader_of(spec)
 
     def judged(window: int, decision: Decision, seen: Seen) -> tuple[bool, bool, float | None]:
         if window < HELD_WHILE_DOWN:  # judged while the broker was down: the failover read as the config's
@@ -334,9 +334,9 @@ def _broker_injection(spec: PipelineSpec, daemon: Daemon, learner: Alternating, 
 
     def between(window: int) -> None:
         if window == HELD_WHILE_DOWN:
-            _back(spec, leader, pipeline)
+            restart_broker(spec, leader, pipeline)
 
-    killer = threading.Timer(KILL_AFTER_S, _kill, args=(spec, leader))
+    killer = threading.Timer(KILL_AFTER_S, kill_broker, args=(spec, leader))
     injected_at = time.time() + KILL_AFTER_S
     killer.start()
     try:
@@ -352,7 +352,7 @@ def run_broker(injections: int, window_s: float, directory: Path) -> tuple[Fault
     try:
         pipeline = live_pipeline(spec)
         try:
-            _acks_all(spec, pipeline)
+            acks_all(spec, pipeline)
             windows = Windows(pipeline)
             start = pipeline.current()
             learner = Alternating(*(PIPELINE_SPACE.config({"filebeat.backoff": b}, base=start) for b in BACKOFFS_S))

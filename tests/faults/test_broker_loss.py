@@ -5,38 +5,29 @@ marked disturbed naming the broker, and the change is neither rolled back nor cr
 
 from __future__ import annotations
 
-import os
-import signal
 import threading
-import time
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Iterator
 
 import pytest
 import yaml
-from confluent_kafka import ElectionType
-from confluent_kafka.admin import AdminClient
 
 from controller.daemon import Daemon
 from controller.kafka_lag import close_open_watches
-from controller.live import LivePipeline
-from controller.pipelines import PipelineUnavailable
 from controller.state import StateStore
 from models.policy import Policy
 from models.space import PIPELINE_SPACE
 from replay.profiles import Profile, WorkloadSpec
-from testbed import lifecycle, processes
+from testbed import lifecycle
+from testbed.broker_loss import KILL_AFTER_S, acks_all, kill_broker, leader_of, restart_broker
 from testbed.endpoints import live_pipeline
-from testbed.filebeat_layout import filebeat_layout
 from testbed.harness import BackgroundLoad
-from testbed.kafka import brokers_ready
 from testbed.pipeline import PipelineSpec, load_pipeline
 from tests.conftest import LOW_LATENCY, _write_pipeline
 from tests.controller.test_daemon import Scripted
 
 pytestmark = pytest.mark.slow
 WINDOW_S = 10.0
-KILL_AFTER_S = 2.0  # into the judged window: most of it runs on a cluster that lost the partition's leader
 STARTING_WINDOWS = 5  # at most, before the daemon has its incumbent and applies the candidate
 
 
@@ -55,78 +46,12 @@ def cluster(installed, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pip
         lifecycle.down(spec)
 
 
-def _wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"{what} not within {timeout_s:g} s"
-        time.sleep(0.5)
-
-
-def _acks_all(spec: PipelineSpec, pipeline: LivePipeline) -> None:
-    """Filebeat's output waits for every in-sync replica (`required_acks: -1`, acks=all), set in its filebeat.yml by
-    hand as an operator would; a restart-costing change through the agent (which keeps that edit) makes Filebeat
-    read it."""
-    main = filebeat_layout(spec, spec.node_layouts()[0]).home_dir / "filebeat.yml"
-    main.write_text(main.read_text().replace("required_acks: 1\n", "required_acks: -1\n"))
-    start = pipeline.current()
-    report = pipeline.apply(PIPELINE_SPACE.config({"filebeat.queue.mem.events": 2 * start["filebeat.queue.mem.events"]},
-                                                  base=start))
-    assert report.ok and "filebeat restarted" in report.message, report.message
-    assert "required_acks: -1\n" in main.read_text()
-
-
-def _leader(spec: PipelineSpec) -> int:
-    """The broker that leads the pipeline's partition (its topic has one)."""
-    topic = spec.kafka.topics[0].name
-    return AdminClient({"bootstrap.servers": spec.bootstrap}).list_topics(topic, timeout=30).topics[topic] \
-        .partitions[0].leader
-
-
-def _broker(spec: PipelineSpec, broker: int) -> processes.Service:
-    return lifecycle.recorded_services(spec)[f"kafka-{broker}"]
-
-
-def _kill(spec: PipelineSpec, broker: int) -> None:
-    """SIGKILL the broker's JVM: no controlled shutdown, its leaderships move once the controller fences it."""
-    os.kill(processes.running_pid(_broker(spec, broker)), signal.SIGKILL)
-
-
-def _cluster_now(pipeline: LivePipeline) -> str:
-    """The last 3 s of the cluster as pipetune reads a window: "" when steady (every broker answering, no leader
-    moving, no partition under-replicated), else its disturbance, or why the window cannot be read."""
-    try:
-        found = pipeline.telemetry.window(time.time() - 3, time.time()).disturbance
-    except PipelineUnavailable as err:
-        return str(err)
-    return "" if found is None else str(found)
-
-
-def _wait_steady(pipeline: LivePipeline, what: str) -> None:
-    deadline = time.monotonic() + 90
-    while reading := _cluster_now(pipeline):
-        assert time.monotonic() < deadline, f"{what} not within 90 s: {reading}"
-        time.sleep(0.5)
-
-
-def _back(spec: PipelineSpec, broker: int, pipeline: LivePipeline) -> None:
-    """The broker started again and in sync, its partitions led by it again (as the controller's own rebalance
-    would, minutes later), and the cluster steady for a few seconds."""
-    service = _broker(spec, broker)
-    processes.start(service)
-    processes.wait_ready(service, lambda: brokers_ready(spec), 90.0)
-    _wait_steady(pipeline, "every replica back in sync")
-    admin = AdminClient({"bootstrap.servers": spec.bootstrap})  # held until the election's answer
-    admin.elect_leaders(ElectionType.PREFERRED).result(30)
-    _wait_for(lambda: all(p.leader == p.replicas[0] for t in admin.list_topics(timeout=30).topics.values()
-                          for p in t.partitions.values()), 90, "the leaders back on their preferred brokers")
-    time.sleep(3 * spec.prometheus.scrape_interval_s)  # the brokers' new counts scraped: the next reading sees them
-    _wait_steady(pipeline, "the cluster steady after the election")
 
 
 def test_the_leader_killed_while_a_change_is_judged_loses_nothing_and_the_window_is_not_judged(cluster, tmp_path):
     pipeline = live_pipeline(cluster)
     try:
-        _acks_all(cluster, pipeline)
+        acks_all(cluster, pipeline)
         candidate = PIPELINE_SPACE.config({"filebeat.backoff": 0.02}, base=pipeline.current())  # a live change
         learner = Scripted(candidate)
         store = StateStore(tmp_path / "state")
@@ -138,8 +63,8 @@ def test_the_leader_killed_while_a_change_is_judged_loses_nothing_and_the_window
             assert started[-1].action == "explore" and pipeline.current() == candidate, [d.reason for d in started]
             incumbent, told = daemon.incumbent, len(learner.told)
 
-            leader = _leader(cluster)
-            killer = threading.Timer(KILL_AFTER_S, _kill, args=(cluster, leader))
+            leader = leader_of(cluster)
+            killer = threading.Timer(KILL_AFTER_S, kill_broker, args=(cluster, leader))
             killer.start()
             disturbed = daemon.step()  # the window that judges the candidate, its partition's leader killed in it
             killer.join()
@@ -156,7 +81,7 @@ def test_the_leader_killed_while_a_change_is_judged_loses_nothing_and_the_window
             assert down.action == "hold" and "under-replicated partitions" in down.reason, down.reason
             assert daemon.rollbacks == 0 and len(learner.told) == told
 
-            _back(cluster, leader, pipeline)
+            restart_broker(cluster, leader, pipeline)
             judged = daemon.step()  # the cluster whole and steady: the candidate's own window answers for it
             assert not judged.reason.startswith("disturbed"), judged.reason
             assert len(learner.told) == told + 1 and learner.told[-1][0] == candidate
