@@ -112,6 +112,8 @@ class Sink:
 
     def __init__(self, spark: SparkSession, table: str) -> None:
         self.spark, self.table = spark, table
+        # a batch's INSERT OVERWRITE replaces a partition's files under a read of the table: reads wait for it
+        self.table_lock = threading.Lock()
         self.shuffle_partitions = int(spark.conf.get(SHUFFLE) or 200)
         self.registry = CollectorRegistry()
         self.latency = LatencyHistograms()
@@ -135,8 +137,9 @@ class Sink:
             batch.createOrReplaceTempView(view)
             columns = ", ".join([name for name, _, _ in NGINX_FIELDS] + [name for name, _ in STAMP_COLUMNS])
             # the batch's own session: foreachBatch hands each batch a session of its own, its views unseen elsewhere
-            batch.sparkSession.sql(f"INSERT OVERWRITE TABLE {self.table} PARTITION (batch_id={int(batch_id)}) "
-                                   f"SELECT {columns} FROM {view}")
+            with self.table_lock:
+                batch.sparkSession.sql(f"INSERT OVERWRITE TABLE {self.table} PARTITION (batch_id={int(batch_id)}) "
+                                       f"SELECT {columns} FROM {view}")
             committed = time.time()
             batch.sparkSession.catalog.dropTempView(view)
         finally:
@@ -155,7 +158,10 @@ class Sink:
 
     def ledger(self) -> dict:
         """Every request_id in the table with its count, and the table's row count."""
-        rows = self.spark.sql(f"SELECT request_id, count(*) AS n FROM {self.table} GROUP BY request_id").collect()
+        with self.table_lock:
+            # the batch's session overwrote partitions; this session's listing of their files is stale until refreshed
+            self.spark.catalog.refreshTable(self.table)
+            rows = self.spark.sql(f"SELECT request_id, count(*) AS n FROM {self.table} GROUP BY request_id").collect()
         ids = {row["request_id"]: row["n"] for row in rows if row["request_id"] is not None}
         return {"rows": sum(row["n"] for row in rows), "request_ids": ids}
 

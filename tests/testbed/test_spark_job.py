@@ -1,0 +1,45 @@
+"""testbed/spark_job.py in this process's own Spark session (a real JVM, no Kafka): the sink's table as readers
+see it."""
+
+import time
+
+import pytest
+
+from testbed.install import install_spark
+
+
+@pytest.fixture(scope="module")
+def spark(tmp_path_factory):
+    from testbed import spark_job  # pyspark is installed by install_spark, not by the project's requirements
+    home = tmp_path_factory.mktemp("spark-job")
+    libs = install_spark()
+    session = spark_job.session({"master": "local[1]", "metastore.dir": str(home / "metastore"),
+                                 "warehouse.dir": str(home / "warehouse"),
+                                 "connector.jars": ",".join(str(jar) for jar in sorted(libs.glob("*.jar")))})
+    yield session
+    session.stop()
+
+
+def _batch(spark, request_ids: list[str]):
+    """A micro-batch as foreachBatch hands it over: a DataFrame of a session cloned from the job's."""
+    from testbed.spark_job import NGINX_FIELDS, STAMP_COLUMNS
+    schema = ", ".join([f"{name} {sql}" for name, _, sql in NGINX_FIELDS] + [f"{name} {sql}" for name, sql in
+                                                                             STAMP_COLUMNS])
+    now = time.time()
+    rows = [{"request_id": rid, "method": "GET", "uri": "/", "status": 204, "bytes": 0, "rt": 0.0, "ts_event": now,
+             "ts_filebeat": now, "ts_kafka": now, "node": "node-1", "kafka_partition": 0, "kafka_offset": offset}
+            for offset, rid in enumerate(request_ids)]
+    return spark.newSession().createDataFrame(rows, schema=schema)
+
+
+@pytest.mark.slow
+def test_the_ledger_reads_a_partition_a_rerun_batch_replaced_after_an_earlier_read(spark):
+    """A batch re-run after a crash overwrites its partition from the batch's own session; the job's session, which
+    listed the old files on an earlier read, must read the new ones (it failed with FILE_NOT_EXIST before)."""
+    from testbed.spark_job import Sink, table_ddl
+    spark.sql(table_ddl("rerun"))
+    sink = Sink(spark, "rerun")
+    sink.write(_batch(spark, ["a", "b"]), 0)
+    assert sink.ledger() == {"rows": 2, "request_ids": {"a": 1, "b": 1}}
+    sink.write(_batch(spark, ["a", "c"]), 0)  # the rerun: same batch id, what the offset log replays
+    assert sink.ledger() == {"rows": 2, "request_ids": {"a": 1, "c": 1}}
