@@ -21,13 +21,15 @@ def deployment_path(spec: PipelineSpec) -> Path:
 
 def deployment(spec: PipelineSpec, pipeline_file: Path | None = None) -> Deployment:
     """The testbed as a deployment: its nodes (each agent on its loopback address, plain HTTP), the probe's
-    group, its Prometheus."""
+    group, its Prometheus; the latency to the table when a Spark job ends the pipeline."""
     nodes = [NodeSpec(name=node.name, agent_url=node.agent_url, token_file=agent.token_file(spec, node))
              for node in spec.node_layouts()]
     return Deployment(name=spec.name, nodes=nodes,
                       kafka=KafkaSpec(bootstrap=spec.bootstrap, consumer_group=spec.probe.group_id),
                       prometheus=PrometheusSpec(url=prometheus_url(spec)), config=spec.config,
-                      latency=LatencySpec(clock_offsets_file=clock_offsets_file(spec)),
+                      # with a Spark job at the end, the latency tuned is to its table (the paper's pipeline)
+                      latency=LatencySpec(clock_offsets_file=clock_offsets_file(spec),
+                                          stage="warehouse" if spec.spark else "e2e"),
                       testbed=pipeline_file.resolve() if pipeline_file else None)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from controller.deployment import is_deployment_file, load_deployment
 from testbed.endpoints import deployment, write_deployment
-from testbed.pipeline import load_pipeline
+from testbed.pipeline import NAMED_PIPELINES, load_pipeline
 from tests.conftest import _write_pipeline
 
 
@@ -20,3 +20,10 @@ def test_the_testbed_writes_a_deployment_file_that_loads_as_an_operators(tmp_pat
     assert loaded == deployment(spec, pipeline_file)
     assert loaded.testbed == pipeline_file.resolve() and loaded.config == spec.config
     assert [n.name for n in loaded.nodes] == [spec.name] and loaded.kafka.consumer_group == spec.probe.group_id
+    assert loaded.latency.stage == "e2e"  # the probe's read from Kafka: no job after it
+
+
+def test_the_paper_pipelines_deployment_tunes_the_latency_to_the_spark_table():
+    """`testbed up --pipeline paper` ends at a Spark job: the daemon reads the `warehouse` stage, not the probe's."""
+    paper = deployment(load_pipeline(NAMED_PIPELINES["paper"]))
+    assert paper.latency.stage == "warehouse" and paper.latency.source == "event_time"
