@@ -15,8 +15,19 @@ access log's arrival pattern (`--trace FILE`, combined or nginx JSON; by default
 autotune tunes `<run>/deployment.yaml --load none` on what the agent sees appended. The replay's own
 ledger (its manifest, the probe's report) is the truth the events lost are counted against.
 
+A pipeline with nginx in front and a Spark job at the end (`--pipeline` of a file like testbed/paper.yaml) takes its
+load as HTTP requests to nginx, whose own access log is what Filebeat harvests: the trace's replay (`--load none`,
+the only load such a pipeline takes) sends them, from the tuning run's start to its end, and so do the side-by-side
+windows. Latency and throughput are the deployment's stage, `warehouse` (event time -> the micro-batch committed
+to the table); events lost and duplicated are the table's ledger against the request_ids nginx logged, over the
+whole tuning run and each side-by-side window; the run says how many versions of the Spark job the agent made;
+the goal is P95 >= 5x lower than the paper's Hybrid's at equal throughput. The paper's Hybrid sets scan_frequency
+10 ms beside the default backoffs, out of Filebeat's order: it is measured with the backoffs it left at their
+defaults lowered to its scan frequency (said on the console and in the result), where it used to be left out.
+
     python -m bench.live [--pipeline FILE] [--rate 1000] [--tune-minutes 15] [--window 30]
                          [--measure 45] [--rounds 2] [--load replay|none] [--trace FILE]
+                         (a pipeline with nginx: --load none, the default there)
                          [--out docs/evidence/live]
 
 Starts the testbed when it is not up (and stops it again); writes result.json (bench/result.py), live.png,
@@ -33,7 +44,7 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -43,23 +54,31 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.result import RESULT_FILE, BenchResult
-from controller.agent_changes import changes_for_agent, changes_not_in_audit, owned_params
+from controller.agent_changes import by_component, changes_for_agent, changes_not_in_audit, owned_params
 from controller.state import StateStore
 from controller.telemetry import PrometheusTelemetry, TelemetryMissing
 from models.policy import Policy
-from models.presets import preset
+from models.observation import Observation
+from models.presets import PRESETS, preset
 from models.space import PIPELINE_SPACE, Config, RuleError, check_rules
 from models.verdict import judge
+from prometheus_client.parser import text_string_to_metric_families
+from replay.arrivals import Schedule
+from replay.engine import Workload, run as replay_run
 from replay.profiles import Profile, WorkloadSpec, build_schedule
+from replay.sinks import SinkSpec
 from testbed import agent, lifecycle
-from testbed.endpoints import write_deployment
-from testbed.harness import replay_and_observe, wait_for_report
-from testbed.pipeline import DEFAULT_PIPELINE, PipelineSpec, load_pipeline
+from testbed.endpoints import deployment, write_deployment
+from testbed.harness import new_run_id, replay_and_observe, wait_for_report
+from testbed.pipeline import DEFAULT_PIPELINE, PipelineSpec, load_pipeline, pipeline_file
 from testbed.prometheus import prometheus_url
+from testbed.spark_sink import Ledger, job_settings, ledger, logged_request_ids, metrics_text
 
 console = Console()
 MIN_THROUGHPUT_RATIO = 0.95  # autotune's default guardrail
 CALIBRATION = "local-filebeat-kafka-fitted"
+WAREHOUSE_COUNT = "pipetune_e2e_latency_seconds_count"  # the Spark job's events committed, by stage and node
+TABLE_WAIT_S = 180.0  # how long the table may take to hold what nginx logged, once the load stopped (a bound)
 
 
 @dataclass(frozen=True)
@@ -73,6 +92,7 @@ class Measured:
     offered_eps: float
     throughput_eps: float
     lost: int
+    duplicated: int = 0
 
     @property
     def out_in(self) -> float:
@@ -108,14 +128,25 @@ def write_trace(path: Path, rate_eps: float, duration_s: float, seed: int) -> Pa
     return path
 
 
+def nginx_url(spec: PipelineSpec) -> str:
+    """The first node's nginx, where a pipeline with nginx in front takes its load."""
+    spec = lifecycle.recorded_spec(spec)
+    return f"http://127.0.0.1:{spec.nginx_port(spec.node_layouts()[0])}"
+
+
 def start_operator_traffic(spec: PipelineSpec, trace: Path, duration_s: float) -> tuple[subprocess.Popen, str]:
     """An independent `pipetune replay` of `trace`'s arrivals into the harvested log; its manifest goes where
-    the probe reads manifests, so the probe reports on it when it ends."""
+    the probe reads manifests, so the probe reports on it when it ends. With nginx in front, the arrivals are
+    requests to nginx and there is no manifest: nginx logs its own request_id, which the Spark table's ledger
+    counts (`table_ledger`)."""
     run_id = "op" + secrets.token_hex(4)
-    manifest = spec.resolved_run_dir() / "manifests" / f"{run_id}.json"
+    if spec.nginx is not None:
+        sink = ["--http", nginx_url(spec)]
+    else:
+        sink = ["--out", str(spec.log_path()), "--manifest",
+                str(spec.resolved_run_dir() / "manifests" / f"{run_id}.json")]
     argv = [sys.executable, "-m", "cli", "replay", "--profile", "trace", "--trace", str(trace),
-            "--duration", str(duration_s), "--out", str(spec.log_path()), "--run-id", run_id,
-            "--manifest", str(manifest), "--json"]
+            "--duration", str(duration_s), *sink, "--run-id", run_id, "--json"]
     return subprocess.Popen(argv, stdout=subprocess.DEVNULL), run_id
 
 
@@ -128,11 +159,117 @@ def operator_ledger(spec: PipelineSpec, replay: subprocess.Popen, run_id: str) -
             "duplicates": report.duplicate_events, "late": report.late_events}
 
 
+def log_size(spec: PipelineSpec) -> int:
+    """Where the first node's log ends now: nginx appends each request's line whole, so this is a line boundary."""
+    log = lifecycle.recorded_spec(spec).log_path()
+    return log.stat().st_size if log.exists() else 0
+
+
+def ids_between(ids_from_start: list[str], ids_from_end: list[str]) -> list[str]:
+    """The request_ids logged between two line boundaries: those read from the first, less those read from the
+    second (the same lines' tail)."""
+    return ids_from_start[:len(ids_from_start) - len(ids_from_end)]
+
+
+def counted(table: Ledger, logged: list[str]) -> dict[str, int]:
+    """Of `logged` (nginx's request_ids), how many the table misses and how many extra rows it holds of them."""
+    check = table.check(logged)
+    return {"expected": check.logged, "lost": len(check.missing),
+            "duplicates": sum(count - 1 for count in check.duplicated.values())}
+
+
+def table_ledger(spec: PipelineSpec, spans: dict[str, tuple[int, int]], timeout_s: float = TABLE_WAIT_S
+                 ) -> dict[str, dict[str, int]]:
+    """For each named span of nginx's log (byte offsets, line boundaries), what the Spark table misses of the
+    requests logged there and holds twice, once it holds them all or after `timeout_s` (a late one counts lost)."""
+    log = lifecycle.recorded_spec(spec).log_path()
+    logged = {name: ids_between(logged_request_ids(log, start), logged_request_ids(log, end))
+              for name, (start, end) in spans.items()}
+    wanted = {rid for ids in logged.values() for rid in ids}
+    settings = job_settings(spec)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        # a ledger is a query over the whole table, competing with the job's batches for the same cores: seldom
+        table = ledger(settings)
+        if wanted <= table.counts.keys() or time.monotonic() > deadline:
+            break
+        time.sleep(5.0)
+    return {name: counted(table, ids) for name, ids in logged.items()}
+
+
+def warehouse_count(text: str) -> float:
+    """Events the Spark job committed to its table (every node's), from its /metrics text."""
+    return sum(sample.value for family in text_string_to_metric_families(text) for sample in family.samples
+               if sample.name == WAREHOUSE_COUNT and sample.labels.get("stage") == "warehouse")
+
+
+def send_and_observe(spec: PipelineSpec, schedule: Schedule, warmup_s: float) -> tuple[Observation, tuple[int, int]]:
+    """`schedule` as requests to nginx, then the warehouse stage once the table committed as many events as nginx
+    logged (or after `TABLE_WAIT_S`): P95 of the events sent after the warm-up; throughput the events committed
+    over the replay's length, the window shifted by the median latency (as `testbed.harness.observe_run` shifts
+    the probe's); with the span of nginx's log the requests took, for the ledger."""
+    scrape_s = spec.prometheus.scrape_interval_s
+    time.sleep(2 * scrape_s)  # a restarted component's first scrape
+    settings = job_settings(spec)
+    before, start = warehouse_count(metrics_text(settings)), log_size(spec)
+    result = replay_run(schedule, SinkSpec("http", nginx_url(spec)), Workload(fmt=spec.log.format),
+                        run_id=new_run_id())
+    end = log_size(spec)
+    ended_at = result.started_at + result.duration_s
+    logged = len(ids_between(logged_request_ids(spec.log_path(), start), logged_request_ids(spec.log_path(), end)))
+    deadline = time.monotonic() + TABLE_WAIT_S
+    while warehouse_count(metrics_text(settings)) - before < logged and time.monotonic() < deadline:
+        time.sleep(1.0)
+    time.sleep(2.5 * scrape_s)  # the last commits' scrape
+    telemetry = PrometheusTelemetry(prometheus_url(spec), latency_stage="warehouse")
+    latency = telemetry.window(result.started_at + warmup_s, time.time())
+    lag = latency.p50_s if math.isfinite(latency.p50_s) else 0.0
+    length = ended_at - result.started_at
+    committed = telemetry.scalar(f'sum(increase({WAREHOUSE_COUNT}{{stage="warehouse"}}[{max(round(length), 1)}s]))',
+                                 min(ended_at + lag, time.time()))
+    observed = replace(latency, offered_eps=schedule.events / schedule.duration_s,
+                       throughput_eps=committed / length if math.isfinite(committed) else 0.0,
+                       events_in=result.events, events_out=round(committed) if math.isfinite(committed) else 0)
+    return observed, (start, end)
+
+
+def spark_components(owned: dict[str, frozenset[str]]) -> dict[str, frozenset[str]]:
+    """The agent's components that hold a Spark job's settings (kind spark-query: its `spark.*` parameters)."""
+    return {name: params for name, params in owned.items() if any(p.startswith("spark.") for p in params)}
+
+
+def spark_changes(decisions: list[dict], audit: dict[str, list[dict]], owned: dict[str, frozenset[str]]
+                  ) -> dict[str, int]:
+    """How often the run changed the Spark job: the daemon's logged changes touching it (rollbacks included) and the
+    versions the agent started of it (each a stop at a batch boundary and a restart from the checkpoint)."""
+    spark = spark_components(owned)
+    return {"logged": sum(bool(by_component({n: to for n, (_, to) in d["change"].items()}, spark))
+                          for d in decisions if d["change"]),
+            "versions": sum(entry["event"] == "change_started" for name in spark for entry in audit.get(name, []))}
+
+
+def in_components_order(name: str) -> tuple[Config, dict[str, list]]:
+    """Preset `name` as an agent takes it: where it breaks a component's rule with values it does not set (the
+    paper's Hybrid: scan_frequency 10 ms beside the default backoffs), those are moved into order (lowered to it);
+    with the changes made, `{param: [preset's, measured]}` (none for a preset in order)."""
+    config = preset(name)
+    try:
+        check_rules(config)
+        return config, {}
+    except RuleError:
+        pass
+    movable = [p.name for p in PIPELINE_SPACE if p.name not in PRESETS[name] and p.low is not None]
+    ordered = PIPELINE_SPACE.in_order(config, movable, {n: (PIPELINE_SPACE[n].low, PIPELINE_SPACE[n].high)
+                                                        for n in movable})
+    return ordered, {k: [a, b] for k, (a, b) in config.diff(ordered).items()}
+
+
 def behind_windows(spec: PipelineSpec, start: float, end: float, window_s: float) -> list[dict]:
     """Every window of [start, end] (settling after restarts included) with its output over input and P95.
     A window in which Prometheus missed a scrape of the probe or an agent (a restart of the probe to
     change its consumer settings) cannot be judged: it is marked unobserved, and not behind."""
-    telemetry = PrometheusTelemetry(prometheus_url(spec))
+    # the deployment's stage: to the Spark table when a Spark job ends the pipeline
+    telemetry = PrometheusTelemetry(prometheus_url(spec), latency_stage=deployment(spec).latency.stage)
     rows = []
     t = start
     while t + window_s <= end:
@@ -171,19 +308,33 @@ def applicable(contenders: dict[str, Config]) -> dict[str, Config]:
 
 
 def measure_side_by_side(spec: PipelineSpec, contenders: dict[str, Config], args: argparse.Namespace) -> list[Measured]:
-    """Each contender on fresh steady windows, ABCD then DCBA, each after its own warm-up."""
+    """Each contender on fresh steady windows, ABCD then DCBA, each after its own warm-up. With nginx in front,
+    requests to nginx measured at the warehouse, each window's events lost and duplicated from the table's ledger
+    once every window is done."""
     names = list(contenders)
     rows = []
+    spans: list[tuple[int, int]] = []
     for round_ in range(args.rounds):
         for name in names if round_ % 2 == 0 else names[::-1]:
             done = lifecycle.apply(spec, contenders[name])
             console.print(f"[dim]round {round_ + 1}: {name} ({done})[/]")
             schedule = build_schedule(WorkloadSpec(Profile.steady, args.rate, args.measure,
                                                    args.seed + 100 + round_)).schedule
-            run, observed = replay_and_observe(spec, schedule, args.warmup)
+            if spec.nginx is not None:
+                observed, span = send_and_observe(spec, schedule, args.warmup)
+                spans.append(span)
+                lost = 0  # counted from the table's ledger below
+            else:
+                run, observed = replay_and_observe(spec, schedule, args.warmup)
+                lost = run.report.lost_events
             rows.append(Measured(name, round_ + 1, observed.p95_s, observed.p50_s, observed.offered_eps,
-                                 observed.throughput_eps, run.report.lost_events))
-            console.print(f"  P95 {observed.p95_s:.4f} s, out/in {rows[-1].out_in:.1%}, lost {run.report.lost_events}")
+                                 observed.throughput_eps, lost))
+            console.print(f"  P95 {observed.p95_s:.4f} s, out/in {rows[-1].out_in:.1%}"
+                          + ("" if spans else f", lost {lost}"))
+    if spans:
+        ledgers = table_ledger(spec, {str(i): span for i, span in enumerate(spans)})
+        rows = [replace(row, lost=ledgers[str(i)]["lost"], duplicated=ledgers[str(i)]["duplicates"])
+                for i, row in enumerate(rows)]
     return rows
 
 
@@ -194,7 +345,8 @@ def summarise(rows: list[Measured]) -> dict[str, dict]:
     return {name: {"p95_s": _median([r.p95_s for r in rs]), "p95_rounds_s": [r.p95_s for r in rs],
                    "p50_s": _median([r.p50_s for r in rs]), "offered_eps": _median([r.offered_eps for r in rs]),
                    "throughput_eps": _median([r.throughput_eps for r in rs]),
-                   "out_in": _median([r.out_in for r in rs]), "lost": sum(r.lost for r in rs)}
+                   "out_in": _median([r.out_in for r in rs]), "lost": sum(r.lost for r in rs),
+                   "duplicated": sum(r.duplicated for r in rs)}
             for name, rs in by_name.items()}
 
 
@@ -215,17 +367,59 @@ def table(summary: dict[str, dict]) -> Table:
     return shown
 
 
+def run_checks(result: dict) -> list[tuple[bool, str]]:
+    """The run's checks, each met or not with its line: P95 against the reference (the defaults; the paper's Hybrid
+    on a pipeline ending in Spark) at equal throughput, windows behind, events lost (and, counted from the Spark
+    table, duplicated, across at least 10 changes of the Spark job), the decision log against the agent's audit."""
+    summary, reference, goal = result["summary"], result["reference"], result["goal_reference_over_pipetune"]
+    if reference in summary:
+        equal = abs(summary["pipetune"]["throughput_eps"] / summary[reference]["throughput_eps"] - 1) <= 0.05
+        ratio = result["p95_reference_over_pipetune"]
+        checks = [(ratio >= goal and equal, f"P95 {ratio:.1f}x lower than {reference} (goal >= {goal:g}x) at "
+                                            f"{'equal' if equal else 'UNEQUAL'} throughput")]
+    else:
+        checks = [(False, f"P95 against {reference}: not measured (the agent refused it)")]
+    ledger = result["ledger_tuning"]
+    checks.append((result["longest_behind_streak_windows"] <= 1,
+                   f"output behind input in {result['behind_windows']} of {result['windows']} windows of the tuning "
+                   f"run, at most {result['longest_behind_streak_windows']} in a row (goal <= 1; "
+                   f"{result['unobserved_windows']} not scraped whole)"))
+    spark = result.get("spark_changes")
+    if spark is None:
+        checks.append((ledger["lost"] == 0 and result["lost_events_side_by_side"] == 0,
+                       f"events lost: {ledger['lost']} of {ledger['expected']} while tuning, "
+                       f"{result['lost_events_side_by_side']} side by side (goal 0)"))
+    else:
+        exact = ledger["lost"] == 0 and ledger["duplicates"] == 0
+        checks.append((exact and spark["versions"] >= 10,
+                       f"the Spark table against nginx's log across the tuning run: {ledger['lost']} lost and "
+                       f"{ledger['duplicates']} duplicated of {ledger['expected']}, across {spark['versions']} "
+                       f"versions of the Spark job ({spark['logged']} logged changes touching it) (goal 0 and 0 "
+                       f"across >= 10)"))
+        checks.append((result["lost_events_side_by_side"] == 0 and result["duplicated_events_side_by_side"] == 0,
+                       f"side by side: {result['lost_events_side_by_side']} lost, "
+                       f"{result['duplicated_events_side_by_side']} duplicated in the table (goal 0)"))
+    logged, matched = result["changes_logged"], result["changes_in_agent_audit"]
+    checks.append((logged == matched, f"decision-log changes found in the agent's audit: {matched} of {logged} "
+                                      f"({result['agent_versions']} versions, {result['agent_rollbacks']} agent "
+                                      f"rollbacks, {result['agent_held']} held for a hand edit, "
+                                      f"{result['daemon_rollbacks']} daemon rollbacks)"))
+    return checks
+
+
 def figures(result: dict) -> dict[str, list[dict]]:
     """The tables docs/results.md shows: the contenders side by side, and the tuning run's checks."""
     summary = result["summary"]
     side_by_side = [{"config": name, "p95_s": m["p95_s"], "p50_s": m["p50_s"], "offered_eps": m["offered_eps"],
-                     "throughput_eps": m["throughput_eps"], "lost": m["lost"],
+                     "throughput_eps": m["throughput_eps"], "lost": m["lost"], "duplicated": m.get("duplicated", 0),
                      "defaults_over_config": summary["defaults"]["p95_s"] / m["p95_s"]} for name, m in summary.items()]
     counted = result["canaries"] or {}
     run = {"tune_minutes": result["tune_s"] / 60, "windows": result["windows"],
            "behind_windows": result["behind_windows"],
            "longest_behind_streak_windows": result["longest_behind_streak_windows"],
            "events_tuning": result["ledger_tuning"]["expected"], "lost_events_tuning": result["lost_events_tuning"],
+           "duplicated_events_tuning": result["ledger_tuning"].get("duplicates"),
+           "spark_versions": (result.get("spark_changes") or {}).get("versions"),
            "lost_events_side_by_side": result["lost_events_side_by_side"],
            "changes_logged": result["changes_logged"], "changes_in_agent_audit": result["changes_in_agent_audit"],
            "daemon_rollbacks": result["daemon_rollbacks"], "agent_rollbacks": result["agent_rollbacks"],
@@ -284,7 +478,7 @@ def canaries(spec: PipelineSpec, since_s: float) -> dict[str, dict[str, float]]:
             for node in received}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pipeline", type=Path, default=DEFAULT_PIPELINE)
     parser.add_argument("--rate", type=float, default=1000.0, help="steady offered load, events/s")
@@ -294,19 +488,24 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=10.0, help="seconds of each replay the latency ignores")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--load", choices=("replay", "none"), default="replay",
-                        help="replay: autotune drives the testbed's replay; none: an independent replay of --trace")
+    parser.add_argument("--load", choices=("replay", "none"),
+                        help="replay: autotune drives the testbed's replay (the default); none: an independent replay "
+                             "of --trace (the only load, and the default, of a pipeline with nginx in front)")
     parser.add_argument("--trace", type=Path, help="--load none: the access log whose arrivals are replayed "
                                                    "(default: one generated at --rate)")
     parser.add_argument("--out", type=Path, default=Path("docs/evidence/live"))
-    args = parser.parse_args()
-    started = BenchResult.start("bench.live")
+    args = parser.parse_args(argv)
+    started = BenchResult.start("bench.live", argv)
     for ok, flag, allowed in ((args.rate > 0, "--rate", "> 0"), (args.tune_minutes > 0, "--tune-minutes", "> 0"),
                               (args.window >= 5, "--window", ">= 5 s"), (args.rounds >= 1, "--rounds", ">= 1"),
                               (0 <= args.warmup < args.measure, "--warmup", "in [0, --measure)")):
         if not ok:
             parser.error(f"{flag} must be {allowed}")
     spec = load_pipeline(args.pipeline)
+    if spec.nginx is not None and args.load == "replay":
+        parser.error("--load replay: autotune's replay writes the harvested log itself, past nginx; a pipeline with "
+                     "nginx in front takes its load as requests to nginx: --load none")
+    args.load = args.load or ("none" if spec.nginx is not None else "replay")
     args.out.mkdir(parents=True, exist_ok=True)
     started_here = not lifecycle.running(spec)
     if started_here:
@@ -327,19 +526,30 @@ def main() -> None:
             # (36 windows of 30 s took 1.7 x their length on a busy machine, and 1.5 x ran out before the end).
             length_s = 2.0 * args.tune_minutes * 60 + 120
             trace = args.trace or write_trace(args.out / "trace.log", args.rate, length_s, args.seed)
+            from_byte = log_size(spec)
             replay, run_id = start_operator_traffic(spec, trace, length_s)
             try:
-                tuned = tune(write_deployment(spec, args.pipeline), args, args.out, ["--load", "none"])
+                tuned = tune(write_deployment(spec, pipeline_file(args.pipeline)), args, args.out, ["--load", "none"])
             except BaseException:
                 replay.terminate()
                 raise
             ended = time.time()
-            tuned["ledger"] = operator_ledger(spec, replay, run_id)
+            if spec.nginx is None:
+                tuned["ledger"] = operator_ledger(spec, replay, run_id)
+            else:  # the requests stop with the tuning run; the table's ledger counts every one nginx logged
+                replay.terminate()
+                replay.wait()
+                tuned["ledger"] = {"runs": 1, "late": 0, "source": "the Spark table's ledger against nginx's log",
+                                   **table_ledger(spec, {"tuning": (from_byte, log_size(spec))})["tuning"]}
         with agent.client(spec) as client:
             audit = {name: client.audit(name)[seen[name]:] for name in owned}
         timeline = behind_windows(spec, began, ended, args.window)
         final = PIPELINE_SPACE.config(tuned["final"]["config"])
-        contenders = applicable({"defaults": preset("defaults"), "hybrid": preset("hybrid"),
+        hybrid, reordered = in_components_order("hybrid")
+        if reordered:
+            console.print("[yellow]hybrid: out of Filebeat's order with the values it does not set; measured with "
+                          + ", ".join(f"{k} {a} → {b}" for k, (a, b) in reordered.items()) + "[/]")
+        contenders = applicable({"defaults": preset("defaults"), "hybrid": hybrid,
                                  "latency": preset("latency"), "pipetune": final})
         rows = measure_side_by_side(spec, contenders, args)
         counted = canaries(spec, began) if spec.agent.canary_eps else None
@@ -351,6 +561,7 @@ def main() -> None:
     logged = len(changes_for_agent(decisions, owned))
     matched = logged - len(changes_not_in_audit(decisions, audit, owned))
     lost_tuning = tuned["ledger"]["lost"]
+    reference, goal = ("hybrid", 5.0) if spec.spark is not None else ("defaults", 10.0)
     result = {
         "rate_eps": args.rate, "began": began, "tune_s": ended - began, "window_s": args.window, "summary": summary,
         "p95_defaults_over_pipetune": summary["defaults"]["p95_s"] / summary["pipetune"]["p95_s"],
@@ -359,6 +570,12 @@ def main() -> None:
         "unobserved_windows": sum(row["unobserved"] for row in timeline),
         "lost_events_tuning": lost_tuning, "ledger_tuning": tuned["ledger"],
         "lost_events_side_by_side": sum(m["lost"] for m in summary.values()),
+        "duplicated_events_side_by_side": sum(m["duplicated"] for m in summary.values()),
+        "latency_stage": deployment(spec).latency.stage, "hybrid_reordered": reordered,
+        "reference": reference, "goal_reference_over_pipetune": goal,
+        "p95_reference_over_pipetune": (summary[reference]["p95_s"] / summary["pipetune"]["p95_s"]
+                                        if reference in summary else math.nan),
+        "spark_changes": spark_changes(decisions, audit, owned) if spec.spark is not None else None,
         "changes_logged": logged, "changes_in_agent_audit": matched,
         "agent_versions": sum(entry["event"] == "change_started" for entries in audit.values() for entry in entries),
         "agent_rollbacks": sum(entry["event"] == "rolled_back" for entries in audit.values() for entry in entries),
@@ -371,23 +588,7 @@ def main() -> None:
     started.finish(figures(result), result).write(args.out / RESULT_FILE)
     plot(decisions, began, args.rate, timeline, summary, args.out / "live.png")
     console.print(table(summary))
-    equal = abs(summary["pipetune"]["throughput_eps"] / summary["defaults"]["throughput_eps"] - 1) <= 0.05
-    checks = [
-        (result["p95_defaults_over_pipetune"] >= 10 and equal,
-         f"P95 {result['p95_defaults_over_pipetune']:.1f}x lower than defaults (goal >= 10x) at "
-         f"{'equal' if equal else 'UNEQUAL'} throughput"),
-        (result["longest_behind_streak_windows"] <= 1,
-         f"output behind input in {result['behind_windows']} of {result['windows']} windows of the tuning run, "
-         f"at most {result['longest_behind_streak_windows']} in a row (goal <= 1; "
-         f"{result['unobserved_windows']} not scraped whole)"),
-        (lost_tuning == 0 and result["lost_events_side_by_side"] == 0,
-         f"events lost: {lost_tuning} of {tuned['ledger']['expected']} while tuning, "
-         f"{result['lost_events_side_by_side']} side by side (goal 0)"),
-        (logged == matched, f"decision-log changes found in the agent's audit: {matched} of {logged} "
-                            f"({result['agent_versions']} versions, {result['agent_rollbacks']} agent rollbacks, "
-                            f"{result['agent_held']} held for a hand edit, {result['daemon_rollbacks']} daemon "
-                            "rollbacks)"),
-    ]
+    checks = run_checks(result)
     if counted is None:
         console.print("canaries: none written (the pipeline file's agent.canary_eps is not set)")
     else:

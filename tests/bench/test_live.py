@@ -1,0 +1,159 @@
+"""bench.live's pure parts: where a pipeline with nginx in front takes its load, the Spark table's ledger against
+nginx's log by span, the warehouse's committed count, the Spark job's changes, the Hybrid an agent takes, and the
+checks the run prints."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+
+from agents.probe.metrics import LatencyHistograms
+from bench import live
+from models.presets import preset
+from models.space import check_rules
+from testbed.pipeline import load_pipeline, pipeline_file
+from testbed.spark_sink import Ledger
+
+
+def _spec(name: str, tmp_path):
+    return load_pipeline(pipeline_file(name)).model_copy(update={"run_dir": tmp_path})
+
+
+@pytest.fixture
+def started(monkeypatch):
+    """The argv of each process the bench would start, none started."""
+    argvs = []
+
+    class Popen:
+        def __init__(self, argv, **_):
+            argvs.append(argv)
+
+    monkeypatch.setattr(live.subprocess, "Popen", Popen)
+    return argvs
+
+
+def test_a_pipeline_with_nginx_takes_the_trace_as_requests_to_nginx(tmp_path, started):
+    live.start_operator_traffic(_spec("paper", tmp_path), tmp_path / "trace.log", 60.0)
+    [argv] = started
+    assert argv[argv.index("--http") + 1] == "http://127.0.0.1:18180"
+    # nginx logs its own request_id: no manifest for the probe, nothing written past nginx
+    assert "--out" not in argv and "--manifest" not in argv
+
+
+def test_the_default_pipeline_takes_the_trace_into_its_log_with_a_manifest(tmp_path, started):
+    spec = _spec("local", tmp_path)
+    _, run_id = live.start_operator_traffic(spec, tmp_path / "trace.log", 60.0)
+    [argv] = started
+    assert argv[argv.index("--out") + 1] == str(spec.log_path())
+    assert argv[argv.index("--manifest") + 1] == str(tmp_path / "manifests" / f"{run_id}.json")
+    assert "--http" not in argv
+
+
+def test_autotunes_own_replay_is_refused_on_a_pipeline_with_nginx(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        live.main(["--pipeline", "paper", "--load", "replay"])
+    assert exit_.value.code == 2 and "--load replay" in capsys.readouterr().err
+
+
+def _log(tmp_path, ids):
+    log = tmp_path / "logs" / "access.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "a") as out:
+        for rid in ids:
+            out.write(json.dumps({"ts_nginx": 1.0, "request_id": rid, "uri": "/"}) + "\n")
+    return log.stat().st_size
+
+
+def test_the_table_ledger_counts_each_span_of_nginxs_log_lost_and_duplicated(tmp_path, monkeypatch):
+    spec = _spec("paper", tmp_path)
+    start = _log(tmp_path, ["before"])
+    middle = _log(tmp_path, ["a", "b", "c"])
+    end = _log(tmp_path, ["d", "e"])
+    _log(tmp_path, ["after"])
+    table = Ledger(rows=6, counts={"before": 1, "a": 1, "b": 3, "d": 1, "e": 1, "after": 2})
+    monkeypatch.setattr(live, "ledger", lambda settings: table)
+    counted = live.table_ledger(spec, {"tuning": (start, middle), "window": (middle, end)}, timeout_s=0.0)
+    # c never reached the table; b is there three times: two rows too many
+    assert counted == {"tuning": {"expected": 3, "lost": 1, "duplicates": 2},
+                       "window": {"expected": 2, "lost": 0, "duplicates": 0}}
+
+
+def test_the_table_ledger_waits_for_the_table_to_hold_every_request(tmp_path, monkeypatch):
+    spec = _spec("paper", tmp_path)
+    end = _log(tmp_path, ["a", "b"])
+    reads = iter([Ledger(1, {"a": 1}), Ledger(2, {"a": 1, "b": 1})])
+    monkeypatch.setattr(live, "ledger", lambda settings: next(reads))
+    monkeypatch.setattr(live.time, "sleep", lambda s: None)
+    assert live.table_ledger(spec, {"run": (0, end)}, timeout_s=60.0)["run"] == {"expected": 2, "lost": 0,
+                                                                                  "duplicates": 0}
+
+
+def test_the_warehouse_count_is_every_nodes_committed_events_of_that_stage_only():
+    histograms = LatencyHistograms()
+    histograms.observe({"warehouse": 2.0, "warehouse_commit": 1.0}, "event_time", "node-1")
+    histograms.observe({"warehouse": 3.0}, "event_time", "node-1")
+    histograms.observe({"warehouse": 1.0}, "event_time", "node-2")
+    registry = CollectorRegistry()
+    registry.register(histograms)
+    assert live.warehouse_count(generate_latest(registry).decode()) == 3
+
+
+def test_spark_changes_count_the_daemons_changes_touching_the_job_and_the_agents_versions_of_it():
+    owned = {"filebeat": frozenset({"filebeat.scan_frequency"}), "spark": frozenset({"spark.trigger.interval"})}
+    decisions = [{"change": {"spark.trigger.interval": [1.0, 0.5]}},
+                 {"change": {"filebeat.scan_frequency": [10.0, 1.0], "spark.trigger.interval": [0.5, 0.0]}},
+                 {"change": {"filebeat.scan_frequency": [1.0, 2.0]}}, {"change": {}}]
+    audit = {"spark": [{"event": "change_started"}, {"event": "rolled_back"}, {"event": "change_started"}],
+             "filebeat": [{"event": "change_started"}] * 2}
+    assert live.spark_changes(decisions, audit, owned) == {"logged": 2, "versions": 2}
+
+
+def test_the_papers_hybrid_is_measured_with_the_backoffs_it_left_lowered_to_its_scan():
+    hybrid, reordered = live.in_components_order("hybrid")
+    check_rules(hybrid)  # an agent takes it
+    assert reordered == {"filebeat.backoff": [1.0, 0.01], "filebeat.max_backoff": [10.0, 0.01]}
+    assert hybrid["filebeat.scan_frequency"] == 0.01  # what the paper set stays
+    assert live.in_components_order("latency") == (preset("latency"), {})
+
+
+def _result(**over):
+    row = {"p95_s": 1.0, "throughput_eps": 300.0}
+    result = {"summary": {"defaults": row, "hybrid": {"p95_s": 6.0, "throughput_eps": 297.0},
+                          "pipetune": {"p95_s": 1.0, "throughput_eps": 300.0}},
+              "reference": "hybrid", "goal_reference_over_pipetune": 5.0, "p95_reference_over_pipetune": 6.0,
+              "ledger_tuning": {"expected": 9000, "lost": 0, "duplicates": 0}, "longest_behind_streak_windows": 1,
+              "behind_windows": 1, "windows": 30, "unobserved_windows": 0, "lost_events_side_by_side": 0,
+              "duplicated_events_side_by_side": 0, "spark_changes": {"logged": 12, "versions": 11},
+              "changes_logged": 20, "changes_in_agent_audit": 20, "agent_versions": 25, "agent_rollbacks": 0,
+              "agent_held": 0, "daemon_rollbacks": 1}
+    return result | over
+
+
+def test_the_paper_pipelines_checks_are_against_hybrid_and_the_tables_ledger():
+    checks = live.run_checks(_result())
+    assert all(ok for ok, _ in checks)
+    assert checks[0][1] == "P95 6.0x lower than hybrid (goal >= 5x) at equal throughput"
+    assert "0 lost and 0 duplicated of 9000, across 11 versions of the Spark job" in checks[2][1]
+
+
+@pytest.mark.parametrize("over, failing", [
+    ({"ledger_tuning": {"expected": 9000, "lost": 0, "duplicates": 1}}, 2),
+    ({"spark_changes": {"logged": 9, "versions": 9}}, 2),
+    ({"p95_reference_over_pipetune": 4.0}, 0),
+    ({"summary": {"hybrid": {"p95_s": 6.0, "throughput_eps": 250.0},
+                  "pipetune": {"p95_s": 1.0, "throughput_eps": 300.0}}}, 0),
+    ({"duplicated_events_side_by_side": 3}, 3),
+])
+def test_each_paper_check_is_missed_on_its_own_failure(over, failing):
+    checks = live.run_checks(_result(**over))
+    assert [i for i, (ok, _) in enumerate(checks) if not ok] == [failing]
+
+
+def test_a_reference_the_agent_refused_is_a_missed_check_saying_so():
+    result = _result(p95_reference_over_pipetune=math.nan)
+    del result["summary"]["hybrid"]
+    ok, text = live.run_checks(result)[0]
+    assert not ok and text == "P95 against hybrid: not measured (the agent refused it)"
