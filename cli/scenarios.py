@@ -1,4 +1,5 @@
-"""`pipetune scenarios`: the paper's study (Tables 9-11) run on the twin, beside the paper's figures."""
+"""`pipetune scenarios`: the paper's study (Tables 9-11) run on the twin, beside the paper's figures; with
+`--pipeline FILE`, the five scenarios on that running testbed too (testbed.scenarios), beside the twin and the paper."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from rich.table import Table
 
 from models.paper_scenarios import (BURST_FACTOR, BURST_SCENARIOS, PAPER, PAPER_BURST, SCENARIOS, burst_window_s,
                                     run_study)
+from models.scenario_study import REAL_SCENARIOS
+from models.scenario_study import collapse_rate as find_collapse
 from models.twin import available, load
 from replay.profiles import Profile, WorkloadSpec, build_schedule
 
@@ -22,25 +25,50 @@ PAPER_OVAT_REFERENCE_P95_S = 29.06
 SAME_WITHIN = 0.03  # relative P95 change counted as "no change" when comparing directions
 
 
+# Real runs are minutes each on a shared 2-core machine: short by default (the twin's stay the paper's 180 s x 5).
+REAL_DURATION_S, REAL_REPS, REAL_WARMUP_S = 45.0, 1, 10.0
+TWIN_REPS_BESIDE_REAL = 3
+PAPER_RATE_EPS = 300.0
+
+
 def scenarios_command(
     calibration: str = typer.Option("paper-2vcpu", help=f"calibration name ({', '.join(available())}) or YAML path"),
     rate: float = typer.Option(300.0, help="offered load, events per second (Poisson)"),
-    duration: float = typer.Option(180.0, help="seconds of load per run (the paper: 180)"),
-    reps: int = typer.Option(5, min=1, help="repetitions per scenario, each with its own seed"),
+    duration: Optional[float] = typer.Option(None, help="seconds of load per run (default: the paper's 180 on the "
+                                                        f"twin, {REAL_DURATION_S:g} with --pipeline)"),
+    reps: Optional[int] = typer.Option(None, help="repetitions per scenario, each with its own seed (default: 5 on "
+                                                  f"the twin, {REAL_REPS} with --pipeline)"),
     only: str = typer.Option("", help="comma-separated subset: " + ",".join(s.name for s in SCENARIOS) + ",burst"),
     json_path: Optional[Path] = typer.Option(None, "--json", help="write the figures as JSON here"),
     plots: Optional[Path] = typer.Option(None, help="write PNG plots into this directory"),
     seed: int = typer.Option(0, help="base seed; repetition r uses seed + 1000 r"),
+    pipeline: Optional[Path] = typer.Option(None, "--pipeline", help="a running testbed's pipeline file with nginx in "
+                                            "front (e.g. the paper's): run the five scenarios on it for real too"),
+    collapse_rate: Optional[float] = typer.Option(None, "--collapse-rate", help="with --pipeline, the second rate, "
+                                                  "ev/s (default: the lowest at which the twin's Zero-Wait falls "
+                                                  "behind; 0: none)"),
+    warmup: float = typer.Option(REAL_WARMUP_S, help="with --pipeline, seconds of each run's load before its window"),
 ) -> None:
     """Run Baseline, Zero-Wait, Micro-Batching, I/O Control, Hybrid, the OVAT variants and the burst
-    check on the twin and print a Table-9-style comparison with the paper's figures."""
+    check on the twin and print a Table-9-style comparison with the paper's figures; with --pipeline,
+    the scenarios on the running testbed too, beside the twin's and the paper's."""
     names = [n.strip() for n in only.split(",") if n.strip()] or [s.name for s in SCENARIOS] + ["burst"]
     try:
         cal = load(calibration)
     except (KeyError, ValueError) as exc:
         raise typer.BadParameter(str(exc), param_hint="--calibration") from None
-    if rate <= 0 or duration <= 0:
-        raise typer.BadParameter("--rate and --duration must be > 0")
+    if rate <= 0:
+        raise typer.BadParameter(f"{rate:g}: must be > 0 ev/s", param_hint="--rate")
+    if duration is not None and duration <= 0:
+        raise typer.BadParameter(f"{duration:g}: must be > 0 s", param_hint="--duration")
+    if reps is not None and reps < 1:
+        raise typer.BadParameter(f"{reps}: must be at least 1", param_hint="--reps")
+    if pipeline is not None:
+        real_command(pipeline, cal, rate, duration or REAL_DURATION_S, reps or REAL_REPS, warmup, only, collapse_rate,
+                     json_path, seed)
+        return
+    duration = duration or 180.0
+    reps = reps or 5
 
     def arrivals(kind: str, run_seed: int) -> np.ndarray:
         burst = {"profile": Profile.burst, "burst_window_s": burst_window_s(duration), "burst_factor": BURST_FACTOR}
@@ -68,6 +96,109 @@ def scenarios_command(
 
         written = write_plots(result, plots)
         console.print(f"plots written: {', '.join(str(p) for p in written)}")
+
+
+def real_command(pipeline: Path, cal, rate: float, duration: float, reps: int, warmup: float, only: str,
+                 collapse_rate: Optional[float], json_path: Optional[Path], seed: int) -> None:
+    """`--pipeline`: the scenarios on the running testbed at --rate and at the collapse rate, beside the twin's."""
+    from testbed import lifecycle
+    from testbed.pipeline import PipelineError, load_pipeline
+    from testbed.processes import TestbedError
+    from testbed.scenarios import nginx_url, study
+
+    names = [n.strip() for n in only.split(",") if n.strip()] or list(REAL_SCENARIOS)
+    known = [s.name for s in SCENARIOS]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise typer.BadParameter(f"unknown or not run for real: {', '.join(unknown)}; known: {', '.join(known)}",
+                                 param_hint="--only")
+    if not 0 <= warmup < duration:
+        raise typer.BadParameter(f"{warmup:g}: allowed 0 to --duration ({duration:g}) excluded", param_hint="--warmup")
+    if collapse_rate is not None and collapse_rate < 0:
+        raise typer.BadParameter(f"{collapse_rate:g}: must be >= 0 ev/s (0: no collapse run)",
+                                 param_hint="--collapse-rate")
+    try:
+        spec = load_pipeline(pipeline)
+        nginx_url(spec)
+    except (PipelineError, TestbedError, OSError) as err:
+        raise typer.BadParameter(str(err), param_hint="--pipeline") from None
+    if not lifecycle.running(spec):
+        raise typer.BadParameter(f"the testbed {spec.name!r} is not running; start it with `pipetune testbed up "
+                                 f"--pipeline {pipeline}`", param_hint="--pipeline")
+    console = Console(width=max(Console().width, 150))
+
+    def arrivals(rate_eps: float, run_seed: int, length_s: float = duration) -> np.ndarray:
+        spec_ = WorkloadSpec(rate_eps=rate_eps, duration_s=length_s, seed=run_seed, poisson=True)
+        return build_schedule(spec_).schedule.times_s
+
+    if collapse_rate is None:
+        length_s = max(duration, 60.0)  # long enough for a backlog to show on the twin
+        found = find_collapse(cal, lambda r, s: arrivals(r, s, length_s), duration_s=length_s, seed=seed)
+        console.print(f"collapse rate: {found.why()}")
+        collapse_rate = found.rate_eps or 0.0
+    rates = [(rate, "paper" if rate == PAPER_RATE_EPS else "chosen")] + ([(collapse_rate, "collapse")] if collapse_rate else [])
+
+    def twin(rate_eps: float) -> dict:
+        result = run_study(cal, lambda kind, s: arrivals(rate_eps, s), rate_eps=rate_eps, duration_s=duration,
+                           reps=TWIN_REPS_BESIDE_REAL, names=names, seed=seed)
+        return result.summary()
+
+    try:
+        doc = study(spec, names, rates, duration, warmup, reps, twin, seed=seed, say=console.print)
+    except TestbedError as err:
+        console.print(f"[red]error: {err}[/]")
+        raise typer.Exit(2) from None
+    doc["calibration"] = cal.name
+    doc["twin_reps"] = TWIN_REPS_BESIDE_REAL
+    for comparison in doc["comparisons"]:
+        console.print(real_table(comparison, doc))
+        console.print(real_verdict(comparison))
+    console.print(f"median |twin P95 - real P95| / real P95 over every run: {doc['median_abs_twin_p95_error']:.0%}. "
+                  "Real figures are one window per run on a shared 2-core machine: noisy.")
+    if json_path:
+        json_path.write_text(json.dumps(_finite(doc), indent=2) + "\n")
+        console.print(f"figures written to {json_path}")
+
+
+def real_table(comparison: dict, doc: dict) -> Table:
+    """Per scenario: the real run (median of reps), the twin's at the same rate, the paper's (at 300 ev/s)."""
+    labels = {s.name: s.label for s in SCENARIOS}
+    table = Table(title=f"[{comparison['kind']}] {comparison['rate_eps']:g} ev/s on {doc['pipeline']} (real: "
+                        f"{doc['duration_s']:g} s load, window after {doc['warmup_s']:g} s, {doc['reps']} rep(s); "
+                        f"twin {doc['calibration']}, {doc['twin_reps']} reps; latency to the table)")
+    for column in ("scenario", "", "mean s", "P95 s", "out ev/s", "offered ev/s", "out/in", "keeps up",
+                   "twin P95 err"):
+        table.add_column(column, justify="left" if column in ("scenario", "") else "right")
+    for name, row in comparison["scenarios"].items():
+        for side in ("real", "twin", "paper"):
+            f = row[side]
+            if side == "paper":
+                if not f:
+                    continue
+                cells = [_paper(f, "mean_s"), _paper(f, "p95_s"), _paper(f, "peak_throughput_eps", 0) + " peak",
+                         "300", "", "", ""]
+            else:
+                cells = [f"{f['mean_s']:.2f}", f"{f['p95_s']:.2f}", f"{f['throughput_eps']:.0f}",
+                         f"{f['offered_eps']:.0f}", f"{f['out_in']:.0%}", "yes" if f["keeps_up"] else "[red]NO[/]",
+                         f"{row['twin_p95_error']:+.0%}" if side == "twin" and math.isfinite(row["twin_p95_error"])
+                         else ""]
+            style = "[dim]{}[/]" if side == "paper" else "{}"
+            table.add_row(labels[name] if side == "real" else "", style.format(side), *(style.format(c) for c in cells),
+                          end_section=side == ("paper" if row["paper"] else "twin"))
+    return table
+
+
+def real_verdict(comparison: dict) -> str:
+    """Same winner, same collapse?"""
+    won = comparison["winner"]
+    text = f"winner (lowest P95 among those keeping up): real {won['real']}, twin {won['twin']}"
+    if "paper" in won:
+        text += f", paper {won['paper']}"
+    same = won["real"] == won["twin"]
+    behind = comparison["behind"]
+    text += (f" ({'same' if same else 'DIFFERENT'}); fell behind: real {', '.join(behind['real']) or 'none'}, twin "
+             f"{', '.join(behind['twin']) or 'none'} ({'same' if behind['real'] == behind['twin'] else 'DIFFERENT'})")
+    return text
 
 
 def direction(relative: float) -> str:

@@ -33,3 +33,33 @@ def test_unknown_names_are_rejected_with_the_known_ones() -> None:
     assert result.exit_code != 0 and "hybird" in result.output and "baseline" in result.output
     result = CliRunner().invoke(app, ["scenarios", "--calibration", "nowhere", "--duration", "10"])
     assert result.exit_code != 0 and "paper-2vcpu" in result.output
+
+
+def test_real_runs_name_the_option_at_fault(tmp_path: Path) -> None:
+    """--pipeline: a file that is not there, a pipeline without nginx in front, a testbed not running, an option
+    out of range: each a clear error naming the option, before any load."""
+    cases = [
+        (["--pipeline", str(tmp_path / "nowhere.yaml")], "--pipeline"),
+        (["--pipeline", "local"], "no nginx in front"),
+        (["--pipeline", "paper", "--only", "burst"], "--only"),
+        (["--pipeline", "paper", "--duration", "20", "--warmup", "30"], "--warmup"),
+        (["--pipeline", "paper", "--collapse-rate", "-5"], "--collapse-rate"),
+        (["--rate", "0"], "--rate"),
+        (["--reps", "0"], "--reps"),
+    ]
+    for argv, named in cases:
+        result = CliRunner().invoke(app, ["scenarios", *argv])
+        assert result.exit_code == 2, (argv, result.output)
+        assert named in result.output, (argv, result.output)
+
+
+def test_a_paper_testbed_not_running_is_named(tmp_path: Path) -> None:
+    import yaml
+
+    from testbed.pipeline import pipeline_file
+
+    raw = yaml.safe_load(pipeline_file("paper").read_text()) | {"run_dir": str(tmp_path / "run")}
+    path = tmp_path / "paper.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    result = CliRunner().invoke(app, ["scenarios", "--pipeline", str(path), "--duration", "20"])
+    assert result.exit_code == 2 and "not running" in result.output and "testbed up" in result.output
