@@ -15,7 +15,7 @@ from rich.table import Table
 
 from models.paper_scenarios import (BURST_FACTOR, BURST_SCENARIOS, PAPER, PAPER_BURST, SCENARIOS, burst_window_s,
                                     run_study)
-from models.scenario_study import REAL_SCENARIOS
+from models.scenario_study import REAL_SCENARIOS, twin_beside_real
 from models.scenario_study import collapse_rate as find_collapse
 from models.twin import available, load
 from replay.profiles import Profile, WorkloadSpec, build_schedule
@@ -138,10 +138,9 @@ def real_command(pipeline: Path, cal, rate: float, duration: float, reps: int, w
         collapse_rate = found.rate_eps or 0.0
     rates = [(rate, "paper" if rate == PAPER_RATE_EPS else "chosen")] + ([(collapse_rate, "collapse")] if collapse_rate else [])
 
-    def twin(rate_eps: float) -> dict:
-        result = run_study(cal, lambda kind, s: arrivals(rate_eps, s), rate_eps=rate_eps, duration_s=duration,
-                           reps=TWIN_REPS_BESIDE_REAL, names=names, seed=seed)
-        return result.summary()
+    def twin(rate_eps: float, configs: dict) -> dict:
+        return twin_beside_real(cal, configs, arrivals, rate_eps=rate_eps, duration_s=duration,
+                                reps=TWIN_REPS_BESIDE_REAL, seed=seed)
 
     try:
         doc = study(spec, names, rates, duration, warmup, reps, twin, seed=seed, say=console.print)
@@ -163,7 +162,7 @@ def real_command(pipeline: Path, cal, rate: float, duration: float, reps: int, w
 def real_table(comparison: dict, doc: dict) -> Table:
     """Per scenario: the real run (median of reps), the twin's at the same rate, the paper's (at 300 ev/s)."""
     labels = {s.name: s.label for s in SCENARIOS}
-    table = Table(title=f"[{comparison['kind']}] {comparison['rate_eps']:g} ev/s on {doc['pipeline']} (real: "
+    table = Table(title=f"\\[{comparison['kind']}] {comparison['rate_eps']:g} ev/s on {doc['pipeline']} (real: "
                         f"{doc['duration_s']:g} s load, window after {doc['warmup_s']:g} s, {doc['reps']} rep(s); "
                         f"twin {doc['calibration']}, {doc['twin_reps']} reps; latency to the table)")
     for column in ("scenario", "", "mean s", "P95 s", "out ev/s", "offered ev/s", "out/in", "keeps up",

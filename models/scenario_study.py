@@ -15,10 +15,10 @@ from typing import Collection, Mapping, Sequence
 
 import numpy as np
 
-from models.paper_scenarios import PAPER, run, repetition
+from models.paper_scenarios import DRAIN_S, PAPER, repetition, run, summarise
 from models.presets import PRESETS, preset
 from models.space import NOT_ABOVE, PIPELINE_SPACE, Config, Value
-from models.twin import Calibration
+from models.twin import Calibration, Twin
 
 # The five scenarios of Table 4; the OVATs are one change from Hybrid each and left to the twin.
 REAL_SCENARIOS: tuple[str, ...] = ("baseline", "zero-wait", "micro-batching", "io-control", "hybrid")
@@ -36,6 +36,10 @@ class ScenarioConfig:
     applied: dict[str, Value]
     skipped: dict[str, Value]
     moved: dict[str, tuple[Value, Value]]  # key -> (default, value applied)
+
+    def as_applied(self) -> Config:
+        """What the pipeline ran: the defaults with the applied and moved keys (skipped keys at their defaults)."""
+        return PIPELINE_SPACE.config({**self.applied, **{k: v for k, (_, v) in self.moved.items()}})
 
     def said(self) -> str:
         parts = [f"{self.name}: " + (", ".join(f"{k}={v}" for k, v in self.applied.items()) or "component defaults")]
@@ -184,3 +188,23 @@ def median_abs_error(comparisons: Sequence[Mapping]) -> float:
     errors = [abs(row["twin_p95_error"]) for c in comparisons for row in c["scenarios"].values()
               if math.isfinite(row["twin_p95_error"])]
     return float(np.median(errors)) if errors else math.nan
+
+
+def twin_beside_real(calibration: Calibration, configs: Mapping[str, ScenarioConfig], arrivals, *, rate_eps: float,
+                     duration_s: float, reps: int, seed: int = 0) -> dict:
+    """The twin's run of each scenario as the real pipeline ran it (`ScenarioConfig.as_applied`: Hybrid's backoffs
+    lowered as on the real one, the keys no real component took at their defaults), a single-line log as nginx
+    writes (the paper's was multi-line). The twin's topology keeps a Logstash stage, at its defaults, which the real
+    pipeline has not. `arrivals(rate_eps, seed)` as for `collapse_rate`; the document has `StudyResult.summary()`'s
+    shape."""
+    out: dict = {"scenarios": {}}
+    for name, scenario in configs.items():
+        runs = []
+        for rep in range(reps):
+            twin = Twin(scenario.as_applied(), arrivals(rate_eps, seed + 1000 * rep), calibration, seed=seed + 1000 * rep + 1,
+                        multiline=False)
+            end_s = duration_s + DRAIN_S
+            twin.run_until(end_s)
+            runs.append(repetition(twin, duration_s, end_s))
+        out["scenarios"][name] = summarise(runs)
+    return out

@@ -63,14 +63,16 @@ def taken_keys(spec: PipelineSpec) -> set[str]:
         return set(pipeline.managers())
 
 
-def run_scenario(spec: PipelineSpec, scenario: ScenarioConfig, settings: RealSettings, rep: int = 0) -> RealRun:
-    """Put `scenario` in force, drive nginx at the rate for the duration, and read the window after the warm-up."""
+def run_scenario(spec: PipelineSpec, scenario: ScenarioConfig, settings: RealSettings, rep: int = 0,
+                 nginx: str | None = None) -> RealRun:
+    """Put `scenario` in force, drive nginx (the pipeline's, or the one at URL `nginx` logging into its log) at the
+    rate for the duration, and read the window after the warm-up."""
     spec = lifecycle.recorded_spec(spec)
+    url = nginx or nginx_url(spec)
     lifecycle.apply(spec, scenario.config)
     output = COMMITTED if spec.spark is not None else CONSUMED
     schedule = build_schedule(WorkloadSpec(Profile.steady, settings.rate_eps, settings.duration_s,
                                            settings.seed + 1000 * rep, poisson=True)).schedule
-    url = nginx_url(spec)
     failed: list[BaseException] = []
 
     def drive() -> None:
@@ -117,17 +119,20 @@ def _behind(telemetry, appended_0: float, output_0: float, output: str, at: floa
     return max(round(appended - done), 0) if math.isfinite(appended) and math.isfinite(done) else -1
 
 
-def run_study(spec: PipelineSpec, names: list[str], settings: RealSettings, reps: int,
-              say=print) -> dict[str, list[RealRun]]:
-    """Each named scenario `reps` times, interleaved (ABC..., then ...CBA) so drift hits all alike."""
+def scenario_configs(spec: PipelineSpec, names: list[str]) -> dict[str, ScenarioConfig]:
+    """Each named scenario as the running testbed's agents take it."""
     taken = taken_keys(spec)
-    configs = {name: scenario_config(name, taken) for name in names}
-    for config in configs.values():
-        say(config.said())
+    return {name: scenario_config(name, taken) for name in names}
+
+
+def run_study(spec: PipelineSpec, configs: Mapping[str, ScenarioConfig], settings: RealSettings, reps: int,
+              say=print, nginx: str | None = None) -> dict[str, list[RealRun]]:
+    """Each scenario `reps` times, interleaved (ABC..., then ...CBA) so drift hits all alike."""
+    names = list(configs)
     runs: dict[str, list[RealRun]] = {}
     for rep in range(reps):
         for name in names if rep % 2 == 0 else names[::-1]:
-            result = run_scenario(spec, configs[name], settings, rep)
+            result = run_scenario(spec, configs[name], settings, rep, nginx)
             runs.setdefault(name, []).append(result)
             say(f"  {name} at {settings.rate_eps:g} ev/s, rep {rep + 1}: P95 {result.p95_s:.3f} s, mean "
                 f"{result.mean_s:.3f} s, {result.throughput_eps:.0f} of {result.offered_eps:.0f} ev/s into the table, "
@@ -136,13 +141,20 @@ def run_study(spec: PipelineSpec, names: list[str], settings: RealSettings, reps
 
 
 def study(spec: PipelineSpec, names: list[str], rates: Sequence[tuple[float, str]], duration_s: float,
-          warmup_s: float, reps: int, twin: Callable[[float], Mapping], seed: int = 0, say=print) -> dict:
-    """The scenarios at each (rate, kind) — kind "paper" (its 300 ev/s) or "collapse" — on the real pipeline, each
-    compared with `twin(rate)` (a twin study's summary at that rate): the `--json` document."""
+          warmup_s: float, reps: int, twin: Callable[[float, dict[str, ScenarioConfig]], Mapping], seed: int = 0,
+          say=print, nginx: str | None = None) -> dict:
+    """The scenarios at each (rate, kind) — kind "paper" (its 300 ev/s), "chosen" or "collapse" — on the real
+    pipeline, each compared with `twin(rate, configs)` (a twin study's summary of the same configs at that rate):
+    the `--json` document."""
+    configs = scenario_configs(spec, names)
+    for config in configs.values():
+        say(config.said())
     comparisons = []
     for rate, kind in rates:
-        say(f"[{kind}] {rate:g} ev/s, {duration_s:g} s of load per run ({warmup_s:g} s warm-up), {reps} rep(s)")
-        runs = run_study(spec, names, RealSettings(rate, duration_s, warmup_s, seed=seed), reps, say)
-        comparisons.append(compare(rate, kind, runs, twin(rate)))
+        say(f"{kind}: {rate:g} ev/s, {duration_s:g} s of load per run ({warmup_s:g} s warm-up), {reps} rep(s)")
+        runs = run_study(spec, configs, RealSettings(rate, duration_s, warmup_s, seed=seed), reps, say, nginx)
+        comparisons.append(compare(rate, kind, runs, twin(rate, configs)))
     return {"pipeline": spec.name, "duration_s": duration_s, "warmup_s": warmup_s, "reps": reps,
+            "scenarios": {name: {"applied": c.applied, "skipped": c.skipped,
+                                 "moved": {k: list(v) for k, v in c.moved.items()}} for name, c in configs.items()},
             "comparisons": comparisons, "median_abs_twin_p95_error": median_abs_error(comparisons)}

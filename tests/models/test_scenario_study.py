@@ -27,6 +27,7 @@ def test_keys_no_component_takes_are_skipped_and_said():
     assert set(micro.skipped) == {"logstash.pipeline.batch.size", "logstash.pipeline.batch.delay",
                                   "logstash.output.kafka.linger_ms"}
     assert "skipped (no component takes them): logstash.pipeline.batch.size=1" in micro.said()
+    assert micro.as_applied() == scenario_config("baseline", PAPER_TESTBED).as_applied()  # no Logstash: Baseline
     zero = scenario_config("zero-wait", PAPER_TESTBED)
     assert zero.skipped == {} and zero.config["filebeat.output.bulk_max_size"] == 1
 
