@@ -1,12 +1,9 @@
 """Fixtures for the fault tests: small filesystems the test mounts itself (tmpfs with `size=`, unmounted when the
-test ends), filling one up, and an agent over a stand-in Filebeat."""
+test ends; testbed.faults fills one up), and an agent over a stand-in Filebeat."""
 
 from __future__ import annotations
 
-import errno
-import os
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -21,6 +18,7 @@ from agents.filebeat.adapter import FilebeatAdapter
 from agents.filebeat.patch import InputSelector
 from agents.service import create_app
 from cli.main import app
+from testbed.faults import CannotMount, mount_small_disk, unmount
 from tests.agents.conftest import kafka_topic  # noqa: F401  (a fixture: a Kafka topic of the test's own)
 from tests.agents.test_component import OPERATOR, StandIn
 
@@ -58,35 +56,15 @@ def small_disk() -> Iterator[Callable[[Path, str], Path]]:
     mounted: list[Path] = []
 
     def mount(path: Path, size: str) -> Path:
-        if os.geteuid() != 0:
-            pytest.skip("a full disk is a tmpfs the test mounts itself, which needs root")
-        path.mkdir(parents=True, exist_ok=True)
-        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(path)],
-                              capture_output=True, text=True)
-        if done.returncode != 0:
-            pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-        mounted.append(path)
+        try:
+            mounted.append(mount_small_disk(path, size))
+        except CannotMount as err:
+            pytest.skip(str(err))
         return path
 
     yield mount
     for path in reversed(mounted):
-        if subprocess.run(["umount", str(path)], capture_output=True).returncode != 0:
-            subprocess.run(["umount", "-l", str(path)], check=True)  # a process still inside: detach it
-
-
-def fill(directory: Path) -> Path:
-    """Fill the filesystem of `directory` to its last byte with a ballast file; delete it to give the room back."""
-    ballast = directory / ".ballast"
-    with open(ballast, "wb", buffering=0) as out:
-        for chunk in (1 << 16, 1 << 12, 1):
-            try:
-                while True:
-                    out.write(b"\0" * chunk)
-            except OSError as err:
-                if err.errno != errno.ENOSPC:
-                    raise
-    assert os.statvfs(directory).f_bavail == 0
-    return ballast
+        unmount(path)
 
 
 def filebeat_log(home: Path) -> str:

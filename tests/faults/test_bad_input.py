@@ -25,6 +25,7 @@ from agents.probe.ledger import Ledger
 from agents.probe.metrics import ProbeMetrics
 from cli.main import app
 from replay.events import msec
+from testbed.faults import BAD_CONFIG_BODIES, BAD_LINES
 from tests.agents.conftest import TOKEN, filebeat_agent_config
 from tests.agents.filebeat.test_adapter import Agent
 from tests.conftest import write_deployment
@@ -56,12 +57,7 @@ def test_the_agents_api_answers_bad_requests_with_a_4xx_naming_the_field(case) -
     case.call_and_validate(headers=AGENT_AUTH, additional_checks=[names_what_it_refuses])
 
 
-@pytest.mark.parametrize("body, field", [
-    ('{"version": 1%s, "params": {}}' % ("0" * 300), ["body", "version"]),  # no file name that long: was a 500
-    ('{"version": 9, "params": {"filebeat.backoff": 1%s}}' % ("0" * 400), ["body", "params", "filebeat.backoff"]),
-    ('{"version": 9, "params": {"filebeat.backoff": 1e400}}', ["body", "params", "filebeat.backoff"]),
-    ('{"version": 9, "params": {"filebeat.backoff": NaN}}', ["body", "params", "filebeat.backoff"]),
-])
+@pytest.mark.parametrize("body, field", BAD_CONFIG_BODIES)
 def test_numbers_no_version_or_parameter_can_hold_are_a_422_naming_the_field(body: str, field: list) -> None:
     """Found by the fuzzing above: each was a 500 (a version file name too long for the filesystem, an integer no
     float holds, a NaN the refusal could not encode)."""
@@ -260,12 +256,6 @@ def test_bad_lines_through_real_filebeat_are_counted_and_skipped_and_good_events
     finally:
         measured.close()
         agent.close()
-
-
-BAD_LINES = [b'{"request_id": "untimed", "status": 200}\n',  # JSON without the event time
-             b"\xff\xfe\xfd not UTF-8 \xc3\x28\n",
-             bytes(range(1, 10)) + bytes(range(11, 256)) + b"\n",  # binary garbage: every byte but \0 and \n
-             b"x" * (1 << 20) + b"\n"]  # 1 MiB
 
 
 def _agent_metrics(agent: Agent) -> dict[tuple[str, str], float]:

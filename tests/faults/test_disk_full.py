@@ -29,7 +29,8 @@ from agents.runtimes import ProcessRuntime
 from cli.main import app
 from tests.agents.conftest import filebeat_agent_config
 from tests.agents.filebeat.test_adapter import Agent, LineWriter
-from tests.faults.conftest import AGENT_AUTH, StandInAgent, agent_init, filebeat_log, fill
+from testbed.faults import fill
+from tests.faults.conftest import AGENT_AUTH, StandInAgent, agent_init, filebeat_log
 
 
 class Node(StandInAgent):

@@ -9,106 +9,26 @@ its files on disk, never over the link: the pool must never report a node on a v
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 import threading
 from collections.abc import Callable
-from contextlib import ExitStack
-from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Iterator
 
 import pytest
-import yaml
 
-from agents.client import AgentClient
-from agents.filebeat.adapter import FilebeatAdapter
-from agents.filebeat.patch import InputSelector
-from agents.runtimes import ProcessRuntime
-from controller.daemon import Daemon
-from controller.live import LivePipeline
 from controller.pipelines import ApplyReport, PipelineUnavailable
 from controller.realizer import OutcomeKind
-from controller.rollout import CanaryPool, LivePoolWindows, Phase
-from controller.state import Action, Decision, StateStore
-from controller.telemetry import PrometheusTelemetry
-from models.policy import Policy
+from controller.rollout import CanaryPool, Phase
+from controller.state import Action, Decision
 from models.rollout import plan_rollout
-from models.space import PIPELINE_SPACE, Config
-from testbed.netns import NodeNetwork, node_network
+from models.space import Config
+from testbed.net_pool import DEFAULTS, FASTER, TIMEOUT, NetNode, Pool, build_pool, net_nodes as net_nodes_of
+from testbed.net_pool import untruthful, until as _until
 from tests.agents.conftest import TOKEN
-from tests.agents.test_agent_restart import _stop, _wait_answering
 from tests.controller.test_daemon import Scripted
 from tests.controller.test_rollout import NODES as ROLLOUT_NODES, Node, Windows, _pool as _rollout_pool
 from tests.controller.test_rollout import _window as rollout_window
-from tests.controller.test_tuned_space import stand_in_filebeat
-from tests.faults.test_sigkill import STAND_IN_FILEBEAT, TIMEOUT, StandInPrometheus, _until
-
-DEFAULTS = PIPELINE_SPACE.defaults()
-FASTER = PIPELINE_SPACE.config({TIMEOUT: 0.1}, base=DEFAULTS)
-NAMES = ("node-1", "node-2")  # node-1 the canary, node-2 the control that takes the candidate in the next step
-WINDOW_S = 1.0
-CLIENT_TIMEOUT_S = 10.0  # a request to a cut-off agent fails after this (the daemon's default is 120 s)
-AGENT_PORT, FILEBEAT_PORT = 8765, 5066  # each namespace has ports of its own
-
-
-# test_sigkill's stand-in Filebeat, but only a process started after the hold was made is held: the running one
-# stays healthy, as the daemon checks before a change
-STAND_IN = STAND_IN_FILEBEAT.replace("held = os.path.exists(hold)",
-                                     "held = os.path.exists(hold) and os.path.getmtime(hold) <= BORN").replace(
-    "import http.server, json, os, sys\n", "import http.server, json, os, sys, time\nBORN = time.time()\n")
-
-
-@dataclass
-class NetNode:
-    """One node: its namespace and link, its agent process, the files its Filebeat reads, and its health hold (a
-    file: while it exists the stand-in Filebeat answers its health check 503 and notes that it was asked)."""
-
-    name: str
-    network: NodeNetwork
-    agent: subprocess.Popen
-    client: AgentClient
-    runtime: ProcessRuntime
-    adapter: FilebeatAdapter
-    hold: Path
-    started: Path
-
-    def timeout_s(self) -> float:
-        """The flush timeout the node's filebeat.yml holds, read from disk."""
-        return float(self.adapter.read()[TIMEOUT])
-
-    def starts(self) -> list[dict]:
-        return [json.loads(line) for line in self.started.read_text().splitlines()] if self.started.exists() else []
-
-
-def _start(name: str, network: NodeNetwork, directory: Path) -> NetNode:
-    """`pipetune agent` started inside the namespace on the node's address (plain HTTP off loopback:
-    --insecure-http), managing a stand-in Filebeat that serves its health on the namespace's own loopback."""
-    raw = stand_in_filebeat(directory).model_dump(mode="json")
-    config = Path(raw["components"][0]["config"])
-    hold, started = directory / "hold-health", directory / "started.jsonl"
-    (directory / "stand-in.py").write_text(STAND_IN)
-    argv = [sys.executable, str(directory / "stand-in.py"), str(FILEBEAT_PORT), str(config), str(hold), str(started)]
-    raw |= {"host": network.node_ip, "port": AGENT_PORT, "health_timeout_s": 120}
-    raw["components"][0] |= {"http_port": FILEBEAT_PORT, "runtime": {"kind": "process", "argv": argv,
-                                                                    "stop_timeout_s": 10}}
-    (directory / "agent.yaml").write_text(yaml.safe_dump(raw))
-    log = directory / "agent.log"
-    with open(log, "ab") as out:
-        agent = subprocess.Popen(network.argv([sys.executable, "-c", "from cli.main import app; app()", "agent",
-                                               "--config", str(directory / "agent.yaml"), "--insecure-http"]),
-                                 stdout=out, stderr=subprocess.STDOUT, cwd=Path(__file__).parents[2],
-                                 env={**os.environ, "PIPETUNE_AGENT_TOKEN": TOKEN})
-    client = AgentClient(f"http://{network.node_ip}:{AGENT_PORT}", TOKEN, timeout_s=CLIENT_TIMEOUT_S, node=name)
-    runtime = ProcessRuntime("filebeat", argv, Path(raw["state_dir"]) / "filebeat" / "run")
-    node = NetNode(name, network, agent, client, runtime,
-                   FilebeatAdapter(config, [InputSelector(id="access")], Path(raw["components"][0]["binary"])),
-                   hold, started)
-    return node
-
 
 @pytest.fixture
 def net_nodes(tmp_path: Path) -> Iterator[dict[str, NetNode]]:
@@ -116,52 +36,18 @@ def net_nodes(tmp_path: Path) -> Iterator[dict[str, NetNode]]:
     however it ends."""
     if os.geteuid() != 0:
         pytest.skip("network namespaces and TUN devices need root")
-    with ExitStack() as stack:
-        nodes: dict[str, NetNode] = {}
-        for index, name in enumerate(NAMES):
-            network = stack.enter_context(node_network(index))
-            node = nodes[name] = _start(name, network, tmp_path / name)
-            stack.callback(_stop, node.client, node.agent, node.runtime)
-            _wait_answering(node.client, node.agent, tmp_path / name / "agent.log")
+    with net_nodes_of(tmp_path, TOKEN) as nodes:
         yield nodes
 
 
-@dataclass
-class Pool:
-    """The daemon over a canary pool of the nodes, built as the deployment builds one."""
-
-    daemon: Daemon
-    pool: CanaryPool
-    store: StateStore
-    prometheus: StandInPrometheus
-
-    def close(self) -> None:
-        self.pool.close()
-        self.prometheus.close()
-
-
 def _pool(nodes: dict[str, NetNode], state: Path) -> Pool:
-    # the stand-in Prometheus asks each node's component for the values its files hold: here, the files on disk
-    prometheus = StandInPrometheus({n: SimpleNamespace(components={"filebeat": SimpleNamespace(adapter=node.adapter)})
-                                    for n, node in nodes.items()})
-    telemetry = PrometheusTelemetry(prometheus.url)
-    pipeline = LivePipeline([node.client for node in nodes.values()], telemetry, DEFAULTS)
-    pool = CanaryPool({n: LivePipeline([node.client], telemetry, DEFAULTS) for n, node in nodes.items()},
-                      LivePoolWindows(pipeline, telemetry), plan_rollout(NAMES, 1, 1), state / "rollout.json",
-                      max_windows=3, node_versions=pipeline.node_versions)
-    store = StateStore(state)
-    daemon = Daemon(pool, Scripted(FASTER), Policy(min_dwell_windows=1), window_s=WINDOW_S, store=store,
-                    realizer=pool)
-    return Pool(daemon, pool, store, prometheus)
+    return build_pool(nodes, state, Scripted(FASTER))
 
 
 def _truthful(pool: CanaryPool, nodes: dict[str, NetNode]) -> None:
     """Every node the pool places on a version runs that version's config, by its files (version 0 the defaults,
     1 the candidate). A node the pool says it cannot place (unreachable) is the only exception."""
-    rollout = pool.rollout()
-    for name, record in rollout.nodes.items():
-        if record.state != "unreachable":
-            assert nodes[name].timeout_s() == (DEFAULTS, FASTER)[record.version][TIMEOUT], (name, rollout)
+    assert not untruthful(pool, nodes, {0: DEFAULTS, 1: FASTER}), pool.rollout()
 
 
 def _steps(run: Pool, nodes: dict[str, NetNode], until: Callable[[], bool], what: str, limit: int = 12

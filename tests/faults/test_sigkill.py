@@ -15,14 +15,10 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Iterator
-from urllib.parse import parse_qs, urlparse
 
-import numpy as np
 import pytest
 import yaml
 from confluent_kafka import Consumer, TopicPartition
@@ -31,13 +27,12 @@ from agents.adapter import ConfigStore
 from agents.client import AgentClient
 from agents.component import ManagedComponent
 from agents.config import AgentConfig
-from agents.probe.metrics import LATENCY_BUCKETS_S
 from agents.runtimes import ProcessRuntime
 from controller.daemon import Daemon
 from controller.rollout import CanaryPool, Phase
 from controller.state import StateStore
-from models.canary import LatencyHistogram
 from models.policy import Policy
+from testbed.net_pool import STAND_IN_FILEBEAT, TIMEOUT, StandInPrometheus, until as _until
 from tests.agents.conftest import TOKEN, ServedAgent
 from tests.agents.test_agent_restart import _alive, _ignore, _start_agent, _stop, _wait_answering
 from tests.agents.test_component import OPERATOR
@@ -46,9 +41,6 @@ from tests.controller.test_daemon import Scripted
 from tests.controller.test_rollout import DEFAULTS, FASTER, NODES, _pool, _window
 from tests.controller.test_tuned_space import stand_in_filebeat
 from tests.faults.conftest import StandInAgent
-
-TIMEOUT = "filebeat.queue.mem.flush.timeout"  # a queue setting: Filebeat restarts to take it
-
 
 class Killed(BaseException):
     """The process's death at one point of a change: nothing after it runs, no handler of the code under test."""
@@ -324,40 +316,6 @@ def test_a_daemon_killed_while_the_canary_changes_takes_the_canary_back(tmp_path
 
 # -- real processes: `pipetune agent` killed in its component's health check --------------------------------------
 
-# Filebeat's part as the agent sees it: it records the config it started on, and serves `/stats` (its health) with
-# 200, or with 503 while the test holds its health back (a file beside it), noting that it was asked.
-STAND_IN_FILEBEAT = """\
-import http.server, json, os, sys
-port, config, hold, started = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
-with open(started, "a") as out:
-    out.write(json.dumps({"pid": os.getpid(), "config": open(config).read()}) + "\\n")
-
-
-class Stats(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        held = os.path.exists(hold)
-        if held:
-            with open(hold + ".asked", "a") as out:
-                out.write(f"{os.getpid()}\\n")
-        self.send_response(503 if held else 200)
-        self.end_headers()
-        self.wfile.write(b"{}")
-
-    def log_message(self, *args):
-        pass
-
-
-http.server.HTTPServer(("127.0.0.1", port), Stats).serve_forever()
-"""
-
-
-def _until(condition: Callable[[], bool], what: str, timeout_s: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"{what}: not within {timeout_s:g} s"
-        time.sleep(0.1)
-
-
 @pytest.mark.slow
 def test_the_agent_process_killed_in_the_health_check_comes_back_on_the_previous_version(tmp_path):
     config, hold, started = tmp_path / "etc" / "filebeat.yml", tmp_path / "hold-health", tmp_path / "started.jsonl"
@@ -417,69 +375,6 @@ def test_the_agent_process_killed_in_the_health_check_comes_back_on_the_previous
 
 
 # -- real processes: `pipetune autotune` killed between a canary's promotion steps ---------------------------------
-
-class StandInPrometheus:
-    """What the daemon asks Prometheus for a pool's window, answered for the test's nodes: the sources appended and
-    the probe consumed `EVENTS` events a node, whose end-to-end latencies follow the flush timeout the node's files
-    hold (an event waits up to it), so a canary on a shorter timeout is judged better than its controls. Anything
-    else it asks is answered with no series, as a Prometheus that has none."""
-
-    EVENTS = 2000  # a node's, in every window
-
-    def __init__(self, nodes: dict) -> None:
-        self.nodes = nodes
-        answer = self.answer
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                self.reply(parse_qs(urlparse(self.path).query))
-
-            def do_POST(self) -> None:
-                self.reply(parse_qs(self.rfile.read(int(self.headers["Content-Length"])).decode()))
-
-            def reply(self, form: dict) -> None:
-                kind = "matrix" if urlparse(self.path).path.endswith("query_range") else "vector"
-                result = answer(form["query"][0], float(form.get("time", ["0"])[0])) if kind == "vector" else []
-                body = json.dumps({"status": "success", "data": {"resultType": kind, "result": result}}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def histograms(self):
-        spread = 0.5 + np.arange(self.EVENTS) / self.EVENTS
-        return {name: LatencyHistogram.of(agent.components["filebeat"].adapter.read()[TIMEOUT] * spread,
-                                          LATENCY_BUCKETS_S) for name, agent in self.nodes.items()}
-
-    def answer(self, query: str, at: float) -> list[dict]:
-        def value(number: float, **labels: str) -> dict:
-            return {"metric": labels, "value": [at, str(number)]}
-        if query.startswith("(up and on") or "by (stage)" in query or "by (le, stage)" in query:
-            return []  # no target restarted or missed; no per-stage figures
-        histograms = self.histograms()
-        if "sum by (node, le)" in query:
-            return [value(sum(h.counts[:i + 1]), node=node, le=str(bound))
-                    for node, h in histograms.items() for i, bound in enumerate(h.upper_bounds_s)]
-        merged = LatencyHistogram.merge(histograms.values())
-        if query.startswith("histogram_quantile("):
-            return [value(merged.quantile_s(float(query.split("(")[1].split(",")[0])))]
-        if "pipetune_e2e_latency_seconds_count" in query or "increase(pipetune_source_events_total" in query \
-                or query.startswith("sum(increase(pipetune_records_total"):
-            return [value(merged.total)]
-        if "pipetune_e2e_latency_seconds_sum" in query:
-            return [value(sum(c * b for c, b in zip(merged.counts, merged.upper_bounds_s[:-1])))]
-        return []
-
-    def close(self) -> None:
-        self.server.shutdown()
-
 
 class HeldChange:
     """An agent's next change held in the middle, once its files are written (`adapter.apply`), until the test lets
