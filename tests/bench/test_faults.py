@@ -81,6 +81,7 @@ def recorded(monkeypatch) -> list[str]:
         return run
 
     monkeypatch.setattr(faults, "RUNS", {fault: replay(fault) for fault in faults.RUNS})
+    monkeypatch.setattr(faults, "ASIDE", ())  # every fault in this process, where `ran` sees it
     monkeypatch.setattr(faults, "install_all", lambda: None)
     monkeypatch.setattr(faults.ListeningWatch, "__enter__", lambda self: self)
     monkeypatch.setattr(faults.ListeningWatch, "__exit__", lambda self, *exc: None)
@@ -107,6 +108,19 @@ def test_only_the_faults_asked_for_run(recorded, tmp_path, capsys):
     assert recorded == ["clock", "bad"]  # in the issue's order, whatever the order asked
     assert [line.split("  ")[0] for line in capsys.readouterr().out.splitlines()[1:]] == [
         "clock step ±2 s (5)", "bad input (7)"]
+
+
+def test_a_fault_whose_run_fails_is_a_row_saying_so_and_the_others_still_run(recorded, tmp_path, capsys):
+    def broken(reps: int, window_s: float, rate_eps: float, directory: Path) -> tuple[FaultRow, dict]:
+        raise TimeoutError("node-2's agent made no change to kill within 90 s")
+
+    faults.RUNS["sigkill"] = broken
+    faults.main(["--faults", "sigkill,clock", "--out", str(tmp_path)])
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert [r["fault"] for r in result["figures"]] == ["SIGKILL of the agent mid-apply (4): not run (failed: "
+                                                       "TimeoutError)", "clock step ±2 s (5)"]
+    assert "node-2's agent made no change to kill" in result["details"]["sigkill"]["error"]
+    assert recorded == ["clock"]
 
 
 @pytest.mark.parametrize("argv, said", [
