@@ -12,8 +12,10 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from agents.probe.metrics import LatencyHistograms
 from bench import live
+from models.learning import TUNED_BY_TOPOLOGY
 from models.presets import preset
 from models.space import check_rules
+from models.twin import load as load_calibration
 from testbed.pipeline import load_pipeline, pipeline_file
 from testbed.spark_sink import Ledger
 
@@ -127,6 +129,7 @@ def _result(**over):
               "ledger_tuning": {"expected": 9000, "lost": 0, "duplicates": 0}, "longest_behind_streak_windows": 1,
               "behind_windows": 1, "windows": 30, "unobserved_windows": 0, "lost_events_side_by_side": 0,
               "duplicated_events_side_by_side": 0, "spark_changes": {"logged": 12, "versions": 11},
+              "spark_versions_whole_bench": 14,
               "changes_logged": 20, "changes_in_agent_audit": 20, "agent_versions": 25, "agent_rollbacks": 0,
               "agent_held": 0, "daemon_rollbacks": 1}
     return result | over
@@ -157,3 +160,23 @@ def test_a_reference_the_agent_refused_is_a_missed_check_saying_so():
     del result["summary"]["hybrid"]
     ok, text = live.run_checks(result)[0]
     assert not ok and text == "P95 against hybrid: not measured (the agent refused it)"
+
+
+def test_a_pipeline_ending_in_spark_is_tuned_with_a_twin_whose_learner_changes_the_trigger(tmp_path):
+    twin = load_calibration(live.calibration(_spec("paper", tmp_path)))
+    assert "spark.trigger.interval" in TUNED_BY_TOPOLOGY[twin.topology]
+    assert live.calibration(_spec("local", tmp_path)) == live.CALIBRATION
+
+
+def test_the_side_by_side_table_compares_with_the_reference_and_shows_duplicates():
+    from rich.console import Console
+
+    row = {"p95_rounds_s": [1.0], "p50_s": 0.5, "offered_eps": 300.0, "out_in": 1.0, "lost": 0}
+    summary = {"defaults": row | {"p95_s": 2.0, "duplicated": 0}, "hybrid": row | {"p95_s": 6.0, "duplicated": 0},
+               "pipetune": row | {"p95_s": 1.5, "duplicated": 2}}
+    console = Console(width=200, record=True)
+    console.print(live.table(summary, "hybrid", "warehouse"))
+    text = console.export_text()
+    assert "stage warehouse" in text and "hybrid / config" in text
+    [pipetune] = [line for line in text.splitlines() if "pipetune" in line]
+    assert "0 (+2 dup)" in pipetune and "×4.0" in pipetune
