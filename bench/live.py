@@ -21,14 +21,16 @@ the only load such a pipeline takes) sends them, from the tuning run's start to 
 windows. Latency and throughput are the deployment's stage, `warehouse` (event time -> the micro-batch committed
 to the table); events lost and duplicated are the table's ledger against the request_ids nginx logged, over the
 whole tuning run and each side-by-side window; the run says how many versions of the Spark job the agent made;
-the goal is P95 >= 5x lower than the paper's Hybrid's at equal throughput. The paper's Hybrid sets scan_frequency
+autotune screens with the paper's twin (`SPARK_CALIBRATION`, whose learner tunes the job's trigger); the goal is
+P95 >= 5x lower than the paper's Hybrid's at equal throughput. The paper's Hybrid sets scan_frequency
 10 ms beside the default backoffs, out of Filebeat's order: it is measured with the backoffs it left at their
 defaults lowered to its scan frequency (said on the console and in the result), where it used to be left out.
 
     python -m bench.live [--pipeline FILE] [--rate 1000] [--tune-minutes 15] [--window 30]
                          [--measure 45] [--rounds 2] [--load replay|none] [--trace FILE]
-                         (a pipeline with nginx: --load none, the default there)
                          [--out docs/evidence/live]
+
+(on a pipeline with nginx in front, --load none is the default and the only choice)
 
 Starts the testbed when it is not up (and stops it again); writes result.json (bench/result.py), live.png,
 the tuning run's tune.json, tune.png and state directory to --out.
