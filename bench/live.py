@@ -510,6 +510,8 @@ def main(argv: list[str] | None = None) -> None:
                              "of --trace (the only load, and the default, of a pipeline with nginx in front)")
     parser.add_argument("--trace", type=Path, help="--load none: the access log whose arrivals are replayed "
                                                    "(default: one generated at --rate)")
+    parser.add_argument("--calibration", help=f"the twin autotune screens with (default: {CALIBRATION}; "
+                                              f"{SPARK_CALIBRATION} when a Spark job ends the pipeline)")
     parser.add_argument("--out", type=Path, default=Path("docs/evidence/live"))
     args = parser.parse_args(argv)
     started = BenchResult.start("bench.live", argv)
@@ -523,6 +525,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--load replay: autotune's replay writes the harvested log itself, past nginx; a pipeline with "
                      "nginx in front takes its load as requests to nginx: --load none")
     args.load = args.load or ("none" if spec.nginx is not None else "replay")
+    args.calibration = args.calibration or calibration(spec)
     args.out.mkdir(parents=True, exist_ok=True)
     started_here = not lifecycle.running(spec)
     if started_here:
@@ -536,7 +539,7 @@ def main(argv: list[str] | None = None) -> None:
         shutil.rmtree(args.out / "state", ignore_errors=True)  # a kept state dir would resume the last run
         began = time.time()
         if args.load == "replay":
-            tuned = tune(args.pipeline, args, args.out, ["--load", "replay", "--profile", "burst"], calibration(spec))
+            tuned = tune(args.pipeline, args, args.out, ["--load", "replay", "--profile", "burst"], args.calibration)
             ended = time.time()
         else:
             # Ray's start and restarts' settle windows come on top of the windows: the traffic outlasts them
@@ -547,7 +550,7 @@ def main(argv: list[str] | None = None) -> None:
             replay, run_id = start_operator_traffic(spec, trace, length_s)
             try:
                 tuned = tune(write_deployment(spec, pipeline_file(args.pipeline)), args, args.out, ["--load", "none"],
-                             calibration(spec))
+                             args.calibration)
             except BaseException:
                 replay.terminate()
                 raise
@@ -591,7 +594,7 @@ def main(argv: list[str] | None = None) -> None:
         "lost_events_tuning": lost_tuning, "ledger_tuning": tuned["ledger"],
         "lost_events_side_by_side": sum(m["lost"] for m in summary.values()),
         "duplicated_events_side_by_side": sum(m["duplicated"] for m in summary.values()),
-        "latency_stage": deployment(spec).latency.stage, "calibration": calibration(spec), "hybrid_reordered": reordered,
+        "latency_stage": deployment(spec).latency.stage, "calibration": args.calibration, "hybrid_reordered": reordered,
         "reference": reference, "goal_reference_over_pipetune": goal,
         "p95_reference_over_pipetune": (summary[reference]["p95_s"] / summary["pipetune"]["p95_s"]
                                         if reference in summary else math.nan),
