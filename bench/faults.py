@@ -34,11 +34,14 @@ Faults 3, 4, 5 and 7 share one testbed shape: two nodes into one broker, node-2'
    recover includes that restart. Events lost: the replay's ledger.
 3. Disk full: node-2's Filebeat home (its config files and, under it, its registry) on a 16 MiB tmpfs, filled to its
    last byte 3 s into a judged window; two windows later the room is given back. Filebeat ships on; a change the
-   daemon makes meanwhile is refused (507) and must leave the running version as it was. Recovered in: from the room
-   given back.
+   daemon makes meanwhile is refused (507, or the node not healthy) and must leave the running version as it was.
+   Wrong: a rollback or a judged window off the truth; a window frozen because its change was refused judged a fair
+   window first (the disk does not touch latency), so what it told the learner is no wrong decision. Recovered in:
+   from the room given back.
 4. SIGKILL of the agent mid-apply: the learner alternates a flush timeout (Filebeat restarts to take it); node-2's
    agent is killed once the daemon's change has written node-2's files and before its health check passed, then
-   started again over the same state. The daemon killed between a canary's promotion steps is not injected here:
+   started again over the same state. Frozen: the window whose change the kill cut short, and any after it. The
+   agent's audit log (`interrupted`, `recovered`) is in the record. The daemon killed between a canary's promotion steps is not injected here:
    tests/faults/test_sigkill.py kills it at every node change of a rollout (in process) and kills `pipetune
    autotune` at a promotion step it holds open.
 5. Clock step: node-2's nginx and agent on a clock of their own (Debian's libfaketime); it steps by 2 s, back then
@@ -241,7 +244,7 @@ Seen = tuple[float, float, Observation]  # a window's start and end (this host's
 Judge = Callable[[int, Decision, Seen], tuple[bool, bool, float | None]]
 
 
-def _through(daemon: Daemon, windows: Windows, before: Untouched, injected_at: float, limit: int, judged: Judge,
+def _through(daemon: Daemon, windows: Windows, before: Untouched | None, injected_at: float, limit: int, judged: Judge,
              between: Callable[[int], None] = lambda window: None) -> Injection:
     """Step the daemon after a fault injected at `injected_at`, at most `limit` windows (`between` called before
     each, with its index), counting the windows held and anything they touched, until `judged` says a window judged
@@ -255,7 +258,7 @@ def _through(daemon: Daemon, windows: Windows, before: Untouched, injected_at: f
         reasons.append(decision.reason)
         if _held(decision):
             held += 1
-            wrong += before.touched()
+            wrong += before is not None and before.touched()
             continue
         done, bad, off = judged(window, decision, windows.seen[first])
         wrong += bad
@@ -447,7 +450,6 @@ def _disk_full_injection(run: NodeRun) -> Injection:
     (its config files and registry); `FULL_WINDOWS` windows later give the room back, then step until a window is
     judged. Recovered in: from the room given back to the end of that window."""
     _until_explore(run.daemon)
-    before = Untouched(run.daemon, run.learner, run.pipeline)
     home = filebeat_layout(run.spec, run.node).home_dir
     ballast: list[Path] = []
     freed_at: list[float] = []
@@ -466,7 +468,9 @@ def _disk_full_injection(run: NodeRun) -> Injection:
 
     filler.start()
     try:
-        injection = _through(run.daemon, run.windows, before, injected_at, FULL_WINDOWS + MAX_WINDOWS, judged, between)
+        # a window held here is a change refused, not a disturbed window: the window it judged was a fair one (Filebeat
+        # ships on), so what it told the learner is no wrong decision; a rollback is (judged below)
+        injection = _through(run.daemon, run.windows, None, injected_at, FULL_WINDOWS + MAX_WINDOWS, judged, between)
     finally:
         filler.join()
         for path in ballast:
@@ -512,7 +516,7 @@ def _sigkill_injection(run: NodeRun, window_s: float) -> tuple[Injection, list[d
     killer = threading.Thread(target=lambda: killed.append(
         kill_when_pending(pid, config, config.read_text(), pending, 3 * window_s + 60)))
     killer.start()
-    run.daemon.step()  # judges the change, and makes the next: killed while making it
+    killed_in = run.daemon.step()  # judges the change, and makes the next: killed while making it
     killer.join()
     if killed[0] is None:
         raise RuntimeError(f"node-2's agent made no change to kill within {3 * window_s + 60:g} s")
@@ -526,7 +530,8 @@ def _sigkill_injection(run: NodeRun, window_s: float) -> tuple[Injection, list[d
     injection = _through(run.daemon, run.windows, before, killed[0], MAX_WINDOWS, _truth_judge(run))
     audit = [e for e in agent_client(run.spec, run.node).audit("filebeat") if e["event"] in ("interrupted",
                                                                                               "recovered")]
-    return replace(injection, off_version=nodes_off_version(run.spec, run.pipeline)), audit[-2:]
+    return replace(injection, held=injection.held + _held(killed_in), reasons=(killed_in.reason, *injection.reasons),
+                   off_version=nodes_off_version(run.spec, run.pipeline)), audit[-2:]
 
 
 def run_sigkill(injections: int, window_s: float, rate_eps: float, directory: Path) -> tuple[FaultRow, dict]:

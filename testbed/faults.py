@@ -79,20 +79,21 @@ def pending_file(state_dir: Path, component: str = "filebeat") -> Path:
     return state_dir / component / "pending"
 
 
-def kill_when_pending(pid: int, config: Path, written: str, pending: Path, timeout_s: float, poll_s: float = 0.005
+def kill_when_pending(pid: int, config: Path, before: str, pending: Path, timeout_s: float, poll_s: float = 0.005
                       ) -> float | None:
-    """SIGKILL `pid` as soon as its change is under way and its files written (`pending` exists and `config` holds
-    `written`), before the change ends; the time it was killed, or None if the change did not come (or ended
-    unseen) within `timeout_s`."""
+    """SIGKILL `pid` as soon as its change is under way and its files written (`pending` exists and `config` no
+    longer holds `before`), before the change ends; the time it was killed, or None if the change did not come (or
+    ended unseen) within `timeout_s`."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if pending.exists():
             try:
-                if written in config.read_text():
-                    os.kill(pid, signal.SIGKILL)
-                    return time.time()
+                written = config.read_text() != before
             except OSError:  # the file being replaced this instant
-                pass
+                written = False
+            if written:
+                os.kill(pid, signal.SIGKILL)
+                return time.time()
         time.sleep(poll_s)
     return None
 
