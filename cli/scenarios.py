@@ -15,7 +15,7 @@ from rich.table import Table
 
 from models.paper_scenarios import (BURST_FACTOR, BURST_SCENARIOS, PAPER, PAPER_BURST, SCENARIOS, burst_window_s,
                                     run_study)
-from models.scenario_study import REAL_SCENARIOS, twin_beside_real
+from models.scenario_study import REAL_SCENARIOS, twin_beside_real, verdicts
 from models.scenario_study import collapse_rate as find_collapse
 from models.twin import available, load
 from replay.profiles import Profile, WorkloadSpec, build_schedule
@@ -48,10 +48,15 @@ def scenarios_command(
                                                   "ev/s (default: the lowest at which the twin's Zero-Wait falls "
                                                   "behind; 0: none)"),
     warmup: float = typer.Option(REAL_WARMUP_S, help="with --pipeline, seconds of each run's load before its window"),
+    report: Optional[Path] = typer.Option(None, "--report", help="print a saved `--pipeline --json` document's tables "
+                                          "again (no runs)"),
 ) -> None:
     """Run Baseline, Zero-Wait, Micro-Batching, I/O Control, Hybrid, the OVAT variants and the burst
     check on the twin and print a Table-9-style comparison with the paper's figures; with --pipeline,
     the scenarios on the running testbed too, beside the twin's and the paper's."""
+    if report is not None:
+        report_command(report)
+        return
     names = [n.strip() for n in only.split(",") if n.strip()] or [s.name for s in SCENARIOS] + ["burst"]
     try:
         cal = load(calibration)
@@ -149,14 +154,33 @@ def real_command(pipeline: Path, cal, rate: float, duration: float, reps: int, w
         raise typer.Exit(2) from None
     doc["calibration"] = cal.name
     doc["twin_reps"] = TWIN_REPS_BESIDE_REAL
-    for comparison in doc["comparisons"]:
-        console.print(real_table(comparison, doc))
-        console.print(real_verdict(comparison))
-    console.print(f"median |twin P95 - real P95| / real P95 over every run: {doc['median_abs_twin_p95_error']:.0%}. "
-                  "Real figures are one window per run on a shared 2-core machine: noisy.")
+    print_real(doc, console)
     if json_path:
         json_path.write_text(json.dumps(_finite(doc), indent=2) + "\n")
         console.print(f"figures written to {json_path}")
+
+
+def print_real(doc: dict, console: Console) -> None:
+    """A real study's tables and verdicts (`--pipeline`'s, or a saved `--json` document's with `--report`)."""
+    for comparison in doc["comparisons"]:
+        console.print(real_table(comparison, doc))
+        console.print(real_verdict(comparison))
+    error = doc["median_abs_twin_p95_error"]
+    console.print(f"median |twin P95 - real P95| / real P95 over every run: "
+                  f"{'-' if error is None else f'{error:.0%}'}. Real figures are one window per run on a shared 2-core "
+                  "machine: noisy.")
+
+
+def report_command(path: Path) -> None:
+    """`--report`: print a saved `--pipeline --json` document's tables again, its verdicts worked out anew."""
+    try:
+        doc = json.loads(path.read_text())
+        for comparison in doc["comparisons"]:
+            comparison.update(verdicts(comparison["scenarios"], comparison["kind"]))
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise typer.BadParameter(f"{path}: not a saved `scenarios --pipeline --json` document ({err!r})",
+                                 param_hint="--report") from None
+    print_real(doc, Console(width=max(Console().width, 150)))
 
 
 def real_table(comparison: dict, doc: dict) -> Table:
@@ -164,7 +188,7 @@ def real_table(comparison: dict, doc: dict) -> Table:
     labels = {s.name: s.label for s in SCENARIOS}
     table = Table(title=f"\\[{comparison['kind']}] {comparison['rate_eps']:g} ev/s on {doc['pipeline']} (real: "
                         f"{doc['duration_s']:g} s load, window after {doc['warmup_s']:g} s, {doc['reps']} rep(s); "
-                        f"twin {doc['calibration']}, {doc['twin_reps']} reps; latency to the table)")
+                        f"twin {doc['calibration']}, {doc['twin_reps']} reps; latency {doc.get('latency', 'to the table')})")
     for column in ("scenario", "", "mean s", "P95 s", "out ev/s", "offered ev/s", "out/in", "keeps up",
                    "twin P95 err"):
         table.add_column(column, justify="left" if column in ("scenario", "") else "right")
@@ -179,8 +203,8 @@ def real_table(comparison: dict, doc: dict) -> Table:
             else:
                 cells = [f"{f['mean_s']:.2f}", f"{f['p95_s']:.2f}", f"{f['throughput_eps']:.0f}",
                          f"{f['offered_eps']:.0f}", f"{f['out_in']:.0%}", "yes" if f["keeps_up"] else "[red]NO[/]",
-                         f"{row['twin_p95_error']:+.0%}" if side == "twin" and math.isfinite(row["twin_p95_error"])
-                         else ""]
+                         f"{row['twin_p95_error']:+.0%}" if side == "twin" and row["twin_p95_error"] is not None
+                         and math.isfinite(row["twin_p95_error"]) else ""]
             style = "[dim]{}[/]" if side == "paper" else "{}"
             table.add_row(labels[name] if side == "real" else "", style.format(side), *(style.format(c) for c in cells),
                           end_section=side == ("paper" if row["paper"] else "twin"))
@@ -188,12 +212,11 @@ def real_table(comparison: dict, doc: dict) -> Table:
 
 
 def real_verdict(comparison: dict) -> str:
-    """Same winner, same collapse?"""
+    """Same winner (one the sides share among their ties), same collapse?"""
     won = comparison["winner"]
-    text = f"winner (lowest P95 among those keeping up): real {won['real']}, twin {won['twin']}"
-    if "paper" in won:
-        text += f", paper {won['paper']}"
-    same = won["real"] == won["twin"]
+    text = " ".join(f"{side} {' = '.join(won[side]) or 'none'}," for side in won)
+    text = f"winner (lowest P95 among those keeping up): {text[:-1]}"
+    same = bool(set(won["real"]) & set(won["twin"]))
     behind = comparison["behind"]
     text += (f" ({'same' if same else 'DIFFERENT'}); fell behind: real {', '.join(behind['real']) or 'none'}, twin "
              f"{', '.join(behind['twin']) or 'none'} ({'same' if behind['real'] == behind['twin'] else 'DIFFERENT'})")

@@ -23,6 +23,7 @@ from models.twin import Calibration, Twin
 # The five scenarios of Table 4; the OVATs are one change from Hybrid each and left to the twin.
 REAL_SCENARIOS: tuple[str, ...] = ("baseline", "zero-wait", "micro-batching", "io-control", "hybrid")
 KEEPS_UP = 0.95  # output / offered at or above which a run keeps up (autotune's default guardrail)
+TIED_WITHIN = 0.03  # relative P95 within which two scenarios tie for the lowest
 COLLAPSE_RATES_EPS: tuple[float, ...] = (300.0, 350.0, 400.0, 500.0, 600.0, 800.0, 1000.0)
 
 
@@ -104,10 +105,14 @@ def twin_keeps_up(row: Mapping[str, float]) -> bool:
     return row["sustained_throughput_eps"] >= KEEPS_UP * row["offered_eps"]
 
 
-def winner(rows: Mapping[str, Mapping[str, float]], keeps_up: Mapping[str, bool]) -> str | None:
-    """The scenario with the lowest P95 among those that keep up; None when none does."""
+def winners(rows: Mapping[str, Mapping[str, float]], keeps_up: Mapping[str, bool]) -> list[str]:
+    """The scenarios with the lowest P95 among those that keep up, ties (within TIED_WITHIN of the lowest: on the twin,
+    two scenarios the pipeline runs alike give one figure) included; empty when none keeps up."""
     kept = [name for name in rows if keeps_up[name] and math.isfinite(rows[name]["p95_s"])]
-    return min(kept, key=lambda name: rows[name]["p95_s"]) if kept else None
+    if not kept:
+        return []
+    best = min(rows[name]["p95_s"] for name in kept)
+    return [name for name in kept if rows[name]["p95_s"] <= best * (1 + TIED_WITHIN)]
 
 
 def paper_winner() -> str:
@@ -173,13 +178,18 @@ def compare(rate_eps: float, kind: str, real: Mapping[str, Sequence[RealRun]], t
         twin = twin_figures(twin_summary["scenarios"][name])
         rows[name] = {"real": mine, "twin": twin, "paper": PAPER.get(name, {}) if kind == "paper" else {},
                       "twin_p95_error": relative_error(twin["p95_s"], mine["p95_s"])}
-    out = {"rate_eps": rate_eps, "kind": kind, "scenarios": rows, "winner": {}, "behind": {}}
+    return {"rate_eps": rate_eps, "kind": kind, "scenarios": rows, **verdicts(rows, kind)}
+
+
+def verdicts(rows: Mapping[str, Mapping], kind: str) -> dict:
+    """Each side's winners (`winners`) and the scenarios it saw fall behind; the paper's winner at its own rate."""
+    out: dict = {"winner": {}, "behind": {}}
     for side in ("real", "twin"):
         figures = {name: row[side] for name, row in rows.items()}
-        out["winner"][side] = winner(figures, {name: bool(f["keeps_up"]) for name, f in figures.items()})
+        out["winner"][side] = winners(figures, {name: bool(f["keeps_up"]) for name, f in figures.items()})
         out["behind"][side] = sorted(name for name, f in figures.items() if not f["keeps_up"])
     if kind == "paper" and set(REAL_SCENARIOS) <= set(rows):
-        out["winner"]["paper"] = paper_winner()
+        out["winner"]["paper"] = [paper_winner()]
     return out
 
 

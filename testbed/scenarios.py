@@ -154,7 +154,8 @@ def study(spec: PipelineSpec, names: list[str], rates: Sequence[tuple[float, str
         say(f"{kind}: {rate:g} ev/s, {duration_s:g} s of load per run ({warmup_s:g} s warm-up), {reps} rep(s)")
         runs = run_study(spec, configs, RealSettings(rate, duration_s, warmup_s, seed=seed), reps, say, nginx)
         comparisons.append(compare(rate, kind, runs, twin(rate, configs)))
-    return {"pipeline": spec.name, "duration_s": duration_s, "warmup_s": warmup_s, "reps": reps,
+    return {"pipeline": spec.name, "latency": "to the table" if spec.spark is not None else "to Kafka (the probe's)",
+            "duration_s": duration_s, "warmup_s": warmup_s, "reps": reps,
             "scenarios": {name: {"applied": c.applied, "skipped": c.skipped,
                                  "moved": {k: list(v) for k, v in c.moved.items()}} for name, c in configs.items()},
             "comparisons": comparisons, "median_abs_twin_p95_error": median_abs_error(comparisons)}

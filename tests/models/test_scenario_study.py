@@ -9,7 +9,7 @@ import pytest
 
 from models.paper_scenarios import PAPER
 from models.scenario_study import (KEEPS_UP, REAL_SCENARIOS, RealRun, collapse_rate, compare, median_abs_error,
-                                   scenario_config, summarise_real, winner)
+                                   scenario_config, summarise_real, winners)
 from models.space import check_rules
 from models.twin import load
 from replay.profiles import WorkloadSpec, build_schedule
@@ -51,10 +51,11 @@ def _run(p95: float, out: float, offered: float = 300.0) -> RealRun:
                    window_s=30.0)
 
 
-def test_the_winner_is_the_lowest_p95_among_the_runs_that_keep_up():
-    rows = {"a": {"p95_s": 1.0}, "b": {"p95_s": 2.0}, "c": {"p95_s": 3.0}}
-    assert winner(rows, {"a": False, "b": True, "c": True}) == "b"
-    assert winner(rows, {"a": False, "b": False, "c": False}) is None
+def test_the_winner_is_the_lowest_p95_among_the_runs_that_keep_up_ties_included():
+    rows = {"a": {"p95_s": 1.0}, "b": {"p95_s": 2.0}, "c": {"p95_s": 3.0}, "d": {"p95_s": 2.05}}
+    assert winners(rows, {"a": False, "b": True, "c": True, "d": False}) == ["b"]
+    assert winners(rows, {"a": False, "b": True, "c": True, "d": True}) == ["b", "d"]  # within 3 %: a tie
+    assert winners(rows, {"a": False, "b": False, "c": False, "d": False}) == []
 
 
 def test_real_repetitions_are_summarised_by_their_median():
@@ -72,7 +73,7 @@ def test_a_comparison_says_each_sides_winner_and_who_fell_behind():
     twin = {"scenarios": {"baseline": _twin_row(3.0, 300), "zero-wait": _twin_row(2.5, 300),
                           "hybrid": _twin_row(2.8, 300)}}
     doc = compare(300.0, "paper", real, twin)
-    assert doc["winner"] == {"real": "hybrid", "twin": "zero-wait"}  # not all five: no paper winner
+    assert doc["winner"] == {"real": ["hybrid"], "twin": ["zero-wait"]}  # not all five: no paper winner
     assert doc["behind"] == {"real": ["zero-wait"], "twin": []}
     assert doc["scenarios"]["hybrid"]["twin_p95_error"] == pytest.approx(0.4)
     assert doc["scenarios"]["hybrid"]["paper"] == PAPER["hybrid"]
