@@ -29,7 +29,7 @@ from bench.result import RESULT_FILE, BenchResult
 from bench.tuners import oracle, run_one
 from controller.fresh_windows import FreshMeasurement, measure_fresh
 from controller.ray_learner import start_ray
-from models.budget import CpuBudget, CpuLimits, CpuReference, budgeted, within_limits
+from models.budget import BudgetLimits, CostReference, CpuBudget, budgeted, within_limits
 from models.learning import TunedCube, tuned_names
 from models.policy import Policy
 from models.presets import PRESETS, preset
@@ -60,11 +60,11 @@ def budget_rows(cal_name: str, cal: Calibration, seeds: int, windows: int, windo
                 oracle_samples: int) -> list[dict]:
     rate = RATES_EPS.get(cal_name, 300.0)
     presets = {name: measure_fresh(preset(name), cal, rate, window_s) for name in PRESETS}
-    reference = CpuReference(rate, budgeted(presets["defaults"].cpu_cores))
+    reference = CostReference(rate, budgeted(presets["defaults"].cpu_cores))
     rows = []
     for label, budget in BUDGETS.items():
         policy = Policy(cpu_budget=budget)
-        limits = CpuLimits(budget, reference).at(rate)
+        limits = BudgetLimits(budget, None, reference).at(rate)
         console.print(f"{cal_name} at {rate:.0f} ev/s, budget {label}: {len(STRATEGIES) * seeds} runs and the oracle")
         pending = [run_one.remote(s, cal, "steady", rate, windows, window_s, seed, "misjudged", policy)
                    for s in STRATEGIES for seed in range(seeds)]

@@ -33,7 +33,7 @@ from controller.pipelines import TwinPipeline
 from controller.ray_learner import start_ray
 from controller.state import Decision
 from controller.tuning_run import LearnerSetup, tuning_learner, twin_pipeline
-from models.budget import CpuLimits, CpuReference, budgeted, within_limits
+from models.budget import BudgetLimits, CostReference, budgeted, within_limits
 from models.learning import Context, Suggestion, TunedCube, tuned_names
 from models.observation import Observation
 from models.policy import Policy
@@ -121,8 +121,8 @@ def oracle(cube: TunedCube, calibration: Calibration, rate_eps: float, window_s:
         return ray.get([_fresh.remote(cube.decode(u, preset("defaults")), cal, rate_eps, window_s) for u in us])
 
     results = evaluate(points)
-    defaults = CpuReference(rate_eps, budgeted(results[0].cpu_cores))  # the config pipetune starts from
-    limits = CpuLimits(cube.policy.cpu_budget, defaults).at(rate_eps)
+    defaults = CostReference(rate_eps, budgeted(results[0].cpu_cores))  # the config pipetune starts from
+    limits = BudgetLimits(cube.policy.cpu_budget, cube.policy.request_budget, defaults).at(rate_eps)
 
     def feasible(m: FreshMeasurement) -> bool:
         return m.throughput_ratio >= cube.policy.min_throughput_ratio and within_limits(m.cpu_cores, limits)

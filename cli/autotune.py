@@ -31,11 +31,11 @@ from controller.live import LivePipeline
 from controller.pipelines import PipelineUnavailable
 from controller.pools import PoolRunner, pool_runs, relearn
 from controller.realizer import Driven
-from controller.state import (DEFAULT_POOL, CpuBudgetReport, Decision, StateStore, load_pool_dirs, plan_pool_dirs,
+from controller.state import (DEFAULT_POOL, BudgetReport, Decision, StateStore, load_pool_dirs, plan_pool_dirs,
                               save_pool_dirs)
 from controller.tuned_space import NothingToTune, TunedSpace
 from controller.tuning_run import LearnerSetup, tuning_learner, twin_pipeline
-from models.budget import CpuBudget
+from models.budget import CpuBudget, RequestBudget
 from models.learning import Learner
 from models.listening import ListenFlags
 from models.policy import Policy
@@ -112,29 +112,41 @@ def _live_pipeline(pipeline: str, load: str | None) -> tuple[PipelineSpec | None
     return (testbed if drives_replay else None), live, described
 
 
-def _budget_line(budget: CpuBudgetReport | None) -> str:
-    """The CPU budget at the last window: each part's limit and use (`--cpu-budget none` lifts it)."""
+def _budget_line(budget: BudgetReport | None) -> str:
+    """The budgets at the last window: each cost's limit and use (`--cpu-budget none` lifts the CPU's)."""
     if budget is None:
-        return "CPU budget: none (--cpu-budget none)"
-    if not budget.limits_cores:
-        return "CPU budget: not set yet (no window of the starting config kept up)"
-    parts = ", ".join(f"{part} {budget.used_cores.get(part, math.nan):.3f} of {limit:.3f}"
-                      for part, limit in budget.limits_cores.items())
-    return f"CPU budget on the last window, cores used of allowed: {parts} (--cpu-budget none lifts it)"
+        return "budget: none (--cpu-budget none)"
+    if not budget.limits:
+        return "budget: not set yet (no window of the starting config kept up)"
+    parts = ", ".join(f"{name} {budget.used.get(name, math.nan):.3f} of {limit:.3f} {budget.units.get(name, '')}"
+                      for name, limit in budget.limits.items())
+    return f"budget on the last window, used of allowed: {parts} (--cpu-budget none lifts the CPU's)"
+
+
+def _flag_number(flag: str, lowest: float, strictly: bool, option: str, what: str) -> float:
+    """A budget flag's number, at least `lowest` (above it when `strictly`); else BadParameter naming `option`."""
+    try:
+        number = float(flag)
+    except ValueError:
+        number = math.nan
+    if not (number > lowest if strictly else number >= lowest) or math.isinf(number):
+        raise typer.BadParameter(f"must be default, none or {what}, got {flag!r}", param_hint=option)
+    return number
 
 
 def _cpu_budget(flag: str) -> CpuBudget | None:
     """`--cpu-budget`: the protective default, none, or the default with CORES of extra cores."""
     if flag in ("default", "none"):
         return CpuBudget() if flag == "default" else None
-    try:
-        extra_cores = float(flag)
-    except ValueError:
-        extra_cores = -1.0
-    if not 0 <= extra_cores < float("inf"):
-        raise typer.BadParameter(f"must be default, none or a number of cores >= 0, got {flag!r}",
-                                 param_hint="--cpu-budget")
-    return CpuBudget(extra_cores=extra_cores)
+    return CpuBudget(extra_cores=_flag_number(flag, 0.0, False, "--cpu-budget", "a number of cores >= 0"))
+
+
+def _request_budget(flag: str) -> RequestBudget | None:
+    """`--request-budget`: none, the default relative budget, or a cap of N Produce requests per second."""
+    if flag in ("default", "none"):
+        return RequestBudget() if flag == "default" else None
+    return RequestBudget(per_s=_flag_number(flag, 0.0, True, "--request-budget",
+                                            "a number of requests per second > 0"))
 
 
 def autotune_command(
@@ -149,6 +161,7 @@ def autotune_command(
     slo_p95: Optional[float] = typer.Option(None, help="P95 ceiling in seconds: a window above it rolls back."),
     min_throughput_ratio: float = typer.Option(0.95, help="Output must keep up with this share of the offered load."),
     cpu_budget: str = typer.Option("default", help="CPU each component (filebeat, logstash) may use: 'default' (the CPU per event of the config it started on, +25 %, +0.05 cores), CORES (that +25 %, +CORES instead of 0.05) or 'none' (no budget)."),
+    request_budget: str = typer.Option("none", help="Produce requests per second the node may send Kafka: 'none' (no budget), 'default' (twice the requests per event of the config it started on, +10/s) or N (that, capped at N/s)."),
     mode: str = typer.Option("auto", help="auto (apply), advise (recommend only), frozen (hold)."),
     strategy: str = typer.Option("pipetune", help=f"Tuning strategy: one of {', '.join(STRATEGIES)}."),
     state_dir: Optional[Path] = typer.Option(None, help="State directory; an existing one is resumed (default: a new one under ~/.cache/pipetune/runs)."),
@@ -181,7 +194,7 @@ def autotune_command(
     for ok, flag, message in checks:
         if not ok:
             raise typer.BadParameter(message, param_hint=flag)
-    budget = _cpu_budget(cpu_budget)
+    budget, requests_budget = _cpu_budget(cpu_budget), _request_budget(request_budget)
     scheme, api_ssl = tls_options(api_host, api_tls_cert, api_tls_key, api_insecure_http, "pipetune autotune API",
                                   ListenFlags("--api-tls-cert", "--api-tls-key", "--api-insecure-http")) \
         if api_port is not None else ("http", {})
@@ -196,7 +209,8 @@ def autotune_command(
         cal = load_calibration(calibration or ("local-filebeat-kafka" if live else "paper-2vcpu"))
     except (KeyError, FileNotFoundError, ValueError) as exc:
         raise typer.BadParameter(str(exc).splitlines()[0], param_hint="--calibration") from None
-    policy = Policy(mode=mode, min_throughput_ratio=min_throughput_ratio, p95_ceiling_s=slo_p95, cpu_budget=budget)
+    policy = Policy(mode=mode, min_throughput_ratio=min_throughput_ratio, p95_ceiling_s=slo_p95, cpu_budget=budget,
+                    request_budget=requests_budget)
     token = require_token(token_file) if api_port is not None else ""
     directory = state_dir or Path.home() / ".cache" / "pipetune" / "runs" / time.strftime("%Y%m%d-%H%M%S")
     if described is not None and len(described.pool_specs()) > 1:
@@ -290,7 +304,7 @@ def autotune_command(
     if space.held:
         err.print("held, not tuned: " + "; ".join(f"{k} {final[k]:.4g} ({why})" if isinstance(final[k], float) else
                                                   f"{k} {final[k]} ({why})" for k, why in space.held.items()))
-    err.print(_budget_line(daemon.status(decisions[-1] if decisions else None).cpu_budget))
+    err.print(_budget_line(daemon.status(decisions[-1] if decisions else None).budget))
     err.print(f"rollbacks {daemon.rollbacks}, seconds in guardrail violation {daemon.violation_s:g} "
               f"of {daemon.t_s:g} {'wall-clock' if live else 'simulated'}")
     if ledger:

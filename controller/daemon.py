@@ -42,10 +42,10 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from controller.clocks import offset_reports, offset_warnings
 from controller.pipelines import Measured, PipelineUnavailable
 from controller.realizer import Direct, Outcome, OutcomeKind, Realizer
-from controller.state import (COST_GAUGES, CPU_GAUGE, Action, Cost, CpuBudgetReport, Decision, GuardrailReport,
+from controller.state import (COST_GAUGES, CPU_GAUGE, Action, Cost, BudgetReport, Decision, GuardrailReport,
                               Incumbent, LearnerReport, Override, StateStore, Status)
 from controller.tuned_space import TunedSpace
-from models.budget import CpuLimits, CpuReference
+from models.budget import COST_UNITS, REQUESTS, BudgetLimits, CostReference
 from models.clock_offset import ClockOffset
 from models.event_time import below_resolution
 from models.learning import Context, Learner
@@ -174,7 +174,7 @@ class Daemon:
         self._restart_times: deque[float] = deque()  # within the last RESTART_BUDGET_S only
         self._restart_pauses_s: dict[str, float] = {}  # component -> what its latest restart paused the pipeline for
         # what the config before tuning used, which the CPU budget follows (`models.budget`); kept across restarts
-        self.cpu_reference: CpuReference | None = store.load_cpu_reference() if store else None
+        self.cost_reference: CostReference | None = store.load_cost_reference() if store else None
         self._started_on: Config | None = None  # the config of the first window judged
         self._vetoed: set[str] = store.vetoed_overrides() if store else set()  # rolled back: not re-applied
         self._failing = ("", 0)  # the unexpected error the last windows ended in, and how many in a row
@@ -279,8 +279,8 @@ class Daemon:
         learner is told what this one was), and the incumbent takes its figure, before anything is decided."""
         config, observation = collected.config, collected.observation
         verdict = judge(observation, self.policy, config, self.previous, self.settled_events,
-                        self._cpu_limits.at(observation.offered_eps))
-        self._take_cpu_reference(config, observation, verdict)
+                        self._limits.at(observation.offered_eps))
+        self._take_cost_reference(config, observation, verdict)
         self.previous = observation
         if verdict.ok and verdict.drain is Drain.NONE:
             self.settled_events = observation.backlog_total
@@ -307,19 +307,19 @@ class Daemon:
         return verdict
 
     @property
-    def _cpu_limits(self) -> CpuLimits:
-        return CpuLimits(self.policy.cpu_budget, self.cpu_reference)
+    def _limits(self) -> BudgetLimits:
+        return BudgetLimits(self.policy.cpu_budget, self.policy.request_budget, self.cost_reference)
 
-    def _take_cpu_reference(self, config: Config, observation: Observation, verdict: Verdict) -> None:
-        """The CPU budget's reference: the first window of the config the run started on that kept up with its own
+    def _take_cost_reference(self, config: Config, observation: Observation, verdict: Verdict) -> None:
+        """The budgets' reference: the first window of the config the run started on that kept up with its own
         load (a window behind, or shipping a queue from before, measured something else)."""
         self._started_on = self._started_on or config
-        if self.cpu_reference is not None or config != self._started_on or verdict.behind or \
+        if self.cost_reference is not None or config != self._started_on or verdict.behind or \
                 verdict.drain is not Drain.NONE or observation.events_in == 0:
             return
-        self.cpu_reference = CpuReference.of(observation)
-        if self.cpu_reference is not None and self.store:
-            self.store.save_cpu_reference(self.cpu_reference)
+        self.cost_reference = CostReference.of(observation)
+        if self.cost_reference is not None and self.store:
+            self.store.save_cost_reference(self.cost_reference)
 
     def _on_trial(self, collected: Collected) -> Decision:
         """Hold while a change is on trial (a canary whose effect is still unclear): its window is part of the
@@ -396,7 +396,7 @@ class Daemon:
         """The config to run next, and why; writes nothing (what it vetoes, `_record` writes down)."""
         inc, config = self.incumbent, collected.config
         offered_eps = collected.observation.offered_eps
-        context = Context(offered_eps, inc.config if inc else None, dict(self._restart_pauses_s), self._cpu_limits)
+        context = Context(offered_eps, inc.config if inc else None, dict(self._restart_pauses_s), self._limits)
         override = self._active_override()
         person_hold = Action.PAUSED if self.paused else Action.FROZEN if self.policy.mode == "frozen" else None
         if not verdict.ok:
@@ -563,19 +563,22 @@ class Daemon:
                                       violation_s=self.violation_s),
             overrides=[o.report(o.id in self._vetoed) for o in (self.store.overrides() if self.store else [])],
             clock_offsets=offset_reports(self.clock_offsets), nodes=nodes.versions, rollout=nodes.rollout,
-            tuned_space=self.space.report() if self.space else None, cpu_budget=self._budget_report(last),
+            tuned_space=self.space.report() if self.space else None, budget=self._budget_report(last),
             learner=LearnerReport(observations=self.told, last_reason=last.reason if last else ""))
 
-    def _budget_report(self, last: Decision | None) -> CpuBudgetReport | None:
-        if self.policy.cpu_budget is None:
+    def _budget_report(self, last: Decision | None) -> BudgetReport | None:
+        if self.policy.cpu_budget is None and self.policy.request_budget is None:
             return None
-        offered_eps = last.observed["offered_eps"] if last is not None else math.nan
-        used = (last.observed.get("cpu_cores") or {}) if last is not None else {}
-        ref = self.cpu_reference
-        limits = self._cpu_limits.at(offered_eps) if math.isfinite(offered_eps) else {}
-        return CpuBudgetReport(limits_cores=limits, used_cores={p: c for p, c in used.items() if p in limits},
-                               reference_eps=ref.offered_eps if ref else None,
-                               reference_cores=dict(ref.cores) if ref else {})
+        observed = last.observed if last is not None else {}
+        offered_eps = observed.get("offered_eps", math.nan)
+        used = dict(observed.get("cpu_cores") or {})
+        if observed.get("produce_requests_per_s") is not None:
+            used[REQUESTS] = observed["produce_requests_per_s"]
+        limits = self._limits.at(offered_eps) if math.isfinite(offered_eps) else {}
+        ref = self.cost_reference
+        return BudgetReport(limits=limits, used={name: u for name, u in used.items() if name in limits},
+                            units={name: COST_UNITS[name] for name in limits},
+                            reference_eps=ref.offered_eps if ref else None, reference=dict(ref.costs) if ref else {})
 
     def revert(self, config: Config) -> Decision:
         """Put `config` (the one the run started from) back through the realizer, and record it."""

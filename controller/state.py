@@ -35,7 +35,7 @@ from typing import Iterator
 
 from pydantic import BaseModel, Field
 
-from models.budget import CpuReference
+from models.budget import CostReference
 from models.learning import HISTORY_BEST, HISTORY_RECENT, Context, kept_history, load_moved
 from models.observation import Observation
 from models.policy import Mode, Policy
@@ -216,15 +216,16 @@ class ClockOffsetReport(BaseModel):
     warning: str | None = Field(None, description="set above 50 ms: latencies from this node are corrected by it")
 
 
-class CpuBudgetReport(BaseModel):
-    """The CPU budget as the last window met it (`models.budget`): the limits at its load, what it used, and the
-    reference they follow."""
+class BudgetReport(BaseModel):
+    """The budgets as the last window met them (`models.budget`): each limited cost's limit at its load, what it
+    used, and the reference they follow; each cost in its unit (`units`: cores, req/s)."""
 
-    limits_cores: dict[str, float] = Field(description="budgeted part -> its CPU limit at the window's load, cores")
-    used_cores: dict[str, float] = Field(description="budgeted part -> the CPU it used in the window, cores")
+    limits: dict[str, float] = Field(description="cost -> its limit at the window's load, in its unit")
+    used: dict[str, float] = Field(description="cost -> what the window used, in its unit")
+    units: dict[str, str] = Field(default_factory=dict, description="cost -> its unit")
     reference_eps: float | None = Field(None, description="the load of the window the reference was measured in")
-    reference_cores: dict[str, float] = Field(default_factory=dict, description=(
-        "budgeted part -> the CPU the config before tuning used there, cores (empty: not measured yet)"))
+    reference: dict[str, float] = Field(default_factory=dict, description=(
+        "cost -> what the config before tuning used there, in its unit (empty: not measured yet)"))
 
 
 class TunedSpaceReport(BaseModel):
@@ -261,8 +262,8 @@ class Status(BaseModel):
     rollout: RolloutReport | None = Field(default=None, description="a pool of several nodes: its canary rollout")
     tuned_space: TunedSpaceReport | None = Field(default=None, description="what is tuned, by which agent, and what "
                                                                            "is held and why")
-    cpu_budget: CpuBudgetReport | None = Field(default=None, description="the CPU budget at the last window (null: "
-                                                                         "lifted)")
+    budget: BudgetReport | None = Field(default=None, description="the budgets at the last window (null: none "
+                                                                   "set)")
 
 
 @dataclass
@@ -385,15 +386,16 @@ class StateStore:
         return Incumbent(PIPELINE_SPACE.config(report.config), report.p95_s, report.offered_eps, report.cost,
                          tuple(report.other_loads))
 
-    def save_cpu_reference(self, reference: CpuReference) -> None:
-        self._write("budget.json", {"offered_eps": reference.offered_eps, "cores": dict(reference.cores)})
+    def save_cost_reference(self, reference: CostReference) -> None:
+        self._write("budget.json", {"offered_eps": reference.offered_eps, "costs": dict(reference.costs)})
 
-    def load_cpu_reference(self) -> CpuReference | None:
+    def load_cost_reference(self) -> CostReference | None:
         path = self.dir / "budget.json"
         if not path.exists():
             return None
         doc = json.loads(path.read_text())
-        return CpuReference(float(doc["offered_eps"]), {k: float(v) for k, v in doc["cores"].items()})
+        costs = doc.get("costs", doc.get("cores", {}))  # "cores": a state dir from before the request budget
+        return CostReference(float(doc["offered_eps"]), {k: float(v) for k, v in costs.items()})
 
     def append_observation(self, config: Config, offered_eps: float, observation: Observation,
                            verdict: Verdict) -> None:

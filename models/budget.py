@@ -1,12 +1,19 @@
-"""What each managed component may spend in CPU: the policy's budget, read against what the starting config used.
+"""What a config may cost the operator: each component's CPU on the node, and the Produce requests it sends Kafka.
 
 An operator lets a tuner onto a production node only if it cannot take the application's CPU to shave latency.
 The protective default (`CpuBudget()`): each component on the node may use the CPU per event the config it ran
-before tuning used (`CpuReference`, its first window that kept up), `over_start` more, plus `extra_cores` of a
+before tuning used (`CostReference`, its first window that kept up), `over_start` more, plus `extra_cores` of a
 core for costs no load explains (a scan of the log directory, an idle poll). The per-event figure follows the
 load, so a busier hour is not a breach; the extra cores do not, so a quiet one is not either. `cores` caps a
-component outright. `CpuLimits` says the limits at a load; a window over its limit breaks the verdict's BUDGET
-rule (`models.verdict`).
+component outright.
+
+A shared Kafka cluster pays for every request a node's shipper sends: a config that flushes every event sends a
+Produce request per one or two events where the defaults sent one per twenty. `RequestBudget` limits them the
+same way (the start's requests per event, `over_start` more, plus `extra_per_s`; `per_s` caps them); it is off
+unless the policy sets it, since what a cluster can take is the operator's to say.
+
+`BudgetLimits` says each limit at a load, by cost name (`COST_UNITS`); a window over a limit breaks the verdict's
+BUDGET rule (`models.verdict`).
 """
 
 from __future__ import annotations
@@ -21,6 +28,8 @@ from models.observation import Observation
 # The parts whose CPU a budget limits: the shipper's components on the operator's node (`Observation.cpu_cores`'
 # names). Brokers and sinks run elsewhere and are shared; what a node's config costs them is its request rate.
 BUDGETED_PARTS = ("filebeat", "logstash")
+REQUESTS = "kafka_requests"  # the cost name of the node's Produce requests into Kafka
+COST_UNITS = {"filebeat": "cores", "logstash": "cores", REQUESTS: "req/s"}
 
 
 class CpuBudget(BaseModel):
@@ -42,18 +51,30 @@ class CpuBudget(BaseModel):
         return cores
 
 
+class RequestBudget(BaseModel):
+    """The Produce requests per second the node may send Kafka: the starting config's requests per event,
+    `over_start` more, plus `extra_per_s`; `per_s` caps them outright."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    over_start: float = Field(1.0, ge=0.0, description="share of the starting config's requests per event allowed "
+                                                      "on top")
+    extra_per_s: float = Field(10.0, ge=0.0, description="requests per second allowed on top whatever the load")
+    per_s: PositiveFloat | None = Field(None, description="the cap, requests per second (null: none)")
+
+
 @dataclass(frozen=True)
-class CpuReference:
-    """What the config before tuning used: each budgeted part's CPU (cores) in a window at `offered_eps`."""
+class CostReference:
+    """What the config before tuning cost in a window at `offered_eps`: each budgeted cost by name (`COST_UNITS`)."""
 
     offered_eps: float
-    cores: Mapping[str, float]
+    costs: Mapping[str, float]
 
     @classmethod
-    def of(cls, observation: Observation) -> CpuReference | None:
-        """The reference a window gives (None: it measured no budgeted part's CPU, or had no load)."""
-        cores = budgeted(observation.cpu_cores)
-        return cls(observation.offered_eps, cores) if cores and observation.offered_eps > 0 else None
+    def of(cls, observation: Observation) -> CostReference | None:
+        """The reference a window gives (None: it measured no budgeted cost, or had no load)."""
+        costs = budgeted_costs(observation)
+        return cls(observation.offered_eps, costs) if costs and observation.offered_eps > 0 else None
 
 
 def budgeted(cpu_cores: Mapping[str, float]) -> dict[str, float]:
@@ -61,29 +82,47 @@ def budgeted(cpu_cores: Mapping[str, float]) -> dict[str, float]:
     return {part: cores for part, cores in cpu_cores.items() if part in BUDGETED_PARTS}
 
 
-def within_limits(cpu_cores: Mapping[str, float], limits_cores: Mapping[str, float]) -> bool:
-    """Whether every limited part used no more than its limit (a part not measured used nothing)."""
-    return all(cpu_cores.get(part, 0.0) <= limit for part, limit in limits_cores.items())
+def budgeted_costs(observation: Observation) -> dict[str, float]:
+    """What a window measured of each cost a budget may limit: the budgeted parts' CPU, the Produce requests."""
+    costs = budgeted(observation.cpu_cores)
+    if observation.produce_requests_per_s is not None:
+        costs[REQUESTS] = observation.produce_requests_per_s
+    return costs
+
+
+def within_limits(costs: Mapping[str, float], limits: Mapping[str, float]) -> bool:
+    """Whether every limited cost was at most its limit (a cost not measured was nothing)."""
+    return all(costs.get(name, 0.0) <= limit for name, limit in limits.items())
 
 
 @dataclass(frozen=True)
-class CpuLimits:
-    """The policy's CPU budget as the load sets it: the verdict judges a window at its own load, and a learner
+class BudgetLimits:
+    """The policy's budgets as the load sets them: the verdict judges a window at its own load, and a learner
     checks a config at the loads the pipeline has shown as well (a config within budget at one load may not be at
     another: a poll costs the same at any load, a smaller batch more per event)."""
 
-    budget: CpuBudget | None = None
-    reference: CpuReference | None = None
+    cpu: CpuBudget | None = None
+    requests: RequestBudget | None = None
+    reference: CostReference | None = None
 
     def at(self, offered_eps: float) -> dict[str, float]:
-        """Each budgeted part's CPU limit (cores) at `offered_eps`: the reference's CPU per event × the load ×
-        (1 + `over_start`) + `extra_cores`, and never above the part's cap in `cores`. Empty: no budget."""
-        if self.budget is None:
-            return {}
-        limits = dict(self.budget.cores)
-        if self.reference is not None:
-            for part, cores in self.reference.cores.items():
-                per_event = cores / self.reference.offered_eps
-                limit = per_event * offered_eps * (1.0 + self.budget.over_start) + self.budget.extra_cores
-                limits[part] = min(limit, limits.get(part, limit))
+        """Each limited cost's limit at `offered_eps`, by name: the reference's cost per event × the load ×
+        (1 + `over_start`) + the allowance on top, and never above its cap. Empty: no budget."""
+        limits: dict[str, float] = {}
+        if self.cpu is not None:
+            limits |= self._relative(BUDGETED_PARTS, self.cpu.over_start, self.cpu.extra_cores, offered_eps)
+            for part, cap in self.cpu.cores.items():
+                limits[part] = min(cap, limits.get(part, cap))
+        if self.requests is not None:
+            limits |= self._relative((REQUESTS,), self.requests.over_start, self.requests.extra_per_s, offered_eps)
+            cap = self.requests.per_s
+            if cap is not None:
+                limits[REQUESTS] = min(cap, limits.get(REQUESTS, cap))
         return limits
+
+    def _relative(self, names: tuple[str, ...], over_start: float, extra: float,
+                  offered_eps: float) -> dict[str, float]:
+        if self.reference is None:
+            return {}
+        return {name: cost / self.reference.offered_eps * offered_eps * (1.0 + over_start) + extra
+                for name, cost in self.reference.costs.items() if name in names}

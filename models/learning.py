@@ -18,7 +18,7 @@ from typing import Mapping, Protocol
 
 import numpy as np
 
-from models.budget import CpuLimits
+from models.budget import BudgetLimits
 from models.components import TOPOLOGIES
 from models.observation import Observation
 from models.policy import Policy
@@ -54,15 +54,15 @@ class Context:
 
     `incumbent`: the best config the daemon knows to be safe (None before one is known); a strategy that
     searches around the best known config centres on it. `restart_pauses_s` price a change that restarts a
-    component (`models.bayes.rules.restart_price_s`); `cpu_limits` is the policy's CPU budget as the load sets it
-    (`models.budget`), which a strategy that models cost proposes within.
+    component (`models.bayes.rules.restart_price_s`); `limits` are the policy's budgets (CPU, requests) as the load sets
+    them (`models.budget`), which a strategy that models cost proposes within.
     """
 
     offered_eps: float
     incumbent: Config | None = None
     # component -> how long its latest restart paused the pipeline, as measured (none yet: not there)
     restart_pauses_s: Mapping[str, float] = field(default_factory=dict, hash=False)
-    cpu_limits: CpuLimits = field(default_factory=CpuLimits, hash=False)
+    limits: BudgetLimits = field(default_factory=BudgetLimits, hash=False)
 
 
 @dataclass(frozen=True)

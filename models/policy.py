@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from models.budget import CpuBudget
+from models.budget import CpuBudget, RequestBudget
 from models.space import IN_ORDER, PIPELINE_SPACE, Config, ParamError, RuleError, SearchSpace, Value
 
 Mode = Literal["auto", "advise", "frozen"]
@@ -29,6 +29,8 @@ class Policy(BaseModel):
     max_restarts_per_hour: int | None = Field(None, ge=0, description="component restarts allowed per hour")
     cpu_budget: CpuBudget | None = Field(default_factory=CpuBudget, description="CPU each component may use; "
                                          "null lifts the budget")
+    request_budget: RequestBudget | None = Field(None, description="Produce requests per second the node may send "
+                                                 "Kafka; null (the default): no budget")
     change_horizon_s: float = Field(3600.0, gt=0.0, description="a change that restarts a component must repay, "
                                     "within this time, the delay its pause puts on the events arriving in it")
 

@@ -1,8 +1,8 @@
 """The verdict on one window: the one definition of feasibility every strategy and the daemon use.
 
 A window is feasible when its output kept up with its input, its backlog did not grow beyond what the
-policy tolerates, its P95 stayed under the policy's ceiling, and each budgeted component's CPU within its
-budget (`models.budget`: the daemon gives the limits at the window's load). Both throughput rules allow for what
+policy tolerates, its P95 stayed under the policy's ceiling, and each budgeted cost (a component's CPU, the Produce
+requests) within its budget (`models.budget`: the daemon gives the limits at the window's load). Both throughput rules allow for what
 the window's config holds in its buffers (`buffered_events`): a pipeline that keeps up still holds a
 flush batch and the output's batches in flight when a window ends. The allowance comes from the config,
 not from the window's latency, which grows exactly when a config falls behind. The daemon judges each
@@ -20,6 +20,7 @@ import numpy as np
 
 from pydantic import BaseModel, ConfigDict
 
+from models.budget import COST_UNITS, budgeted_costs
 from models.components import COMPONENTS
 from models.observation import Observation
 from models.policy import Policy
@@ -178,11 +179,11 @@ def output_margin(observation: Observation, policy: Policy, config: Config) -> f
 
 
 def judge(observation: Observation, policy: Policy, config: Config | None, previous: Observation | None = None,
-          settled_events: float | None = None, cpu_limits_cores: Mapping[str, float] | None = None) -> Verdict:
+          settled_events: float | None = None, budget_limits: Mapping[str, float] | None = None) -> Verdict:
     """The verdict on `observation`, made by `config` (None: unknown, so nothing is excused as buffered), under
     `policy`; `previous` (the window before) enables the backlog rule; `settled_events` is the backlog after the
-    last window that shipped only its own load (`drain`); `cpu_limits_cores` the policy's CPU budget at the
-    window's load (`models.budget.CpuLimits`), part -> cores."""
+    last window that shipped only its own load (`drain`); `budget_limits` the policy's budgets at the window's
+    load by cost name (`models.budget.BudgetLimits`: each part's CPU in cores, the Produce requests per second)."""
     found: list[Breach] = []
     min_ratio = policy.min_throughput_ratio
     duration_s = observation.duration_s
@@ -203,11 +204,12 @@ def judge(observation: Observation, policy: Policy, config: Config | None, previ
     if ceiling is not None and observation.p95_s > ceiling:
         found.append(Breach(kind=BreachKind.CEILING, figure=observation.p95_s, limit=ceiling, unit="s",
                             message=f"P95 {observation.p95_s:.3f}s > ceiling {ceiling:g}s"))
-    for part, limit in (cpu_limits_cores or {}).items():
-        used = observation.cpu_cores.get(part)
+    costs = budgeted_costs(observation)
+    for name, limit in (budget_limits or {}).items():
+        used, unit = costs.get(name), COST_UNITS[name]
         if used is not None and used > limit:
-            found.append(Breach(kind=BreachKind.BUDGET, figure=used, limit=limit, unit="cores",
-                                message=f"{part} used {used:.3f} cores > its budget {limit:.3f}"))
+            found.append(Breach(kind=BreachKind.BUDGET, figure=used, limit=limit, unit=unit,
+                                message=f"{name} used {used:.3f} {unit} > its budget {limit:.3f}"))
     kept_up = not any(b.kind.throughput for b in found)
     shipped = drain(observation, policy, config, settled_events) if config is not None and kept_up else Drain.NONE
     return Verdict(breaches=tuple(found), drain=shipped)

@@ -1,4 +1,5 @@
-"""What a config costs in CPU, modelled part by part, so the learner proposes only what the budget allows.
+"""What a config costs (a part's CPU, the Produce requests), modelled cost by cost, so the learner proposes
+only what the budgets allow.
 
 Each budgeted part the budget limits (`models.budget`) gets a GP over the tuned parameters and the load of its
 log share of its budget: log(CPU / the limit at the window's load). The budget follows the load as the starting
@@ -28,13 +29,12 @@ import numpy as np
 from models.bayes.history import History
 from models.bayes.settings import LearnerSettings
 from models.bayes.surrogate import Surrogate, cost_model
-from models.budget import CpuLimits
+from models.budget import BudgetLimits
 
 
-def log_shares(cpu_cores: Mapping[str, float], limits_cores: Mapping[str, float]) -> dict[str, float]:
-    """Each limited part's log share of its budget, log(CPU / limit), where its CPU was measured."""
-    return {part: math.log(cpu_cores[part] / limit) for part, limit in limits_cores.items()
-            if cpu_cores.get(part, 0.0) > 0}
+def log_shares(costs: Mapping[str, float], limits: Mapping[str, float]) -> dict[str, float]:
+    """Each limited cost's log share of its budget, log(cost / limit), where it was measured."""
+    return {name: math.log(costs[name] / limit) for name, limit in limits.items() if costs.get(name, 0.0) > 0}
 
 
 class CostModels:
@@ -47,21 +47,21 @@ class CostModels:
         self.gps: dict[str, Surrogate] = {}
         self.misses: dict[str, deque[float]] = {}  # part -> its model's scores of the latest windows, before told
 
-    def told(self, inputs: np.ndarray, cpu_cores: Mapping[str, float], limits_cores: Mapping[str, float]) -> None:
+    def told(self, inputs: np.ndarray, costs: Mapping[str, float], limits: Mapping[str, float]) -> None:
         """Score each model's prediction of a window it has not been fitted on (model input `inputs`, one row):
         (the log share it used − the mean) / the predictive std, measurement noise included."""
-        for part, share in log_shares(cpu_cores, limits_cores).items():
+        for part, share in log_shares(costs, limits).items():
             if part in self.gps:
                 mean, std = self.gps[part].predict(inputs[None, :])
                 score = (share - mean[0]) / math.sqrt(std[0]**2 + self.gps[part].noise_var)
                 self.misses.setdefault(part, deque(maxlen=self.settings.cost_miss_windows)).append(score)
 
-    def fit(self, history: History, x: np.ndarray, limits: CpuLimits, optimize: bool) -> None:
-        """Fit each limited part's model on the windows that measured its CPU (model inputs `x`); a part the budget
+    def fit(self, history: History, x: np.ndarray, limits: BudgetLimits, optimize: bool) -> None:
+        """Fit each limited part's model on the windows that measured its cost (model inputs `x`); a part the budget
         no longer limits is forgotten."""
         shares: dict[str, dict[int, float]] = {}
-        for i, (cores, context) in enumerate(zip(history.cpu_cores, history.contexts)):
-            for part, share in log_shares(cores, limits.at(context.offered_eps)).items():
+        for i, (costs, context) in enumerate(zip(history.costs, history.contexts)):
+            for part, share in log_shares(costs, limits.at(context.offered_eps)).items():
                 shares.setdefault(part, {})[i] = share
         self.gps = {part: self.gps.get(part) or cost_model(self.dims, self.settings, self.seed) for part in shares}
         for part, by_row in shares.items():
@@ -85,12 +85,11 @@ class CostModels:
                 ok &= mean + self.beta(part) * std <= 0.0
         return ok
 
-    def over_by_noise(self, inputs: np.ndarray, cpu_cores: Mapping[str, float],
-                      limits_cores: Mapping[str, float]) -> bool:
+    def over_by_noise(self, inputs: np.ndarray, costs: Mapping[str, float], limits: Mapping[str, float]) -> bool:
         """Whether a window (model input `inputs`, one row; what each part used and its limit) went over budget by
         no more than its noise: every modelled part within `beta` × its model's noise of its limit, and expected
         within it there (the model's mean, told that window)."""
-        for part, share in log_shares(cpu_cores, limits_cores).items():
+        for part, share in log_shares(costs, limits).items():
             gp = self.gps.get(part)
             if gp is not None and (share > self.settings.beta * math.sqrt(gp.noise_var) or
                                    gp.predict(inputs[None, :])[0][0] > 0):

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from models.budget import budgeted
+from models.budget import budgeted_costs
 from models.learning import Context, kept_history
 from models.observation import Observation
 from models.space import Config
@@ -33,7 +33,7 @@ class History:
     stage_log_p95: list[dict[str, float]] = field(default_factory=list)
     margin: list[float] = field(default_factory=list)  # `output_margin`, or below the floor where a rule broke
     cpu_share: list[float] = field(default_factory=list)  # `Observation.busiest_cpu_share` (nan: unknown)
-    cpu_cores: list[dict[str, float]] = field(default_factory=list)  # each budgeted part's CPU, cores
+    costs: list[dict[str, float]] = field(default_factory=list)  # each cost a budget may limit (`budgeted_costs`)
     p95_s: list[float] = field(default_factory=list)
     p95_log_var: list[float] = field(default_factory=list)  # the window's own variance of log P95 (0: not told)
     feasible: list[bool] = field(default_factory=list)
@@ -49,7 +49,7 @@ class History:
         self.margin.append(margin)
         share = observation.busiest_cpu_share
         self.cpu_share.append(math.nan if share is None else share)
-        self.cpu_cores.append(budgeted(observation.cpu_cores))
+        self.costs.append(budgeted_costs(observation))
         self.p95_s.append(observation.p95_s)
         self.p95_log_var.append(log_var(observation))
         self.feasible.append(feasible)
@@ -59,7 +59,7 @@ class History:
         """Forget all but what `kept_history` keeps, so fits and memory stay bounded however long the run."""
         kept = kept_history(self.p95_s, self.feasible, recent, best)
         if len(kept) < len(self.p95_s):
-            for name in ("configs", "contexts", "x", "stage_log_p95", "margin", "cpu_share", "cpu_cores", "p95_s",
+            for name in ("configs", "contexts", "x", "stage_log_p95", "margin", "cpu_share", "costs", "p95_s",
                          "p95_log_var", "feasible", "twin_ratio"):
                 values = getattr(self, name)
                 setattr(self, name, [values[i] for i in kept])

@@ -49,7 +49,7 @@ from models.bayes.settings import LearnerSettings
 from models.bayes.stages import StageModels
 from models.bayes.surrogate import margin_model
 from models.bayes.trust_region import candidates
-from models.budget import CpuLimits
+from models.budget import BudgetLimits, budgeted_costs
 from models.headroom import spare_margins
 from models.learning import Context, Suggestion, TunedCube, load_moved
 from models.observation import Observation
@@ -130,8 +130,8 @@ class SafeBayesLearner:
         self._told = 0
         self._screened: dict[Config, float] = {}  # the twin ratios of the last screen's configs
         self._behind: tuple[Config, float] | None = None  # the config and load of the last window, if it fell behind
-        self._over_budget: tuple[Config, float] | None = None  # ... if it went over the CPU budget
-        self._cpu_limits = CpuLimits()  # the CPU budget as the load sets it, as the daemon last said
+        self._over_budget: tuple[Config, float] | None = None  # ... if it went over budget
+        self._limits = BudgetLimits()  # the budgets as the load sets them, as the daemon last said
 
     @property
     def policy(self) -> Policy:
@@ -179,7 +179,7 @@ class SafeBayesLearner:
         self._over_budget = (config, context.offered_eps) if verdict.over_budget else None
         stage_log_p95 = self.stages.told(observation, self._resolution_s)
         x = self._features(config, context)
-        self.costs.told(x, observation.cpu_cores, self._cpu_limits.at(context.offered_eps))
+        self.costs.told(x, budgeted_costs(observation), self._limits.at(context.offered_eps))
         self.history.add(config, context, x, stage_log_p95,
                          self._told_margin(config, observation, verdict), observation, verdict.ok,
                          self._screened.get(config, math.nan))
@@ -227,15 +227,15 @@ class SafeBayesLearner:
         optimize = self._told <= every or self._told % every == 0
         self.stages.fit(h, x, self.start, self._resolution_s, optimize)
         self._margin_gp.fit(x, spare_margins(h.cpu_share, h.margin, self.margin_floor), optimize)
-        self.costs.fit(h, x, self._cpu_limits, optimize)
+        self.costs.fit(h, x, self._limits, optimize)
 
     # --- suggesting ------------------------------------------------------------------------------------------
 
     def suggest(self, context: Context) -> Suggestion:
-        if context.cpu_limits != self._cpu_limits:  # the budget's reference was taken, or the policy changed it
-            self._cpu_limits = context.cpu_limits
+        if context.limits != self._limits:  # the budget's reference was taken, or the policy changed it
+            self._limits = context.limits
             if self.history.configs:
-                self.costs.fit(self.history, np.array(self.history.x), self._cpu_limits, optimize=True)
+                self.costs.fit(self.history, np.array(self.history.x), self._limits, optimize=True)
         if not self.history.configs:
             self._current = self.start
             return Suggestion(self.start, "measure the running config first")
@@ -305,16 +305,16 @@ class SafeBayesLearner:
         """The incumbent itself went over the CPU budget at this load (a config that spends more per event as the
         load grows): the fastest candidate of the trust region expected within it and safe, whatever it gives up
         in P95; with none, the fastest config measured that is (a trust region narrowed around the incumbent may
-        hold none), else the config the run started on, whose CPU the budget follows. Where the CPU model, told
+        hold none), else the config the run started on, whose CPU the budget follows. Where the cost model, told
         this window, still expects the incumbent within budget here and the window went over by no more than its
         noise (`costs.over_by_noise`), hold it, as one window behind is not overload: one window a hair over sent
         an incumbent held for 75 windows at 4.9 ms back to a 230 ms config, and the search took 9 changes to come
         back (fb-kafka steady)."""
-        why = f"over budget: the incumbent went over its CPU budget at {context.offered_eps:.0f} ev/s"
-        if self.costs.over_by_noise(self._features(incumbent, context), self.history.cpu_cores[-1],
-                                    context.cpu_limits.at(context.offered_eps)):
+        why = f"over budget: the incumbent went over its budget at {context.offered_eps:.0f} ev/s"
+        if self.costs.over_by_noise(self._features(incumbent, context), self.history.costs[-1],
+                                    context.limits.at(context.offered_eps)):
             return self._keep(incumbent, self.history.p95_s[-1], f"{why}, by no more than a window's noise, and its "
-                                                                 "CPU model expects it within: one window over is noise",
+                                                                 "cost model expects it within: one window over is noise",
                               self._noise_s)
         look = self._look(incumbent, context)
         # not the incumbent itself: the model may still expect it within budget from its windows before this one

@@ -45,10 +45,10 @@ class LearnerSettings:
     matern_nu: float = 2.5  # Matérn 5/2 with one length scale per input: TuRBO's and the usual BO kernel
     length_scale_init: float = 0.3  # every model's starting length scale, unit cube (first cut)
     margin_length_bounds: tuple[float, float] = (0.05, 2.0)  # capped: flat runs vouch for no far config (first cut)
-    cost_prior_std: float = 0.3  # a CPU model's prior spread, log share of the budget: ±35 % (first cut)
+    cost_prior_std: float = 0.3  # a cost model's prior spread, log share of the budget: ±35 % (first cut)
     cost_clip_log: float = 1.0  # a part's share is told at most e× its median: one outlier set the whole model (zoo)
-    cost_miss_windows: int = 20  # the windows a CPU model's worst miss widens its bound for (10 min at 30 s)
-    cost_noise_var: float = 1e-2  # a CPU model's log noise variance, to start with: 10 % (first cut)
+    cost_miss_windows: int = 20  # the windows a cost model's worst miss widens its bound for (10 min at 30 s)
+    cost_noise_var: float = 1e-2  # a cost model's log noise variance, to start with: 10 % (first cut)
     margin_noise_min: float = 0.003  # a window's output ratio is never known closer: events in flight [a0dce0c]
     margin_noise_divisors: tuple[float, float] = (10.0, 3.0)  # noise std starts at prior/10, under prior/3 (first cut)
     latency_signal_var: float = 1.0  # a stage model's prior variance of log P95, to start with (first cut)

@@ -16,7 +16,7 @@ from fastapi.responses import HTMLResponse
 
 from api.app import create_app
 from api.server import serve_in_thread
-from controller.state import (Action, CpuBudgetReport, Decision, NodeRolloutReport, RolloutReport, StateStore, Status,
+from controller.state import (Action, BudgetReport, Decision, NodeRolloutReport, RolloutReport, StateStore, Status,
                               TunedSpaceReport, plan_pool_dirs, save_pool_dirs)
 from testbed.install import PrerequisiteError
 from tests.api.browser import install_chromium, run_chromium
@@ -216,9 +216,9 @@ def test_status_page_shows_what_is_tuned_by_which_agent_what_is_held_and_the_cpu
                              held={"kafka.consumer.fetch.max.wait.ms": "no agent of pool core manages it"},
                              managed=["filebeat.backoff"])
     config = {"filebeat.backoff": 0.05, "kafka.consumer.fetch.max.wait.ms": 250}
-    budget = CpuBudgetReport(limits_cores={"filebeat": 0.1}, used_cores={"filebeat": 0.09})
+    budget = BudgetReport(limits={"filebeat": 0.1}, used={"filebeat": 0.09}, units={"filebeat": "cores"})
     stores["core"].save_status(Status(pipeline="core", mode="auto", paused=False, tuned_space=space,
-                                      current_config=config, cpu_budget=budget))
+                                      current_config=config, budget=budget))
     dom = run_chromium(chromium, url + "#pool=core", tmp_path / "profile-space", "--dump-dom")
     assert 'data-loaded="1"' in dom, "the page's script did not render the API's data"
     rows = re.findall(r'<tr class="(tuned|held)" data-param="([^"]+)"><td>[^<]*</td><td>([^<]*)</td>'

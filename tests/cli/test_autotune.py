@@ -147,3 +147,20 @@ def test_sigterm_finishes_the_window_exits_0_and_a_restart_numbers_on_and_revert
     in_force = again[-2]["config"] | {k: b for k, (_, b) in again[-2]["change"].items()}
     assert revert["config"] == in_force
     assert in_force | {k: b for k, (_, b) in revert["change"].items()} == restarted_on  # the config it started from
+
+
+@pytest.mark.parametrize("flag", ["lots", "0", "-5"])
+def test_a_request_budget_that_is_not_none_default_or_a_positive_rate_is_refused_naming_the_option(flag):
+    result = _run("--request-budget", flag, "--windows", "1")
+    assert result.returncode == 2 and "--request-budget" in result.stderr and "requests per second" in result.stderr
+
+
+def test_the_end_summary_says_each_budgeted_cost_in_its_unit():
+    from cli.autotune import _budget_line, _request_budget
+    from controller.state import BudgetReport
+    from models.budget import REQUESTS, RequestBudget
+    assert _request_budget("none") is None and _request_budget("default") == RequestBudget()
+    assert _request_budget("120") == RequestBudget(per_s=120.0)
+    line = _budget_line(BudgetReport(limits={"filebeat": 0.103, REQUESTS: 120.0}, used={"filebeat": 0.045,
+                                     REQUESTS: 44.0}, units={"filebeat": "cores", REQUESTS: "req/s"}))
+    assert "filebeat 0.045 of 0.103 cores" in line and "kafka_requests 44.000 of 120.000 req/s" in line

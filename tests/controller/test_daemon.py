@@ -13,7 +13,7 @@ from controller.pipelines import ApplyReport, PipelineUnavailable, TwinPipeline
 from controller.state import Incumbent, LoadFigure, StateStore
 from models.clock_offset import ClockOffset
 from models.disturbance import BrokerWindow, Disturbance, disturbance
-from models.budget import CpuBudget
+from models.budget import REQUESTS, CpuBudget, RequestBudget
 from models.learning import Suggestion, TunedCube, tuned_names
 from models.observation import Observation
 from models.policy import Policy
@@ -210,12 +210,14 @@ def test_the_cpu_budget_follows_the_start_and_an_incumbent_over_it_asks_the_lear
     decision = daemon.step()
     assert decision.action == "explore" and pipeline.current() == cheaper
     assert any(m.startswith("logstash used") and "budget 0.100" in m for m in decision.guardrail)
-    reference = StateStore(tmp_path).load_cpu_reference()  # the first window of the start, kept for a restart
-    assert reference.offered_eps == pytest.approx(RATE, rel=0.1) and set(reference.cores) == {"filebeat", "logstash"}
-    budget = daemon.status(decision).cpu_budget
-    assert budget.limits_cores["logstash"] == 0.1 and budget.used_cores["logstash"] > 0.1
-    assert budget.limits_cores["filebeat"] == pytest.approx(  # the default's rule for a part without a cap
-        reference.cores["filebeat"] / reference.offered_eps * decision.observed["offered_eps"] * 1.25 + 0.05)
+    reference = StateStore(tmp_path).load_cost_reference()  # the first window of the start, kept for a restart
+    assert reference.offered_eps == pytest.approx(RATE, rel=0.1)
+    assert {"filebeat", "logstash"} <= set(reference.costs) <= {"filebeat", "logstash", REQUESTS}
+    budget = daemon.status(decision).budget
+    assert budget.limits["logstash"] == 0.1 and budget.used["logstash"] > 0.1 and budget.units["logstash"] == "cores"
+    assert REQUESTS not in budget.limits  # no request budget unless the policy sets one
+    assert budget.limits["filebeat"] == pytest.approx(  # the default's rule for a part without a cap
+        reference.costs["filebeat"] / reference.offered_eps * decision.observed["offered_eps"] * 1.25 + 0.05)
 
 
 def test_an_incumbent_over_the_cpu_budget_gives_way_to_a_slower_config_within_it(tmp_path):

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from models.bayes import LearnerSettings, SafeBayesLearner
-from models.budget import CpuBudget, CpuLimits, CpuReference
+from models.budget import BudgetLimits, CostReference, CpuBudget, RequestBudget
 from models.learning import Context, Suggestion, TunedCube, kept_history
 from models.observation import Observation
 from models.policy import Policy
@@ -689,32 +689,57 @@ class Costly(Synthetic):
         return replace(super().__call__(config), cpu_cores={"filebeat": cores})
 
 
+def _run_budgeted(learner, problem, limits: BudgetLimits, steps: int):
+    """`_run` under budgets at the context's load: how many windows went over budget, and the incumbent."""
+    over, incumbent, best_p95_s = 0, None, math.inf
+    for _ in range(steps):
+        config = learner.suggest(Context(CTX.offered_eps, incumbent, limits=limits)).config
+        observation = problem(config)
+        verdict = judge(observation, Policy(), config, budget_limits=limits.at(CTX.offered_eps))
+        over += verdict.over_budget
+        learner.tell(config, CTX, observation, verdict)
+        if verdict.ok and observation.p95_s < best_p95_s:
+            incumbent, best_p95_s = config, observation.p95_s
+    return over, incumbent
+
+
 def test_the_learner_proposes_only_configs_it_expects_within_the_cpu_budget_and_leaves_one_that_went_over():
-    limits = CpuLimits(CpuBudget(cores={"filebeat": 0.2}))
+    limits = BudgetLimits(CpuBudget(cores={"filebeat": 0.2}))
     for seed in SEEDS[:3]:
         problem, learner = _far_start(seed, UNPRICED)
         problem = Costly(problem.cube, seed)
-        over, incumbent, best_p95_s = 0, None, math.inf
-        for _ in range(25):
-            config = learner.suggest(Context(CTX.offered_eps, incumbent, cpu_limits=limits)).config
-            observation = problem(config)
-            verdict = judge(observation, Policy(), config, cpu_limits_cores=limits.at(CTX.offered_eps))
-            over += verdict.over_budget
-            learner.tell(config, CTX, observation, verdict)
-            if verdict.ok and observation.p95_s < best_p95_s:
-                incumbent, best_p95_s = config, observation.p95_s
+        over, incumbent = _run_budgeted(learner, problem, limits, 25)
         assert over <= 2, seed  # where the cost model has not yet seen how fast the cost grows
         assert 0.6 <= problem.cube.encode(incumbent)[2] <= 0.8, seed  # near the budget's edge (0.65), not past it
         # one window over its budget by less than a window's noise (1 %: this CPU has none) is kept
         blip = replace(problem(incumbent), cpu_cores={"filebeat": 0.202})
-        learner.tell(incumbent, CTX, blip, judge(blip, Policy(), incumbent, cpu_limits_cores=limits.at(CTX.offered_eps)))
-        kept = learner.suggest(Context(CTX.offered_eps, incumbent, cpu_limits=limits))
+        learner.tell(incumbent, CTX, blip, judge(blip, Policy(), incumbent, budget_limits=limits.at(CTX.offered_eps)))
+        kept = learner.suggest(Context(CTX.offered_eps, incumbent, limits=limits))
         assert kept.config == incumbent and "one window over is noise" in kept.reason, kept.reason
         # told that the incumbent itself went over (a load where it spends more), it leaves it for a cheaper one
         spent = replace(problem(incumbent), cpu_cores={"filebeat": 0.3})
-        learner.tell(incumbent, CTX, spent, judge(spent, Policy(), incumbent, cpu_limits_cores=limits.at(CTX.offered_eps)))
-        moved = learner.suggest(Context(CTX.offered_eps, incumbent, cpu_limits=limits))
+        learner.tell(incumbent, CTX, spent, judge(spent, Policy(), incumbent, budget_limits=limits.at(CTX.offered_eps)))
+        moved = learner.suggest(Context(CTX.offered_eps, incumbent, limits=limits))
         assert moved.config != incumbent and "over budget: the incumbent went over" in moved.reason
+
+
+class Chatty(Synthetic):
+    """The synthetic pipeline whose shipper sends Kafka more Produce requests the higher u1 (a shorter flush):
+    20 · e^(3 u1) per second, so the fastest configs (u1 = 0.7: 163/s) send more than a cap of 80/s allows
+    (u1 ≤ 0.46)."""
+
+    def __call__(self, config) -> Observation:
+        requests_per_s = 20 * math.exp(3 * self.cube.encode(config)[1])
+        return replace(super().__call__(config), produce_requests_per_s=requests_per_s)
+
+
+def test_the_learner_keeps_to_a_request_budget_as_it_keeps_to_a_cpu_budget():
+    limits = BudgetLimits(None, RequestBudget(per_s=80.0))
+    for seed in SEEDS[:3]:
+        problem, learner = _far_start(seed, UNPRICED)
+        over, incumbent = _run_budgeted(learner, Chatty(problem.cube, seed), limits, 25)
+        assert over <= 2, seed
+        assert 0.36 <= problem.cube.encode(incumbent)[1] <= 0.47, seed  # near the cap's edge (0.46), not past it
 
 
 class PollingCostly(Synthetic):
@@ -744,14 +769,14 @@ def test_a_config_the_learner_adopts_at_one_load_stays_within_the_cpu_budget_at_
         problem, learner = _far_start(seed, UNPRICED)
         problem = PollingCostly(problem.cube, seed)
         start_cores = problem.cores(learner.start, 300.0)
-        limits = CpuLimits(CpuBudget(), CpuReference(300.0, {"filebeat": start_cores}))
+        limits = BudgetLimits(CpuBudget(), None, CostReference(300.0, {"filebeat": start_cores}))
         over_after_both_seen, incumbent, best_p95_s = 0, None, math.inf
         for window in range(48):
             problem.offered_eps = 400.0 if window // 8 % 2 == 0 else 100.0
-            context = Context(problem.offered_eps, incumbent, cpu_limits=limits)
+            context = Context(problem.offered_eps, incumbent, limits=limits)
             config = learner.suggest(context).config
             observation = problem(config)
-            verdict = judge(observation, Policy(), config, cpu_limits_cores=limits.at(problem.offered_eps))
+            verdict = judge(observation, Policy(), config, budget_limits=limits.at(problem.offered_eps))
             over_after_both_seen += verdict.over_budget and window >= 16
             learner.tell(config, context, observation, verdict)
             if verdict.ok and observation.p95_s < best_p95_s:

@@ -7,13 +7,13 @@ from models.bayes.costs import CostModels
 from models.bayes.history import History
 from models.bayes.inputs import context_feature
 from models.bayes.settings import LearnerSettings
-from models.budget import CpuBudget, CpuLimits, CpuReference
+from models.budget import BudgetLimits, CostReference, CpuBudget
 from models.learning import Context
 from models.observation import Observation
 from models.presets import preset
 
 SETTINGS = LearnerSettings()
-CAPPED = CpuLimits(CpuBudget(cores={"filebeat": 0.1}))
+CAPPED = BudgetLimits(CpuBudget(cores={"filebeat": 0.1}))
 
 
 def _history(points: list[tuple[float, float, float]]) -> tuple[History, np.ndarray]:
@@ -39,7 +39,7 @@ def test_configs_measured_within_budget_are_held_within_it_and_ones_measured_ove
     assert costs.within(_at(300, 0.22, 0.82)).tolist() == [True, False]
     assert set(costs.gps) == {"filebeat"}  # only the budgeted parts are modelled
     assert costs.within(np.empty((0, 2))).tolist() == []  # overload with nothing else measured
-    costs.fit(history, x, CpuLimits(), optimize=True)  # the budget lifted: nothing held against any config
+    costs.fit(history, x, BudgetLimits(), optimize=True)  # the budget lifted: nothing held against any config
     assert costs.gps == {} and costs.within(_at(300, 0.82)).tolist() == [True]
 
 
@@ -49,7 +49,7 @@ def test_one_config_far_over_budget_does_not_make_the_measured_ones_unsafe():
     history, x = _history([(0.2, 300, 0.05), (0.25, 300, 0.052), (0.3, 300, 0.048), (0.35, 300, 0.051),
                            (0.95, 300, 1.02)])
     costs = CostModels(2, SETTINGS, seed=0)
-    costs.fit(history, x, CpuLimits(CpuBudget(cores={"filebeat": 0.083})), optimize=True)
+    costs.fit(history, x, BudgetLimits(CpuBudget(cores={"filebeat": 0.083})), optimize=True)
     assert costs.within(_at(300, 0.25, 0.95)).tolist() == [True, False]
 
 
@@ -57,7 +57,7 @@ def test_a_config_that_costs_more_per_event_is_not_expected_within_budget_at_a_l
     # The budget follows the load as the start's CPU does (0.0002 cores per event/s, +25 %, + 0.05 core); the config
     # at u = 0.8 costs 0.0004 per event/s: within its budget at the 150-300 ev/s measured, over it at 500 (0.2 >
     # 0.175). Modelled as log CPU, reverting to its mean above the loads measured, it was expected within there.
-    limits = CpuLimits(CpuBudget(), CpuReference(300.0, {"filebeat": 0.06}))
+    limits = BudgetLimits(CpuBudget(), None, CostReference(300.0, {"filebeat": 0.06}))
     measured = [(u, eps, per_event * eps) for eps in (150, 200, 250, 300)
                 for u, per_event in ((0.2, 0.0002), (0.8, 0.0004))]
     assert all(cores < limits.at(eps)["filebeat"] for _, eps, cores in measured)

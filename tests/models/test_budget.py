@@ -3,39 +3,40 @@
 import pytest
 from pydantic import ValidationError
 
-from models.budget import CpuBudget, CpuLimits, CpuReference, budgeted, within_limits
+from models.budget import (REQUESTS, BudgetLimits, CostReference, CpuBudget, RequestBudget, budgeted,
+                           budgeted_costs, within_limits)
 from models.observation import Observation
 from models.policy import Policy
 
-REFERENCE = CpuReference(offered_eps=300.0, cores={"filebeat": 0.06, "logstash": 0.3})
+REFERENCE = CostReference(offered_eps=300.0, costs={"filebeat": 0.06, "logstash": 0.3})
 
 
 def test_a_component_may_use_the_starting_configs_cpu_per_event_a_share_more_and_some_cores_besides():
-    limits = CpuLimits(CpuBudget(), REFERENCE).at(300.0)
+    limits = BudgetLimits(CpuBudget(), None, REFERENCE).at(300.0)
     assert limits == pytest.approx({"filebeat": 0.06 * 1.25 + 0.05, "logstash": 0.3 * 1.25 + 0.05})
 
 
 def test_the_per_event_part_follows_the_load_and_the_extra_cores_do_not():
-    busy, quiet = (CpuLimits(CpuBudget(), REFERENCE).at(eps)["filebeat"] for eps in (600.0, 30.0))
+    busy, quiet = (BudgetLimits(CpuBudget(), None, REFERENCE).at(eps)["filebeat"] for eps in (600.0, 30.0))
     assert busy == pytest.approx(0.12 * 1.25 + 0.05)  # a busier hour is not a breach
     assert quiet == pytest.approx(0.006 * 1.25 + 0.05)  # a scan's cost is not one either
 
 
 def test_a_cap_binds_where_it_is_below_the_relative_limit_and_holds_before_any_reference():
     budget = CpuBudget(cores={"filebeat": 0.1})
-    assert CpuLimits(budget, REFERENCE).at(600.0)["filebeat"] == 0.1
-    assert CpuLimits(budget, None).at(600.0) == {"filebeat": 0.1}
+    assert BudgetLimits(budget, None, REFERENCE).at(600.0)["filebeat"] == 0.1
+    assert BudgetLimits(budget, None, None).at(600.0) == {"filebeat": 0.1}
 
 
 def test_a_lifted_budget_limits_nothing():
-    assert CpuLimits(None, REFERENCE).at(300.0) == {}
+    assert BudgetLimits(None, None, REFERENCE).at(300.0) == {}
     assert Policy(cpu_budget=None).cpu_budget is None and Policy().cpu_budget == CpuBudget()  # on by default
 
 
 def test_the_reference_is_the_budgeted_parts_of_a_window_with_load():
     window = Observation(30.0, 300.0, 300.0, 0.1, 0.2, 0.3, 0.1, cpu_cores={"filebeat": 0.05, "broker-1": 0.4})
-    assert CpuReference.of(window) == CpuReference(300.0, {"filebeat": 0.05})
-    assert CpuReference.of(Observation(30.0, 0.0, 0.0, 0, 0, 0, 0, cpu_cores={"filebeat": 0.01})) is None
+    assert CostReference.of(window) == CostReference(300.0, {"filebeat": 0.05})
+    assert CostReference.of(Observation(30.0, 0.0, 0.0, 0, 0, 0, 0, cpu_cores={"filebeat": 0.01})) is None
 
 
 @pytest.mark.parametrize("budget, field", [({"cores": {"kafka": 1.0}}, "cpu_budget.cores"),
@@ -53,3 +54,31 @@ def test_a_reading_is_within_limits_when_every_limited_part_is_and_only_budgeted
     assert within_limits(reading, {"filebeat": 0.06, "logstash": 0.4})
     assert not within_limits(reading, {"filebeat": 0.04})
     assert within_limits({}, {"filebeat": 0.01})  # a part not measured used nothing
+
+
+def test_a_window_gives_its_produce_requests_beside_the_budgeted_parts_cpu():
+    window = Observation(30.0, 300.0, 300.0, 0.1, 0.2, 0.3, 0.1, cpu_cores={"filebeat": 0.05, "broker-1": 0.4},
+                         produce_requests_per_s=15.0)
+    assert budgeted_costs(window) == {"filebeat": 0.05, REQUESTS: 15.0}
+    assert CostReference.of(window) == CostReference(300.0, {"filebeat": 0.05, REQUESTS: 15.0})
+
+
+def test_the_request_budget_is_off_by_default_and_follows_the_starts_requests_per_event_when_set():
+    reference = CostReference(300.0, {"filebeat": 0.06, REQUESTS: 15.0})  # one Produce request per 20 events
+    assert Policy().request_budget is None
+    assert REQUESTS not in BudgetLimits(CpuBudget(), None, reference).at(300.0)
+    limits = BudgetLimits(None, RequestBudget(), reference)
+    assert limits.at(600.0) == pytest.approx({REQUESTS: 30.0 * 2.0 + 10.0})  # twice per event, and 10/s on top
+    assert limits.at(30.0) == pytest.approx({REQUESTS: 1.5 * 2.0 + 10.0})
+    capped = BudgetLimits(None, RequestBudget(per_s=50.0), reference)
+    assert capped.at(600.0) == {REQUESTS: 50.0} and capped.at(30.0) == pytest.approx({REQUESTS: 13.0})
+    assert BudgetLimits(None, RequestBudget(per_s=50.0), None).at(600.0) == {REQUESTS: 50.0}  # before a reference
+
+
+@pytest.mark.parametrize("budget, field", [({"per_s": 0}, "request_budget.per_s"),
+                                           ({"extra_per_s": -1}, "request_budget.extra_per_s"),
+                                           ({"flushes": 3}, "request_budget.flushes")])
+def test_a_request_budget_out_of_range_is_refused_naming_the_field(budget, field):
+    with pytest.raises(ValidationError) as err:
+        Policy(request_budget=budget)
+    assert field in str(err.value)

@@ -6,6 +6,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from models.budget import REQUESTS
 from models.learning import Context, TunedCube, tuned_names
 from models.observation import Observation
 from models.policy import Policy
@@ -238,11 +239,20 @@ def test_a_strategy_told_a_feasible_verdict_takes_the_window():
     assert bayes.search.region.length == bayes.settings.length_init
 
 
+def test_a_window_over_its_request_budget_breaks_the_budget_rule_in_requests_per_second():
+    window = replace(_window(1000.0), produce_requests_per_s=700.0)
+    (breach,) = judge(window, Policy(), _config(), budget_limits={REQUESTS: 120.0}).breaches
+    assert breach.kind is BreachKind.BUDGET and (breach.figure, breach.limit, breach.unit) == (700.0, 120.0, "req/s")
+    assert REQUESTS in breach.message
+    assert judge(replace(window, produce_requests_per_s=None), Policy(), _config(),
+                 budget_limits={REQUESTS: 120.0}).ok  # not measured: nothing to hold against it
+
+
 def test_a_component_over_its_cpu_budget_breaks_the_budget_rule_and_is_not_behind():
     window = replace(_window(1000.0), cpu_cores={"filebeat": 0.2, "logstash": 0.1})
-    verdict = judge(window, Policy(), _config(), cpu_limits_cores={"filebeat": 0.15, "logstash": 0.3})
+    verdict = judge(window, Policy(), _config(), budget_limits={"filebeat": 0.15, "logstash": 0.3})
     (breach,) = verdict.breaches
     assert breach.kind is BreachKind.BUDGET and (breach.figure, breach.limit, breach.unit) == (0.2, 0.15, "cores")
     assert "filebeat" in breach.message and verdict.over_budget and not verdict.behind
-    assert judge(window, Policy(), _config(), cpu_limits_cores={"filebeat": 0.25}).ok  # within its limit
+    assert judge(window, Policy(), _config(), budget_limits={"filebeat": 0.25}).ok  # within its limit
     assert judge(window, Policy(), _config()).ok  # no limits given: nothing budgeted
