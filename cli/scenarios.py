@@ -50,12 +50,20 @@ def scenarios_command(
     warmup: float = typer.Option(REAL_WARMUP_S, help="with --pipeline, seconds of each run's load before its window"),
     report: Optional[Path] = typer.Option(None, "--report", help="print a saved `--pipeline --json` document's tables "
                                           "again (no runs)"),
+    fit_spark: Optional[Path] = typer.Option(None, "--fit-spark", help="with --report: fit the twin's Spark stage "
+                                             "(of --calibration) to its real runs, print the twin's P95 error per "
+                                             "scenario before and after, write the calibration here"),
 ) -> None:
     """Run Baseline, Zero-Wait, Micro-Batching, I/O Control, Hybrid, the OVAT variants and the burst
     check on the twin and print a Table-9-style comparison with the paper's figures; with --pipeline,
     the scenarios on the running testbed too, beside the twin's and the paper's."""
+    if fit_spark is not None and report is None:
+        raise typer.BadParameter("needs --report FILE (a saved `scenarios --pipeline --json` document)",
+                                 param_hint="--fit-spark")
     if report is not None:
-        report_command(report)
+        doc = report_command(report)
+        if fit_spark is not None:
+            fit_command(doc, calibration, fit_spark)
         return
     names = [n.strip() for n in only.split(",") if n.strip()] or [s.name for s in SCENARIOS] + ["burst"]
     try:
@@ -171,7 +179,7 @@ def print_real(doc: dict, console: Console) -> None:
                   "machine: noisy.")
 
 
-def report_command(path: Path) -> None:
+def report_command(path: Path) -> dict:
     """`--report`: print a saved `--pipeline --json` document's tables again, its verdicts worked out anew."""
     try:
         doc = json.loads(path.read_text())
@@ -181,6 +189,31 @@ def report_command(path: Path) -> None:
         raise typer.BadParameter(f"{path}: not a saved `scenarios --pipeline --json` document ({err!r})",
                                  param_hint="--report") from None
     print_real(doc, Console(width=max(Console().width, 150)))
+    return doc
+
+
+def fit_command(doc: dict, calibration: str, out: Path) -> None:
+    """`--fit-spark`: the Spark stage of `calibration` fitted to the document's real runs, the error per run."""
+    from models.scenario_fit import fit_spark, median_abs
+    from testbed.calibration_design import calibration_yaml
+
+    try:
+        result, errors = fit_spark(doc, load(calibration))
+    except (KeyError, ValueError) as err:
+        raise typer.BadParameter(str(err), param_hint="--calibration") from None
+    table = Table(title=f"the twin's P95 against the real runs: {calibration} and its Spark stage fitted "
+                        f"({', '.join(f'{k.split(chr(95) * 2)[1]} {v:.3g}' for k, v in result.values.items())})")
+    for column in ("scenario", "ev/s", "real P95 s", "twin P95 s", "error", "fitted P95 s", "error"):
+        table.add_column(column, justify="left" if column == "scenario" else "right")
+    for e in errors:
+        table.add_row(e.scenario, f"{e.rate_eps:g}", f"{e.real_p95_s:.2f}", f"{e.base_p95_s:.2f}",
+                      f"{e.base_error:+.0%}", f"{e.fitted_p95_s:.2f}", f"{e.fitted_error:+.0%}")
+    console = Console(width=max(Console().width, 150))
+    console.print(table)
+    console.print(f"median |error|: {median_abs([e.base_error for e in errors]):.0%} before, "
+                  f"{median_abs([e.fitted_error for e in errors]):.0%} after ({result.evaluations} evaluations)")
+    out.write_text(calibration_yaml(result.calibration, result.values, len(errors), result.loss))
+    console.print(f"calibration written to {out}")
 
 
 def real_table(comparison: dict, doc: dict) -> Table:

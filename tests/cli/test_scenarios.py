@@ -46,6 +46,8 @@ def test_real_runs_name_the_option_at_fault(tmp_path: Path) -> None:
         (["--pipeline", "paper", "--collapse-rate", "-5"], "--collapse-rate"),
         (["--rate", "0"], "--rate"),
         (["--reps", "0"], "--reps"),
+        (["--fit-spark", str(tmp_path / "fitted.yaml")], "--fit-spark"),
+        (["--report", str(tmp_path / "nowhere.json")], "--report"),
     ]
     for argv, named in cases:
         result = CliRunner().invoke(app, ["scenarios", *argv])
