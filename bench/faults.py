@@ -40,8 +40,10 @@ Faults 3, 4, 5 and 7 share one testbed shape: two nodes into one broker, node-2'
    from the room given back.
 4. SIGKILL of the agent mid-apply: the learner alternates a flush timeout (Filebeat restarts to take it); node-2's
    agent is killed once the daemon's change has written node-2's files and before its health check passed, then
-   started again over the same state. Frozen: the window whose change the kill cut short, and any after it. The
-   agent's audit log (`interrupted`, `recovered`) is in the record. The daemon killed between a canary's promotion steps is not injected here:
+   started again over the same state; if it does not start, the Filebeats the killed agent left running are killed
+   by hand (as an operator would) and it is started once more, and that injection counts as not recovered. Frozen:
+   the window whose change the kill cut short, and any after it. The agent's audit log (`interrupted`, `recovered`)
+   is in the record. The daemon killed between a canary's promotion steps is not injected here:
    tests/faults/test_sigkill.py kills it at every node change of a rollout (in process) and kills `pipetune
    autotune` at a promotion step it holds open.
 5. Clock step: node-2's nginx and agent on a clock of their own (Debian's libfaketime); it steps by 2 s, back then
@@ -103,7 +105,7 @@ from testbed.calibration_design import LOW_LATENCY
 from testbed.endpoints import live_pipeline
 from testbed.faketime import FakeClock
 from testbed.faults import (BAD_CONFIG_BODIES, BAD_LINES, fill, kill_when_pending, listeners, mount_small_disk,
-                            off_loopback, pending_file, process_tree, unmount)
+                            off_loopback, pending_file, process_tree, processes_with, unmount)
 from testbed.filebeat_layout import filebeat_layout
 from testbed.harness import BackgroundLoad
 from testbed.install import install_all
@@ -111,7 +113,7 @@ from testbed.net_pool import DEFAULTS as NET_DEFAULTS, FASTER, TIMEOUT, NetNode,
 from testbed.nginx_source import SentLoad, TruthReader, clocked_node_testbed
 from testbed.pipeline import DEFAULT_PIPELINE, NodeLayout, PipelineSpec, load_pipeline
 from testbed.probe import checkout_env
-from testbed.processes import Service
+from testbed.processes import Service, TestbedError
 
 ROOT = Path(__file__).resolve().parents[1]
 PORT_SHIFT = 700  # the testbed's ports, above the default pipeline's
@@ -524,14 +526,26 @@ def _sigkill_injection(run: NodeRun, window_s: float) -> tuple[Injection, list[d
         os.waitpid(pid, 0)  # the agent is this process's child: reaped, or its pid would read as running
     except ChildProcessError:
         pass
+    by_hand: list[dict] = []
     processes.start(service)
-    processes.wait_ready(service, lambda: _agent_answers(run), 90.0)
+    try:
+        processes.wait_ready(service, lambda: _agent_answers(run), 90.0)
+    except TestbedError as err:
+        # The agent would not start again: what it said, and the Filebeats the killed agent left running (orphans
+        # its successor did not find), killed by hand as an operator would, before it is started once more.
+        orphans = processes_with(str(config))
+        for orphan in orphans:
+            os.kill(orphan, signal.SIGKILL)
+        by_hand.append({"agent_did_not_start": str(err)[-1500:], "orphaned_filebeats_killed": orphans})
+        processes.start(service)
+        processes.wait_ready(service, lambda: _agent_answers(run), 90.0)
     before = Untouched(run.daemon, run.learner, run.pipeline)  # as the daemon left it, the agent back on one version
     injection = _through(run.daemon, run.windows, before, killed[0], MAX_WINDOWS, _truth_judge(run))
     audit = [e for e in agent_client(run.spec, run.node).audit("filebeat") if e["event"] in ("interrupted",
                                                                                               "recovered")]
     return replace(injection, held=injection.held + _held(killed_in), reasons=(killed_in.reason, *injection.reasons),
-                   off_version=nodes_off_version(run.spec, run.pipeline)), audit[-2:]
+                   recover_s=None if by_hand else injection.recover_s,  # not by itself: not recovered
+                   off_version=nodes_off_version(run.spec, run.pipeline)), audit[-2:] + by_hand
 
 
 def run_sigkill(injections: int, window_s: float, rate_eps: float, directory: Path) -> tuple[FaultRow, dict]:

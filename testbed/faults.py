@@ -98,6 +98,19 @@ def kill_when_pending(pid: int, config: Path, before: str, pending: Path, timeou
     return None
 
 
+def processes_with(argument: str) -> list[int]:
+    """The pids of every process with `argument` among its command line's (an orphan a killed agent left, found by
+    the config file it runs on)."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if argument in cmdline.read_bytes().decode(errors="replace").split("\0"):
+                found.append(int(cmdline.parent.name))
+        except OSError:  # it ended meanwhile
+            continue
+    return found
+
+
 # Fault 6: the sockets a process tree leaves open to others.
 
 _SS_USER = re.compile(r'\("([^"]*)",pid=(\d+),')
