@@ -17,7 +17,6 @@ from models.twin import load
 from replay.profiles import WorkloadSpec, build_schedule
 from testbed import lifecycle, processes
 from testbed.scenarios import RealSettings, nginx_url, study
-from tests.testbed.test_spark_sink import nginx  # noqa: F401  the session's nginx, logging into its testbed's log
 
 RATE_EPS = 100.0
 DURATION_S = 12.0  # the figures are printed, never asserted: brief runs are enough to check they come back
