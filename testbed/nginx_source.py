@@ -63,7 +63,8 @@ def nginx_service(node: NodeLayout, port: int, env: dict[str, str] | None = None
     return Service(f"nginx-{node.name}", argv, work, env=env)
 
 
-def _answers(port: int) -> bool:
+def answers(port: int) -> bool:
+    """Whether nginx on 127.0.0.1:`port` answers (GET / is 204)."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=1.0)
     try:
         connection.request("GET", "/")
@@ -90,7 +91,7 @@ def clocked_node_testbed(spec: PipelineSpec, node: NodeLayout, clock: FakeClock,
         with mock.patch.object(agent, "agent_service", on_its_clock):  # lifecycle builds each agent's through it
             lifecycle.up(spec)
         processes.start(nginx)
-        processes.wait_ready(nginx, lambda: _answers(port), 20.0)
+        processes.wait_ready(nginx, lambda: answers(port), 20.0)
         yield
     finally:
         processes.stop(nginx)

@@ -2,24 +2,14 @@
 
 from __future__ import annotations
 
-import http.client
 from typing import Iterator
 
 import pytest
 
 from testbed import processes
-from testbed.nginx_source import REQUEST_LOG_FORMAT, nginx_service
+from testbed.nginx_source import REQUEST_LOG_FORMAT, answers, nginx_service
 from testbed.pipeline import PipelineSpec
 from tests.conftest import free_ports
-
-
-def _ready(port: int) -> bool:
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    try:
-        connection.request("GET", "/ready")
-        return connection.getresponse().status == 204
-    finally:
-        connection.close()
 
 
 @pytest.fixture(scope="session")
@@ -29,7 +19,7 @@ def nginx(testbed: PipelineSpec) -> Iterator[int]:
     service = nginx_service(testbed.node_layouts()[0], port, log_format=REQUEST_LOG_FORMAT)
     processes.start(service)
     try:
-        processes.wait_ready(service, lambda: _ready(port), 30.0)
+        processes.wait_ready(service, lambda: answers(port), 30.0)
         yield port
     finally:
         processes.stop(service)
