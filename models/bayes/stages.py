@@ -55,11 +55,12 @@ class StageModels:
         self._bound_scales: dict[str, BoundScales] = {}
 
     def told(self, observation: Observation, resolution_s: float) -> dict[str, float]:
-        """The log P95 of each modelled stage a window reports, none below the resolution."""
+        """The log P95 of each modelled stage a window reports, none below the resolution; a stage no event passed
+        in the window (P95 NaN: a micro-batch sink between two batches) says nothing of its config."""
         if set(self.dims) == {WHOLE_PIPELINE}:
             return {WHOLE_PIPELINE: math.log(max(observation.p95_s, resolution_s))}
         return {stage: math.log(max(observation.stage_p95_s[stage], resolution_s))
-                for stage in self.dims if stage in observation.stage_p95_s}
+                for stage in self.dims if math.isfinite(observation.stage_p95_s.get(stage, math.nan))}
 
     def fit(self, history: History, x: np.ndarray, start: Config, resolution_s: float, optimize: bool) -> None:
         """Fit each stage that has figures on `history` (model inputs `x`), over its wait prior at `start`."""

@@ -625,6 +625,28 @@ def test_a_stage_is_never_expected_faster_than_the_interval_its_config_makes_eve
     assert max(triggers_s) / 2 < MicroBatches(cube, seed)(incumbent).p95_s, triggers_s
 
 
+class QuietSink(MicroBatches):
+    """MicroBatches whose sink commits no batch in every third window: its stage's P95 is NaN there."""
+
+    def __call__(self, config) -> Observation:
+        self.windows = getattr(self, "windows", 0) + 1
+        seen = super().__call__(config)
+        if self.windows % 3:
+            return seen
+        return replace(seen, stage_p95_s=seen.stage_p95_s | {"kafka->sink": math.nan})
+
+
+def test_a_window_a_stage_saw_no_event_in_leaves_that_stage_out_and_the_learner_goes_on():
+    # bench.live on the paper pipeline: a Spark stage with no commit in a window crashed the stage fit (NaN in y)
+    cube = TunedCube(MicroBatches.names, Policy())
+    start = PIPELINE_SPACE.config({"spark.trigger.interval": 0.5})
+    learner = SafeBayesLearner(cube, start, stage_params=MicroBatches.stages, seed=0)
+    suggested, incumbent = _run(learner, QuietSink(cube, 0), 9)
+    assert len(suggested) == 9 and len(learner.history.stage_log_p95) == 9
+    assert all(math.isfinite(p95) for told in learner.history.stage_log_p95 for p95 in told.values())
+    assert sum("kafka->sink" not in told for told in learner.history.stage_log_p95) == 3
+
+
 class MaxBackoffCliff(_StagedPipeline):
     """A harvester reading a file written every 4 ms: its wait grows from the backoff up to max_backoff between
     lines, so reading takes min(max_backoff, 4 ms), never less than the backoff; the rest of the pipeline 1 ms."""
