@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import subprocess
 import time
@@ -14,6 +15,24 @@ import docker
 import docker.errors
 
 from agents.adapter import atomic_write
+
+STARTED_AS = "PIPETUNE_STARTED_AS"  # the environment variable naming a component process the agent started
+
+
+def started_as(token: str) -> int | None:
+    """The live session leader this agent started with `token` in its environment (None: there is none)."""
+    marker = f"{STARTED_AS}={token}".encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes().split(b"\0")
+            pid = int(entry.name)
+            if marker in environ and os.getsid(pid) == pid and start_ticks(pid) is not None:
+                return pid
+        except (OSError, ProcessLookupError):
+            continue  # gone, or not ours to read
+    return None
 
 
 def start_ticks(pid: int) -> int | None:
@@ -31,7 +50,10 @@ class ProcessRuntime:
     """A component process the agent starts itself, in its own session, recorded in a pid file.
 
     The pid file holds the kernel's start time as well as the pid, so a restarted agent adopts the
-    process it started before (and never signals an unrelated one that reused the pid).
+    process it started before (and never signals an unrelated one that reused the pid). It is written before the
+    process starts as well, naming a token the process gets in its environment (`STARTED_AS`): an agent killed
+    between starting it and recording its pid finds it by the token, instead of starting a second one beside it
+    (which then failed: the first held its HTTP port).
     """
 
     def __init__(self, name: str, argv: Sequence[str], run_dir: Path, *, reload_signal: str | None = None,
@@ -61,6 +83,8 @@ class ProcessRuntime:
             record = json.loads(self.pid_file.read_text())
         except (OSError, ValueError):
             return None
+        if "pid" not in record:  # started, never recorded: the agent was killed in between
+            return started_as(record["token"])
         pid = int(record["pid"])
         ticks = start_ticks(pid)
         return pid if ticks is not None and ticks == record["start_ticks"] else None
@@ -77,14 +101,19 @@ class ProcessRuntime:
     def restart(self) -> None:
         """Stop the process if it runs (SIGTERM, SIGKILL after the timeout), then start it again.
 
-        A process whose pid file cannot be written (a full disk: `DiskFull`) is killed again at once: one the
-        agent cannot find would run on unseen, beside the next one it starts."""
+        A pid file that cannot be written (a full disk: `DiskFull`) before the start leaves nothing started; after
+        it, the process is killed again at once: one the agent cannot find would run on unseen, beside the next one
+        it starts."""
         self.stop()
+        token = secrets.token_hex(8)
+        atomic_write(self.pid_file, json.dumps({"token": token, "argv": list(self.argv)}))
+        env = dict(os.environ if self.env is None else self.env) | {STARTED_AS: token}
         with open(self.log_file, "ab") as log:
             self._child = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT,
-                                           stdin=subprocess.DEVNULL, cwd=self.run_dir, env=self.env,
+                                           stdin=subprocess.DEVNULL, cwd=self.run_dir, env=env,
                                            start_new_session=True)
-        record = {"pid": self._child.pid, "start_ticks": start_ticks(self._child.pid), "argv": list(self.argv)}
+        record = {"pid": self._child.pid, "start_ticks": start_ticks(self._child.pid), "argv": list(self.argv),
+                  "token": token}
         try:
             atomic_write(self.pid_file, json.dumps(record))
         except BaseException:
