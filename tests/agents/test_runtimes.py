@@ -8,7 +8,7 @@ import sys
 
 from agents.runtimes import STARTED_AS, ProcessRuntime, start_ticks
 
-SLEEPER = (sys.executable, "-c", "import time; time.sleep(120)")
+SLEEPER = (sys.executable, "-c", "import time; print('up', flush=True); time.sleep(120)")
 
 
 def test_a_component_started_by_an_agent_killed_before_it_recorded_the_pid_is_found_and_not_started_twice(tmp_path):
@@ -16,8 +16,11 @@ def test_a_component_started_by_an_agent_killed_before_it_recorded_the_pid_is_fo
     runtime = ProcessRuntime("filebeat", SLEEPER, tmp_path)
     token = secrets.token_hex(8)
     runtime.pid_file.write_text(json.dumps({"token": token, "argv": list(SLEEPER)}))
-    orphan = subprocess.Popen(SLEEPER, start_new_session=True, env={STARTED_AS: token})
+    orphan = subprocess.Popen(SLEEPER, start_new_session=True, env={STARTED_AS: token}, stdout=subprocess.PIPE)
     try:
+        # Popen returns once the exec began, before the kernel has set the new environment out where /proc shows
+        # it (a loaded machine showed it empty): the agent that comes back after a kill comes back well after that
+        assert orphan.stdout.readline() == b"up\n"
         restarted = ProcessRuntime("filebeat", SLEEPER, tmp_path)  # the agent, started again
         assert restarted.pid() == orphan.pid and restarted.running()
         restarted.restart()  # stops the one it found before it starts the next
@@ -30,6 +33,7 @@ def test_a_component_started_by_an_agent_killed_before_it_recorded_the_pid_is_fo
     finally:
         orphan.kill()
         orphan.wait()
+        orphan.stdout.close()
 
 
 def test_a_token_no_process_carries_is_not_running(tmp_path):
