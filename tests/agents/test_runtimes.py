@@ -5,6 +5,7 @@ import json
 import secrets
 import subprocess
 import sys
+import time
 
 from agents.runtimes import STARTED_AS, ProcessRuntime, start_ticks
 
@@ -21,7 +22,10 @@ def test_a_component_started_by_an_agent_killed_before_it_recorded_the_pid_is_fo
         # Popen returns once the exec began, before the kernel has set the new environment out where /proc shows
         # it (a loaded machine showed it empty): the agent that comes back after a kill comes back well after that
         assert orphan.stdout.readline() == b"up\n"
-        restarted = ProcessRuntime("filebeat", SLEEPER, tmp_path)  # the agent, started again
+        restarted = ProcessRuntime("filebeat", SLEEPER, tmp_path)  # the agent, started again (seconds later)
+        deadline = time.monotonic() + 10.0
+        while restarted.pid() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
         assert restarted.pid() == orphan.pid and restarted.running()
         restarted.restart()  # stops the one it found before it starts the next
         assert orphan.wait(timeout=30) is not None
