@@ -45,7 +45,7 @@ from controller.realizer import Direct, Outcome, OutcomeKind, Realizer
 from controller.state import (COST_GAUGES, CPU_GAUGE, Action, Cost, BudgetReport, Decision, GuardrailReport,
                               Incumbent, LearnerReport, Override, StateStore, Status)
 from controller.tuned_space import TunedSpace
-from models.budget import COST_UNITS, REQUESTS, BudgetLimits, CostReference
+from models.budget import COST_UNITS, BudgetLimits, CostReference, costs_of
 from models.clock_offset import ClockOffset
 from models.event_time import below_resolution
 from models.learning import Context, Learner
@@ -571,9 +571,7 @@ class Daemon:
             return None
         observed = last.observed if last is not None else {}
         offered_eps = observed.get("offered_eps", math.nan)
-        used = dict(observed.get("cpu_cores") or {})
-        if observed.get("produce_requests_per_s") is not None:
-            used[REQUESTS] = observed["produce_requests_per_s"]
+        used = costs_of(observed.get("cpu_cores") or {}, observed.get("produce_requests_per_s"))
         limits = self._limits.at(offered_eps) if math.isfinite(offered_eps) else {}
         ref = self.cost_reference
         return BudgetReport(limits=limits, used={name: u for name, u in used.items() if name in limits},

@@ -84,9 +84,14 @@ def budgeted(cpu_cores: Mapping[str, float]) -> dict[str, float]:
 
 def budgeted_costs(observation: Observation) -> dict[str, float]:
     """What a window measured of each cost a budget may limit: the budgeted parts' CPU, the Produce requests."""
-    costs = budgeted(observation.cpu_cores)
-    if observation.produce_requests_per_s is not None:
-        costs[REQUESTS] = observation.produce_requests_per_s
+    return costs_of(observation.cpu_cores, observation.produce_requests_per_s)
+
+
+def costs_of(cpu_cores: Mapping[str, float], produce_requests_per_s: float | None) -> dict[str, float]:
+    """`budgeted_costs` of a window's figures as a decision records them."""
+    costs = budgeted(cpu_cores)
+    if produce_requests_per_s is not None:
+        costs[REQUESTS] = produce_requests_per_s
     return costs
 
 

@@ -628,8 +628,12 @@ def test_a_stage_is_never_expected_faster_than_the_interval_its_config_makes_eve
 class QuietSink(MicroBatches):
     """MicroBatches whose sink commits no batch in every third window: its stage's P95 is NaN there."""
 
+    def __init__(self, cube: TunedCube, seed: int) -> None:
+        super().__init__(cube, seed)
+        self.windows = 0
+
     def __call__(self, config) -> Observation:
-        self.windows = getattr(self, "windows", 0) + 1
+        self.windows += 1
         seen = super().__call__(config)
         if self.windows % 3:
             return seen
