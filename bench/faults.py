@@ -9,14 +9,14 @@ not report (goal 0), sockets off loopback (goal 0), the worst time to recover. W
 with every injection's record to --out. Each fault runs on a testbed of its own, one after the other; every address
 is this machine's (loopback, or the network namespaces the network fault makes).
 
-Common to the faults on a live testbed (2, 3, 4, 5, 7): the daemon runs over the live pipeline with a learner that
+Common to the faults on a live testbed (2, 3, 4's agent, 5, 7): the daemon runs over the live pipeline with a learner that
 proposes a change every time it is asked, so every injection lands while a change is judged. Wrong decisions:
 anything judged, told to the learner, rolled back or adopted on a window held for the fault, and the first window
 judged again if it rolled back, breached a guardrail or (where a truth is kept) read a mean latency more than 10 %
 off the truth's. Nodes off version: each node's agent's report against what its files hold, read from disk, after
 each injection and at the end. Time to recover: from the injection to the end of the first window judged again.
 
-Faults 3, 4, 5 and 7 share one testbed shape: two nodes into one broker, node-2's nginx (its log source) loaded with
+Faults 3, 4's agent, 5 and 7 share one testbed shape: two nodes into one broker, node-2's nginx (its log source) loaded with
 --rate requests/s, each carrying its client's send time, and a Kafka consumer of the bench's own timing each line
 (the truth; events lost: requests nginx answered whose line never reached Kafka).
 
@@ -43,9 +43,20 @@ Faults 3, 4, 5 and 7 share one testbed shape: two nodes into one broker, node-2'
    started again over the same state; if it does not start, the Filebeats the killed agent left running are killed
    by hand (as an operator would) and it is started once more, and that injection counts as not recovered. Frozen:
    the window whose change the kill cut short, and any after it. The agent's audit log (`interrupted`, `recovered`)
-   is in the record. The daemon killed between a canary's promotion steps is not injected here:
-   tests/faults/test_sigkill.py kills it at every node change of a rollout (in process) and kills `pipetune
-   autotune` at a promotion step it holds open.
+   is in the record.
+4. SIGKILL of the daemon between promotion steps (`testbed.daemon_kill`, as tests/faults/test_sigkill.py's real
+   daemon test): `pipetune autotune --pipeline` over a canary pool of two real `pipetune agent`s on loopback (over
+   stand-in Filebeats, `testbed.net_pool.loopback_nodes`), a stand-in Prometheus whose latency follows each node's flush
+   timeout, and a broker of its own for the consumer group's lag; a person's override (a shorter flush timeout) is put
+   on the canary, judged better and promoted, and the daemon's process group is SIGKILLed while node-2's step waits for
+   its Filebeat's health. Node-2's step then ends, once applied and once failed (its new Filebeat killed: the agent
+   puts the version before back), and the daemon is started again on its state directory for one window: twice per
+   --reps, each on a fresh pool. Wrong: the promotion not ended on every node, or anything rolled back. Nodes off
+   version: an agent reporting another flush timeout than its files hold, or files holding another than the version
+   the rollout places the node on. Recovered in: from the restart until the rollout is steady with every node on one
+   version (Ray's start included). Events lost '-': no events flow through the stand-in Filebeats. Whether the
+   decision log said what happened (one `recover` decision naming what was found and done) is printed under the
+   table and in the record (`logged`). Its windows are 2 s (the figures are the stand-in Prometheus's).
 5. Clock step: node-2's nginx and agent on a clock of their own (Debian's libfaketime); it steps by 2 s, back then
    forth, 3 s into the window judging a change (tests/faults/test_clock.py checks the same once).
 6. Listening: not an injection but a property of every run: every 2 s while the other faults run, the sockets this
@@ -80,6 +91,7 @@ from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Callable, Iterator
 
 import httpx
@@ -109,7 +121,10 @@ from testbed.faults import (BAD_CONFIG_BODIES, BAD_LINES, fill, kill_when_pendin
 from testbed.filebeat_layout import filebeat_layout
 from testbed.harness import BackgroundLoad
 from testbed.install import install_all
-from testbed.net_pool import DEFAULTS as NET_DEFAULTS, FASTER, TIMEOUT, NetNode, Pool, build_pool, net_nodes, untruthful
+from testbed.daemon_kill import (Recovery, autotune, brokers_only, commit_group, kill_between_steps, recover_reason,
+                                 restart, write_deployment)
+from testbed.net_pool import (DEFAULTS as NET_DEFAULTS, FASTER, NAMES as NET_NAMES, TIMEOUT, NetNode, Pool,
+                              StandInPrometheus, build_pool, loopback_nodes, net_nodes, until, untruthful)
 from testbed.nginx_source import SentLoad, TruthReader, clocked_node_testbed
 from testbed.pipeline import DEFAULT_PIPELINE, NodeLayout, PipelineSpec, load_pipeline
 from testbed.probe import checkout_env
@@ -568,6 +583,104 @@ def _drain(truth: TruthReader, sent: int, timeout_s: float = 30.0) -> int:
     return len({a.sent_s for a in truth.arrivals})
 
 
+DAEMON_SHIFT = PORT_SHIFT + 80  # its broker's and its nodes' ports, above the other faults'
+DAEMON_NODE_PORTS = [(18765 + DAEMON_SHIFT + i, 15066 + DAEMON_SHIFT + i) for i in range(len(NET_NAMES))]
+DAEMON_TOKEN = "bench-faults-daemon"
+# What node-2's agent did with the step the daemon was killed in, once the daemon was gone: its change ended (the
+# held Filebeat healthy), or failed (that Filebeat killed: the agent put the version before back).
+DAEMON_STEPS = {"changed": "already in place", "rolled back": "filebeat restarted"}
+KILLED_STANDING = {"node-1": (1, "promoted"), "node-2": (0, "pending")}  # the rollout as the kill left it
+
+
+def daemon_spec(directory: Path) -> PipelineSpec:
+    """The default pipeline's broker on ports of its own and a fresh run dir in `directory` (only it is started)."""
+    raw = yaml.safe_load(DEFAULT_PIPELINE.read_text()) | {"run_dir": str(directory / "run")}
+    path = directory / "pipeline.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return load_pipeline(path).beside("faults-daemon", DAEMON_SHIFT).sized(1, 1)
+
+
+def daemon_kill_counts(recovery: Recovery, said: str, reported: dict[str, float], on_disk: dict[str, float],
+                       recover_s: float | None) -> tuple[Injection, bool]:
+    """One daemon kill counted from what the restarted daemon left (`recovery`), each node's flush timeout as its
+    agent reports it and as its files hold it, and the seconds until the pool was on one version: wrong if the
+    promotion did not end on every node (or anything was rolled back); off version each node whose agent reports
+    another value than its files hold, or whose files hold another than the version the rollout places it on; held
+    the windows frozen. And whether the decision log said what happened: one `recover` decision, saying `said`."""
+    versions = {0: NET_DEFAULTS[TIMEOUT], 1: FASTER[TIMEOUT]}
+    off = sum(reported[n] != on_disk[n] or on_disk[n] != versions.get(recovery.nodes.get(n, (-1, ""))[0])
+              for n in on_disk)
+    finished = recovery.finished(1, TIMEOUT, FASTER[TIMEOUT])
+    injection = Injection(held=recovery.actions.count("frozen"), wrong=int(not finished),
+                          recover_s=recover_s if finished else None, judged_off=None,
+                          reasons=recovery.recover_reasons, off_version=off)
+    return injection, recovery.recover_reasons == (said,)
+
+
+def _daemon_kill_injection(bootstrap: str, topic: str, directory: Path, step: str) -> tuple[Injection, dict]:
+    """`pipetune autotune` over a canary pool of two real agents (`testbed.net_pool.loopback_nodes`) promoting a
+    person's override (a shorter flush timeout, which the stand-in Prometheus judges better), SIGKILLed while node-2's
+    step waits for its Filebeat's health; node-2's step then ends as `step` says, and the daemon is started again on
+    its state directory for one window."""
+    directory.mkdir(parents=True)
+    with loopback_nodes(directory, DAEMON_TOKEN, DAEMON_NODE_PORTS) as nodes:
+        prometheus = StandInPrometheus({n: SimpleNamespace(components={"filebeat": SimpleNamespace(
+            adapter=node.adapter)}) for n, node in nodes.items()})
+        try:
+            group = f"bench-faults-{directory.name}"
+            commit_group(bootstrap, topic, group)
+            deployment = write_deployment(directory, {n: node.client.url for n, node in nodes.items()},
+                                          DAEMON_TOKEN, bootstrap, group, prometheus.url)
+            state = directory / "state"
+            StateStore(state).add_override({TIMEOUT: FASTER[TIMEOUT]}, 3600, "bench.faults: the change promoted")
+            node_2 = nodes["node-2"]
+            node_2.hold.touch()  # the Filebeat node-2's step starts answers its health 503 until let go
+            asked = node_2.hold.with_name(node_2.hold.name + ".asked")
+
+            def held() -> bool:
+                starts = node_2.starts()
+                return len(starts) == 2 and asked.exists() and str(starts[-1]["pid"]) in asked.read_text().split()
+
+            command = autotune(deployment, state)
+            killed_at = kill_between_steps(command, state, directory / "autotune.log", held)
+            if step == "rolled back":
+                os.kill(node_2.starts()[-1]["pid"], signal.SIGKILL)
+            node_2.hold.unlink()
+            until(lambda: not node_2.client.component("filebeat")["change_in_progress"], "node-2's step ended", 180)
+            node_2_after = node_2.timeout_s()
+            done, recover_s = restart(command, state)
+            if done.returncode != 0:
+                raise RuntimeError(f"the restarted daemon exited {done.returncode}:\n{done.stderr[-3000:]}")
+            reported = {n: float(node.client.component("filebeat")["params"][TIMEOUT]) for n, node in nodes.items()}
+            on_disk = {n: node.timeout_s() for n, node in nodes.items()}
+        finally:
+            prometheus.close()
+    said = recover_reason(TIMEOUT, NET_DEFAULTS[TIMEOUT], FASTER[TIMEOUT], KILLED_STANDING, {"node-2": DAEMON_STEPS[step]})
+    injection, logged = daemon_kill_counts(Recovery.of(state), said, reported, on_disk, recover_s)
+    return injection, {"node_2_step": step, "node_2_timeout_after_the_kill": node_2_after, "logged": logged,
+                       "killed_at": killed_at, "reported": reported, "on_disk": on_disk}
+
+
+def run_daemon_kill(reps: int, window_s: float, rate_eps: float, directory: Path) -> tuple[FaultRow, dict]:
+    """Fault 4, the daemon killed between promotion steps: per rep once for each way node-2's step can end after it
+    (`DAEMON_STEPS`), each on a fresh pool, all on one broker. Its own windows (`testbed.daemon_kill.WINDOW_S`): the
+    figures are a stand-in Prometheus's."""
+    spec = daemon_spec(directory)
+    for port in [p for ports in DAEMON_NODE_PORTS for p in ports]:
+        processes.check_port_free(port, "bench.faults' daemon-kill nodes")
+    done: list[Injection] = []
+    records: list[dict] = []
+    with brokers_only(spec) as bootstrap:
+        for rep in range(reps):
+            for number, step in enumerate(DAEMON_STEPS):
+                injection, record = _daemon_kill_injection(bootstrap, spec.kafka.topics[0].name,
+                                                           directory / f"{rep}-{number}", step)
+                done.append(injection)
+                records.append(asdict(injection) | record)
+    row = row_of(LABELS["daemon"], done, NA, 0)
+    return row, {"injections": records, "logged": sum(r["logged"] for r in records)}
+
+
 BROKER_RATE_EPS = 200.0
 HELD_WHILE_DOWN = 2  # windows the daemon steps through with the broker down, before it is started again
 
@@ -739,9 +852,10 @@ class ListeningWatch:
 # Each fault the bench injects, in the issue's order, and what runs it (listening is watched through all the others).
 RUNS: dict[str, Callable[[int, float, float, Path], tuple[FaultRow, dict]]] = {
     "network": run_network, "broker": lambda reps, window_s, rate_eps, directory: run_broker(reps, window_s, directory),
-    "disk": run_disk_full, "sigkill": run_sigkill, "clock": run_clock, "bad": run_bad_input}
+    "disk": run_disk_full, "sigkill": run_sigkill, "daemon": run_daemon_kill, "clock": run_clock,
+    "bad": run_bad_input}
 FAULTS = (*RUNS, "listening")
-ORDER = ("network", "broker", "disk", "sigkill", "clock", "listening", "bad")  # the issue's, 1 to 7
+ORDER = ("network", "broker", "disk", "sigkill", "daemon", "clock", "listening", "bad")  # the issue's, 1 to 7
 
 COLUMNS = (("fault", "fault"), ("injections", "injections"), ("frozen/disturbed", "windows_held"),
            ("wrong decisions", "wrong_decisions"), ("events lost", "events_lost"),
@@ -764,7 +878,8 @@ def table(rows: list[FaultRow]) -> str:
 # its figures are a stand-in Prometheus's, which a busy machine slows but does not change.
 ASIDE = ("network",)
 LABELS = {"network": "network (1)", "broker": "Kafka broker loss (2)", "disk": "disk full (3)",
-          "sigkill": "SIGKILL of the agent mid-apply (4)", "clock": "clock step ±2 s (5)", "bad": "bad input (7)"}
+          "sigkill": "SIGKILL of the agent mid-apply (4)",
+          "daemon": "SIGKILL of the daemon between promotion steps (4)", "clock": "clock step ±2 s (5)", "bad": "bad input (7)"}
 
 
 def _run_one(fault: str, reps: int, window_s: float, rate_eps: float) -> tuple[FaultRow, dict]:
@@ -815,6 +930,14 @@ def main(argv: list[str] | None = None) -> None:
     printed = [rows[f] for f in ORDER if f in rows]
     started.finish([r.row() for r in printed], records).write(args.out / RESULT_FILE)
     print(table(printed))
+    if "daemon" in records and "injections" in records["daemon"]:
+        print(daemon_note(records["daemon"]))
+
+
+def daemon_note(record: dict) -> str:
+    """The daemon kill's line under the table: in how many of its injections the decision log said what happened."""
+    return (f"SIGKILL of the daemon (4): the decision log said what it found and did after {record['logged']} of "
+            f"{len(record['injections'])} kills")
 
 if __name__ == "__main__":
     main()

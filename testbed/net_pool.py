@@ -1,8 +1,9 @@
 """A pool of nodes the controller reaches over a network it can slow, thin or cut (issue 41, fault 1; and the
 daemon's side of fault 4): each node `pipetune agent` in a network namespace of its own (`testbed.netns`) over a
 stand-in Filebeat, a stand-in Prometheus whose per-node latency follows the flush timeout each node's files hold, and
-the daemon over a canary pool of them as `controller.deployment.pool_pipeline` builds one. Shared by
-tests/faults/test_network.py, tests/faults/test_sigkill.py and `bench.faults`.
+the daemon over a canary pool of them as `controller.deployment.pool_pipeline` builds one. `loopback_nodes` starts the
+same nodes on this namespace's loopback, each on ports of its own, where no network fault is wanted (and no root).
+Shared by tests/faults/test_network.py, tests/faults/test_sigkill.py, `testbed.daemon_kill` and `bench.faults`.
 
 What each node runs is read from its files on disk, never over the link: the pool must never report a node on a
 version it is not on."""
@@ -164,7 +165,7 @@ class NetNode:
     file: while it exists the stand-in Filebeat answers its health check 503 and notes that it was asked)."""
 
     name: str
-    network: NodeNetwork
+    network: NodeNetwork | OnLoopback  # OnLoopback: no link to shape or cut
     agent: subprocess.Popen
     client: AgentClient
     runtime: ProcessRuntime
@@ -217,18 +218,31 @@ def _operator_files(directory: Path) -> tuple[Path, Path]:
     return config, binary
 
 
-def start_node(name: str, network: NodeNetwork, directory: Path, token: str) -> NetNode:
+class OnLoopback:
+    """A node's place on this namespace's loopback: what `start_node` needs of a `NodeNetwork` (its address, and how
+    to run a command there), with no link to shape or cut."""
+
+    def __init__(self, node_ip: str = "127.0.0.1") -> None:
+        self.node_ip = node_ip
+
+    def argv(self, command: list[str]) -> list[str]:
+        return list(command)
+
+
+def start_node(name: str, network: NodeNetwork | OnLoopback, directory: Path, token: str,
+               agent_port: int = AGENT_PORT, filebeat_port: int = FILEBEAT_PORT) -> NetNode:
     """`pipetune agent` started inside the namespace on the node's address (plain HTTP off loopback:
     --insecure-http), managing a stand-in Filebeat (`HELD_IF_NEWER`) that serves its health on the namespace's own
-    loopback; an operator's filebeat.yml with one input, and a `filebeat test config` that passes."""
+    loopback; an operator's filebeat.yml with one input, and a `filebeat test config` that passes. Nodes sharing a
+    namespace (`OnLoopback`) each need ports of their own."""
     config, binary = _operator_files(directory)
     hold, started = directory / "hold-health", directory / "started.jsonl"
     (directory / "stand-in.py").write_text(HELD_IF_NEWER)
-    argv = [sys.executable, str(directory / "stand-in.py"), str(FILEBEAT_PORT), str(config), str(hold), str(started)]
-    raw = {"state_dir": str(directory / "agent"), "host": network.node_ip, "port": AGENT_PORT,
+    argv = [sys.executable, str(directory / "stand-in.py"), str(filebeat_port), str(config), str(hold), str(started)]
+    raw = {"state_dir": str(directory / "agent"), "host": network.node_ip, "port": agent_port,
            "health_timeout_s": 120, "settle_s": 0.2, "supervise_interval_s": 600,
            "components": [{"name": "filebeat", "kind": "filebeat", "binary": str(binary), "config": str(config),
-                           "inputs": [{"id": "access"}], "http_port": FILEBEAT_PORT,
+                           "inputs": [{"id": "access"}], "http_port": filebeat_port,
                            "runtime": {"kind": "process", "argv": argv, "stop_timeout_s": 10}}]}
     (directory / "agent.yaml").write_text(yaml.safe_dump(raw))
     log = directory / "agent.log"
@@ -237,7 +251,7 @@ def start_node(name: str, network: NodeNetwork, directory: Path, token: str) -> 
                                                "--config", str(directory / "agent.yaml"), "--insecure-http"]),
                                  stdout=out, stderr=subprocess.STDOUT, cwd=Path(__file__).parents[1],
                                  env={**os.environ, "PIPETUNE_AGENT_TOKEN": token})
-    client = AgentClient(f"http://{network.node_ip}:{AGENT_PORT}", token, timeout_s=CLIENT_TIMEOUT_S, node=name)
+    client = AgentClient(f"http://{network.node_ip}:{agent_port}", token, timeout_s=CLIENT_TIMEOUT_S, node=name)
     runtime = ProcessRuntime("filebeat", argv, directory / "agent" / "filebeat" / "run")
     return NetNode(name, network, agent, client, runtime,
                    FilebeatAdapter(config, [InputSelector(id="access")], binary), hold, started, log)
@@ -253,6 +267,20 @@ def net_nodes(directory: Path, token: str, first_index: int = 0) -> Iterator[dic
             network = stack.enter_context(node_network(first_index + index))
             node = nodes[name] = start_node(name, network, directory / name, token)
             stack.callback(node.stop)
+            node.wait_answering()
+        yield nodes
+
+
+@contextmanager
+def loopback_nodes(directory: Path, token: str, ports: list[tuple[int, int]]) -> Iterator[dict[str, NetNode]]:
+    """`NAMES`' nodes on this namespace's loopback, node i's agent and stand-in Filebeat on `ports[i]` (agent,
+    Filebeat), answering; agents stopped when the block ends, however it ends. Needs no root."""
+    with ExitStack() as stack:
+        nodes: dict[str, NetNode] = {}
+        for name, (agent_port, filebeat_port) in zip(NAMES, ports, strict=True):
+            node = nodes[name] = start_node(name, OnLoopback(), directory / name, token, agent_port, filebeat_port)
+            stack.callback(node.stop)
+        for node in nodes.values():
             node.wait_answering()
         yield nodes
 

@@ -1,7 +1,6 @@
 """The one off-loopback rule (`models.listening`) the agent and the REST API share, and a whole `autotune` run
 (its REST API and its local Ray) listening nowhere but on loopback."""
 
-import ipaddress
 import os
 import signal
 import subprocess
@@ -13,6 +12,7 @@ import pytest
 
 from controller.state import StateStore
 from models.listening import ListenFlags, decide_listening, is_loopback
+from testbed.faults import listeners, process_tree
 from tests.conftest import free_ports
 
 
@@ -37,59 +37,6 @@ def test_half_a_tls_pair_or_tls_with_insecure_is_refused_naming_the_flags():
     assert decide_listening("x", Path("c"), Path("k"), True, flags).action == "refuse"
 
 
-# /proc/net files and the state of a socket open to whoever reaches its address: TCP listening, UDP unconnected
-OPEN_STATES = {"tcp": "0A", "tcp6": "0A", "udp": "07", "udp6": "07"}
-
-
-def _host(hex_address: str) -> str:
-    """An address as /proc/net writes it (32-bit words in host order: little-endian here); IPv4 in IPv6 unmapped."""
-    raw = bytes.fromhex(hex_address)
-    address = ipaddress.ip_address(b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4)))
-    mapped = getattr(address, "ipv4_mapped", None)
-    return str(mapped or address)
-
-
-def _open_sockets() -> dict[str, tuple[str, int]]:
-    """Every socket of the machine open to others (`OPEN_STATES`): its inode -> (host, port)."""
-    found = {}
-    for name, state in OPEN_STATES.items():
-        for line in Path("/proc/net", name).read_text().splitlines()[1:]:
-            fields = line.split()
-            if fields[3] == state:
-                host, port = fields[1].split(":")
-                found[fields[9]] = (_host(host), int(port, 16))
-    return found
-
-
-def _process_tree(root: int) -> list[int]:
-    """`root` and every process it started, and they started."""
-    parents = {}
-    for entry in Path("/proc").iterdir():
-        try:
-            parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (ValueError, OSError):
-            continue
-    tree = [root]
-    for pid in tree:
-        tree += [child for child, parent in parents.items() if parent == pid]
-    return tree
-
-
-def _listeners(root: int) -> dict[tuple[str, int], str]:
-    """Where the process tree of `root` is open to others: (host, port) -> the name of the process."""
-    open_sockets = _open_sockets()
-    found = {}
-    for pid in _process_tree(root):
-        try:
-            name = Path(f"/proc/{pid}/comm").read_text().strip()
-            links = [os.readlink(fd) for fd in Path(f"/proc/{pid}/fd").iterdir()]
-        except OSError:  # it ended meanwhile
-            continue
-        found |= {open_sockets[link[8:-1]]: name for link in links
-                  if link.startswith("socket:[") and link[8:-1] in open_sockets}
-    return found
-
-
 @pytest.mark.slow
 def test_autotune_with_its_api_and_local_ray_listens_on_loopback_only(tmp_path):
     port = free_ports(1)[0]
@@ -106,7 +53,7 @@ def test_autotune_with_its_api_and_local_ray_listens_on_loopback_only(tmp_path):
             assert time.monotonic() < deadline, "no two decisions within 240 s"
             time.sleep(0.5)
         for _ in range(5):
-            seen |= _listeners(proc.pid)
+            seen |= listeners(process_tree(proc.pid))  # the one listing, bench.faults' too
             time.sleep(0.5)
     finally:
         proc.send_signal(signal.SIGTERM)

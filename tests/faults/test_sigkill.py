@@ -10,9 +10,7 @@ moment the test holds open (a stand-in Filebeat whose health the test withholds,
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
 import sys
 import threading
 from collections.abc import Callable
@@ -21,7 +19,6 @@ from typing import Iterator
 
 import pytest
 import yaml
-from confluent_kafka import Consumer, TopicPartition
 
 from agents.adapter import ConfigStore
 from agents.client import AgentClient
@@ -32,6 +29,8 @@ from controller.daemon import Daemon
 from controller.rollout import CanaryPool, Phase
 from controller.state import StateStore
 from models.policy import Policy
+from testbed.daemon_kill import (Recovery, autotune, commit_group, kill_between_steps, recover_reason, restart,
+                                 rollout, write_deployment)
 from testbed.net_pool import STAND_IN_FILEBEAT, TIMEOUT, StandInPrometheus, until as _until
 from tests.agents.conftest import TOKEN, ServedAgent
 from tests.agents.test_agent_restart import _alive, _ignore, _start_agent, _stop, _wait_answering
@@ -275,6 +274,10 @@ def test_a_daemon_killed_between_promotion_steps_finishes_the_promotion_and_its_
         "node-1 promoted on version 1, node-2 promoted on version 1, node-3 pending on version 0, node-4 pending on "
         "version 0; finished the promotion, its remaining steps not judged (node-3: reloaded; node-4: reloaded); "
         "every node on version 1")
+    # the words bench.faults and the real daemon test expect, as testbed.daemon_kill builds them
+    assert recover["reason"] == recover_reason(TIMEOUT, 1.0, 0.1, {"node-1": (1, "promoted"), "node-2": (1, "promoted"),
+                                                                   "node-3": (0, "pending"), "node-4": (0, "pending")},
+                                               {"node-3": "reloaded", "node-4": "reloaded"})
     assert recover["rollout"]["recovered"] == recover["reason"] and first["rollout"]["recovered"] == ""
     assert first["action"] != "recover" and first["outcome"]["kind"] == "applied"
 
@@ -395,63 +398,44 @@ class HeldChange:
         return self.real(*args, **kwargs)
 
 
-PIPETUNE = str(Path(sys.executable).with_name("pipetune"))
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("node_2", ["rolled-back", "changed"])
-def test_the_daemon_process_killed_between_promotion_steps_finishes_the_promotion_on_restart(
-        tmp_path, testbed, kafka_topic, node_2):
+def test_the_daemon_process_killed_between_promotion_steps_finishes_the_promotion_on_restart(tmp_path, testbed,
+                                                                                             kafka_topic):
+    """Node-2's step fails after the daemon died (its agent puts the version before back); bench.faults' daemon row
+    kills it the same way (`testbed.daemon_kill`) with node-2's step ending either way, its real run in
+    tests/bench/test_faults.py."""
     group = f"sigkill-{kafka_topic}"  # a group with a committed offset: the daemon reads its lag every window
-    consumer = Consumer({"bootstrap.servers": testbed.bootstrap, "group.id": group, "enable.auto.commit": False})
-    consumer.commit(offsets=[TopicPartition(kafka_topic, 0, 0)], asynchronous=False)
-    consumer.close()
+    commit_group(testbed.bootstrap, kafka_topic, group)
     agents = {name: ServedAgent(stand_in_filebeat(tmp_path / name)) for name in ("node-1", "node-2")}
     prometheus = StandInPrometheus(agents)
-    (tmp_path / "agent.token").write_text(TOKEN)
-    deployment = tmp_path / "deployment.yaml"
-    deployment.write_text(yaml.safe_dump({
-        "name": "sigkill", "nodes": [{"name": name, "agent_url": agent.url, "token_file": "agent.token"}
-                                     for name, agent in agents.items()],
-        "kafka": {"bootstrap": testbed.bootstrap, "consumer_group": group}, "prometheus": {"url": prometheus.url}}))
+    deployment = write_deployment(tmp_path, {name: agent.url for name, agent in agents.items()}, TOKEN,
+                                  testbed.bootstrap, group, prometheus.url)
     state = tmp_path / "state"
     # A person's override makes the change: the canary takes it, it is judged better, and node-2's step is held.
     StateStore(state).add_override({TIMEOUT: 0.1}, 3600, "the test's change")
     held = HeldChange(agents["node-2"])
-    log = tmp_path / "autotune.log"
-    command = [PIPETUNE, "autotune", "--pipeline", str(deployment), "--window", "2", "--state-dir", str(state)]
+    command = autotune(deployment, state)
     try:
-        with open(log, "wb") as out:
-            daemon = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            assert held.entered.wait(600), log.read_text()[-3000:]
-            rollout = json.loads((state / "rollout.json").read_text())
-            assert rollout["phase"] == "promoting" and [(n["node"], n["version"], n["state"]) for n in rollout[
-                "nodes"]] == [("node-1", 1, "promoted"), ("node-2", 0, "pending")]
-        finally:
-            os.killpg(daemon.pid, signal.SIGKILL)
-            daemon.wait(60)
-        held.fails = node_2 == "rolled-back"
+        kill_between_steps(command, state, tmp_path / "autotune.log", held.entered.is_set)
+        assert [(n["node"], n["version"], n["state"]) for n in rollout(state)["nodes"]] == [
+            ("node-1", 1, "promoted"), ("node-2", 0, "pending")]
+        held.fails = True
         held.released.set()
         _until(lambda: not agents["node-2"].client.component("filebeat")["change_in_progress"], "node-2's change ended")
-        assert agents["node-2"].client.component("filebeat")["params"][TIMEOUT] == (1.0 if held.fails else 0.1)
+        assert agents["node-2"].client.component("filebeat")["params"][TIMEOUT] == 1.0
 
-        restarted = subprocess.run([*command, "--windows", "1"], capture_output=True, text=True, timeout=900)
+        restarted, recovered_s = restart(command, state)
         assert restarted.returncode == 0, restarted.stderr[-3000:]
+        assert recovered_s is not None
         for agent in agents.values():  # one version on every node, each agent's files holding it
             assert agent.client.component("filebeat")["params"][TIMEOUT] == 0.1
             assert agent.components["filebeat"].adapter.read()[TIMEOUT] == 0.1
-        rollout = json.loads((state / "rollout.json").read_text())
-        assert (rollout["phase"], rollout["version"], rollout["promoted"][TIMEOUT]) == ("steady", 1, 0.1)
-        assert {(n["version"], n["state"]) for n in rollout["nodes"]} == {(1, "promoted")}
-        decisions = StateStore(state).decisions()
-        [recover] = [d for d in decisions if d["action"] == "recover"]
-        node_2_did = "filebeat restarted" if held.fails else "already in place"
-        assert recover["reason"] == (
-            f"the daemon restarted in the middle of a rollout: found version 1 ({TIMEOUT} 1.0 → 0.1) being promoted, "
-            "node-1 promoted on version 1, node-2 pending on version 0; finished the promotion, its remaining steps "
-            f"not judged (node-2: {node_2_did}); every node on version 1")
-        assert decisions[-1]["action"] != "recover" and decisions.index(recover) == len(decisions) - 2
+        recovery = Recovery.of(state)
+        assert recovery.finished(1, TIMEOUT, 0.1)
+        assert recovery.recover_reasons == (recover_reason(TIMEOUT, 1.0, 0.1, {"node-1": (1, "promoted"),
+                                                                              "node-2": (0, "pending")},
+                                                           {"node-2": "filebeat restarted"}),)
+        assert recovery.actions[-2] == "recover" and recovery.actions[-1] != "recover"
     finally:
         held.released.set()
         prometheus.close()
