@@ -1,5 +1,5 @@
-"""A Spark Structured Streaming query's micro-batch settings: the trigger interval, `maxOffsetsPerTrigger` and
-`spark.sql.shuffle.partitions`, kept in the job's own properties file (testbed/spark_job.py reads it, or the same
+"""A Spark Structured Streaming query's micro-batch settings: the trigger interval, `maxOffsetsPerTrigger`,
+`minOffsetsPerTrigger` with `maxTriggerDelay` (the Kafka source's, Spark 3.3 on) and `spark.sql.shuffle.partitions`, kept in the job's own properties file (testbed/spark_job.py reads it, or the same
 file through `spark-submit`).
 
 The agent patches the tuned keys of that file in place (every other byte stays, agents/rebase.py), checks the values
@@ -14,6 +14,7 @@ the offset log into the same partition.
 from __future__ import annotations
 
 import json
+import re
 import time
 import urllib.error
 import urllib.request
@@ -28,12 +29,36 @@ from models.space import PIPELINE_SPACE, ChangeCost, Config, Param, Value
 # Our parameter -> the job's key in its properties file, and the key of `/progress`'s settings that reports it.
 KEYS = {"spark.trigger.interval": ("trigger.interval.s", "trigger_interval_s"),
         "spark.maxOffsetsPerTrigger": ("maxOffsetsPerTrigger", "max_offsets_per_trigger"),
+        "spark.minOffsetsPerTrigger": ("minOffsetsPerTrigger", "min_offsets_per_trigger"),
+        "spark.maxTriggerDelay": ("maxTriggerDelay", "max_trigger_delay_s"),
         "spark.sql.shuffle.partitions": ("spark.sql.shuffle.partitions", "shuffle_partitions")}
+# The limits whose 0 is Spark's "none": the key left empty, as the testbed writes it (the job reads 0 the same).
+NO_LIMIT_AT_0 = ("spark.maxOffsetsPerTrigger", "spark.minOffsetsPerTrigger")
+DELAY = "spark.maxTriggerDelay"
+# Spark's time strings (JavaUtils.timeStringAsMs): an integer, a unit or none (milliseconds), case and spaces aside.
+TIME_STRING = re.compile(r"(-?[0-9]+)([a-z]+)?")
+TIME_UNITS_S = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
+SPARK_MAX_TRIGGER_DELAY_S = 900.0  # Spark's default, "15m"
+
+
+def spark_seconds(text: str) -> float:
+    """A Spark time string ("15m", "2500ms", "30s"; no unit is milliseconds) in seconds; `ValueError` saying what Spark
+    takes. Empty: Spark's default for maxTriggerDelay."""
+    text = text.strip().lower()
+    if not text:
+        return SPARK_MAX_TRIGGER_DELAY_S
+    match = TIME_STRING.fullmatch(text)
+    if match is None or (match.group(2) or "ms") not in TIME_UNITS_S:
+        raise ValueError(f"{text!r} is not a Spark time string: an integer with one of "
+                         f"{', '.join(TIME_UNITS_S)} (none: ms)")
+    return int(match.group(1)) * TIME_UNITS_S[match.group(2) or "ms"]
 
 
 def _text(param: Param, value: Value) -> str:
-    if param.name == "spark.maxOffsetsPerTrigger" and int(value) == 0:
-        return ""  # no limit: the key left empty, as the testbed writes it (the job reads 0 the same)
+    if param.name in NO_LIMIT_AT_0 and int(value) == 0:
+        return ""
+    if param.name == DELAY:
+        return f"{round(float(value) * 1000)}ms"  # Spark takes whole units only: the parameter's step, 1 ms
     if param.kind == "int":
         return str(int(value))
     return f"{float(value):.3f}".rstrip("0").rstrip(".") or "0"  # the trigger to the millisecond, "2" not "2.0"
@@ -42,9 +67,11 @@ def _text(param: Param, value: Value) -> str:
 def _read_as(param: Param, text: str) -> Value | None:
     """A key's text as the job reads it (empty: the job's default, 0 for the limit); None when it does not read."""
     text = text.strip()
-    if not text and param.name == "spark.maxOffsetsPerTrigger":
+    if not text and param.name in NO_LIMIT_AT_0:
         return 0
     try:
+        if param.name == DELAY:
+            return spark_seconds(text)
         return int(text) if param.kind == "int" else float(text)
     except ValueError:
         return None

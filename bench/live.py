@@ -28,7 +28,11 @@ defaults lowered to its scan frequency (said on the console and in the result), 
 
     python -m bench.live [--pipeline FILE] [--rate 1000] [--tune-minutes 15] [--window 30]
                          [--measure 45] [--rounds 2] [--load replay|none] [--trace FILE]
-                         [--out docs/evidence/live]
+                         [--policy FILE] [--out docs/evidence/live]
+
+`--policy FILE` is the operator's policy the tuning run starts with (models.policy.Policy as JSON, what `PUT /policy`
+takes: pins, bounds, the parameters tuned): e.g. Filebeat's knobs held where the operator trusts them, so the learner
+tunes the Spark job alone.
 
 (on a pipeline with nginx in front, --load none is the default and the only choice)
 
@@ -83,7 +87,7 @@ CALIBRATION = "local-filebeat-kafka-fitted"
 # whose learner tunes `spark.trigger.interval` (models.learning.TUNED_BY_TOPOLOGY); none is fitted to this machine.
 SPARK_CALIBRATION = "paper-2vcpu"
 WAREHOUSE_COUNT = "pipetune_e2e_latency_seconds_count"  # the Spark job's events committed, by stage and node
-TABLE_WAIT_S = 180.0  # how long the table may take to hold what nginx logged, once the load stopped (a bound)
+TABLE_WAIT_S = 300.0  # how long the table may take to hold what nginx logged, once the load stopped (a bound)
 
 
 @dataclass(frozen=True)
@@ -108,6 +112,25 @@ def calibration(spec: PipelineSpec) -> str:
     """The twin autotune screens candidates with: this machine's fitted Filebeat -> Kafka one, or the paper's (with a
     Spark stage, so the learner tunes the job's trigger) when a Spark job ends the pipeline."""
     return SPARK_CALIBRATION if spec.spark is not None else CALIBRATION
+
+
+def load_policy(path: Path) -> Policy:
+    """The operator's policy in `path` (JSON, as `PUT /policy` takes it), checked against the parameter space: a bad
+    one is refused naming the field and what it allows, before anything starts."""
+    try:
+        policy = Policy.model_validate_json(path.read_text())
+        policy.check()
+    except (OSError, ValueError) as err:  # pydantic's ValidationError and the space's ParamError are ValueErrors
+        raise SystemExit(f"--policy {path}: {err}") from None
+    return policy
+
+
+def start_state(directory: Path, policy: Policy | None) -> None:
+    """A fresh state directory for the tuning run (a kept one would resume the last run), holding `policy` where
+    autotune resumes a stored policy from: the run starts under it as if the operator had put it before."""
+    shutil.rmtree(directory, ignore_errors=True)
+    if policy is not None:
+        StateStore(directory).save_policy(policy)
 
 
 def tune(pipeline: Path, args: argparse.Namespace, directory: Path, load: list[str], twin: str = CALIBRATION) -> dict:
@@ -201,8 +224,14 @@ def table_ledger(spec: PipelineSpec, spans: dict[str, tuple[int, int]], timeout_
     settings = job_settings(spec)
     deadline = time.monotonic() + timeout_s
     while True:
-        # a ledger is a query over the whole table, competing with the job's batches for the same cores: seldom
-        table = ledger(settings)
+        # a ledger is a query over the whole table, competing with the job's batches for the same cores: seldom;
+        # a table of a batch per second for 20 minutes on a loaded machine took over a minute to read: read again
+        try:
+            table = ledger(settings, timeout_s=max(deadline - time.monotonic(), 60.0))
+        except OSError as err:
+            if time.monotonic() > deadline:
+                raise SystemExit(f"the Spark table's ledger did not answer within {timeout_s:g} s: {err}") from None
+            continue
         if wanted <= table.counts.keys() or time.monotonic() > deadline:
             break
         time.sleep(5.0)
@@ -437,7 +466,9 @@ def figures(result: dict) -> dict[str, list[dict]]:
            "events_tuning": result["ledger_tuning"]["expected"], "lost_events_tuning": result["lost_events_tuning"],
            "duplicated_events_tuning": result["ledger_tuning"].get("duplicates"),
            "spark_versions": (result.get("spark_changes") or {}).get("versions"),
+           "spark_changes_logged": (result.get("spark_changes") or {}).get("logged"),
            "lost_events_side_by_side": result["lost_events_side_by_side"],
+           "duplicated_events_side_by_side": result.get("duplicated_events_side_by_side"),
            "changes_logged": result["changes_logged"], "changes_in_agent_audit": result["changes_in_agent_audit"],
            "daemon_rollbacks": result["daemon_rollbacks"], "agent_rollbacks": result["agent_rollbacks"],
            "agent_held": result["agent_held"], "canaries_lost": sum(n["lost"] for n in counted.values()) if counted else None}
@@ -512,6 +543,8 @@ def main(argv: list[str] | None = None) -> None:
                                                    "(default: one generated at --rate)")
     parser.add_argument("--calibration", help=f"the twin autotune screens with (default: {CALIBRATION}; "
                                               f"{SPARK_CALIBRATION} when a Spark job ends the pipeline)")
+    parser.add_argument("--policy", type=Path, help="the operator's policy the tuning run starts with (JSON, as PUT "
+                                                   "/policy takes it: pins, bounds, tuned)")
     parser.add_argument("--out", type=Path, default=Path("docs/evidence/live"))
     args = parser.parse_args(argv)
     started = BenchResult.start("bench.live", argv)
@@ -520,6 +553,7 @@ def main(argv: list[str] | None = None) -> None:
                               (0 <= args.warmup < args.measure, "--warmup", "in [0, --measure)")):
         if not ok:
             parser.error(f"{flag} must be {allowed}")
+    policy = load_policy(args.policy) if args.policy else None
     spec = load_pipeline(args.pipeline)
     if spec.nginx is not None and args.load == "replay":
         parser.error("--load replay: autotune's replay writes the harvested log itself, past nginx; a pipeline with "
@@ -536,7 +570,10 @@ def main(argv: list[str] | None = None) -> None:
         with agent.client(spec) as client:
             owned = owned_params(client.components())
             seen = {name: len(client.audit(name)) for name in owned}
-        shutil.rmtree(args.out / "state", ignore_errors=True)  # a kept state dir would resume the last run
+        start_state(args.out / "state", policy)
+        if policy is not None:
+            console.print(f"[dim]the operator's policy: tuned {policy.tuned or 'the pipeline default'}, pins "
+                          f"{policy.pins or 'none'}, bounds {policy.bounds or 'none'}[/]")
         began = time.time()
         if args.load == "replay":
             tuned = tune(args.pipeline, args, args.out, ["--load", "replay", "--profile", "burst"], args.calibration)
@@ -595,6 +632,7 @@ def main(argv: list[str] | None = None) -> None:
         "lost_events_side_by_side": sum(m["lost"] for m in summary.values()),
         "duplicated_events_side_by_side": sum(m["duplicated"] for m in summary.values()),
         "latency_stage": deployment(spec).latency.stage, "calibration": args.calibration, "hybrid_reordered": reordered,
+        "policy": policy.model_dump(mode="json") if policy is not None else None,
         "reference": reference, "goal_reference_over_pipetune": goal,
         "p95_reference_over_pipetune": (summary[reference]["p95_s"] / summary["pipetune"]["p95_s"]
                                         if reference in summary else math.nan),

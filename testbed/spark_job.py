@@ -13,13 +13,13 @@ adding its rows again, so each record is in the table exactly once across restar
 Latency to the warehouse: once a batch's insert returns (its partition is in the metastore: readers see it),
 each event's write time → that moment is observed as the probe's histogram (`pipetune_e2e_latency_seconds`,
 agents/probe/metrics.py) under stage `warehouse`, with the hops `spark_batch_start` (Kafka's append → the batch
-starts) and `warehouse_commit` (the batch starts → committed); the probe's own stages cover the hops before
-Kafka. They are served with the query's progress and a ledger of the table on `metrics.port`: `/metrics`
+starts) and `warehouse_commit` (the batch starts → committed), and both as one span, `kafka_commit` (the sink stage
+the learner models); the probe's own stages cover the hops before Kafka. They are served with the query's progress and a ledger of the table on `metrics.port`: `/metrics`
 (Prometheus), `/progress` (the query's `lastProgress`, with the micro-batch settings in force and the run they
 started), `/ledger` (every request_id in the table with its count).
 
-Its micro-batch settings (`trigger.interval.s`, `maxOffsetsPerTrigger`, `spark.sql.shuffle.partitions`: what the
-agent tunes, agents/spark.py) are read again from the file on `POST /reload`: the query is stopped at a batch
+Its micro-batch settings (`trigger.interval.s`, `maxOffsetsPerTrigger`, `minOffsetsPerTrigger`, `maxTriggerDelay`,
+`spark.sql.shuffle.partitions`: what the agent tunes, agents/spark.py) are read again from the file on `POST /reload`: the query is stopped at a batch
 boundary and started again from its checkpoint with them, in the same session (no new JVM). Spark keeps the
 checkpoint's shuffle partitions for the query's own stateful shuffles (this one has none); the batches' inserts run
 with the file's.
@@ -43,10 +43,14 @@ from pyspark.sql.types import DoubleType, LongType, StringType, StructField, Str
 
 from agents.kafka import properties_file
 from agents.probe.metrics import EVENT_TIME, LatencyHistograms
+from agents.spark import spark_seconds
 
 log = logging.getLogger("pipetune.spark_job")
 
 WAREHOUSE, BATCH_START, COMMIT = "warehouse", "spark_batch_start", "warehouse_commit"  # the stages
+# Kafka's append -> committed, the two hops above as one span: the sink stage the twin and the learner model (the
+# paper topology's `kafka->sink`, which the trigger moves; controller/live.py names it so)
+KAFKA_COMMIT = "kafka_commit"
 SHUFFLE = "spark.sql.shuffle.partitions"
 # Filebeat's Kafka output: the line in `message`, its read time, the node.
 ENVELOPE = StructType([StructField("message", StringType()), StructField("@timestamp", StringType()),
@@ -89,9 +93,13 @@ def events(spark: SparkSession, props: dict[str, str]) -> DataFrame:
     reader = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", props["bootstrap"])
               .option("subscribe", props["topic"]).option("startingOffsets", props.get("starting.offsets", "earliest"))
               .option("failOnDataLoss", "true"))
-    for key in ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay"):
-        if props.get(key) and props[key] != "0":  # empty or 0: Spark's own default (no limit)
-            reader = reader.option(key, props[key])
+    settings = tuned(props)
+    for key, name in (("maxOffsetsPerTrigger", "max_offsets_per_trigger"),
+                      ("minOffsetsPerTrigger", "min_offsets_per_trigger")):
+        if settings[name]:  # 0 (or the key empty): Spark's own default, no limit
+            reader = reader.option(key, str(settings[name]))
+    if settings["min_offsets_per_trigger"]:  # the delay acts only with a minimum; in whole ms, as Spark reads it
+        reader = reader.option("maxTriggerDelay", f"{round(settings['max_trigger_delay_s'] * 1000)}ms")
     time_field = props.get("event.time.field", "ts_nginx")
     line_schema = StructType([StructField(name, kind) for name, kind, _ in NGINX_FIELDS]
                              + [StructField(time_field, DoubleType())])
@@ -145,7 +153,7 @@ class Sink:
         finally:
             batch.unpersist()
         for ts_event, ts_kafka, node in stamps:
-            hops = {BATCH_START: started - ts_kafka} if ts_kafka else {}
+            hops = {BATCH_START: started - ts_kafka, KAFKA_COMMIT: committed - ts_kafka} if ts_kafka else {}
             if ts_event is not None:
                 hops[WAREHOUSE] = committed - ts_event
             hops[COMMIT] = committed - started
@@ -225,8 +233,16 @@ def tuned(props: dict[str, str]) -> dict[str, float | int]:
     partitions = number(SHUFFLE, int, "200")
     if partitions < 1:
         raise ValueError(f"{SHUFFLE}={partitions}: allowed 1 or more")
+    try:
+        delay_s = spark_seconds(props.get("maxTriggerDelay", ""))
+    except ValueError as err:
+        raise ValueError(f"maxTriggerDelay: {err}") from None
+    if delay_s < 0:
+        raise ValueError(f"maxTriggerDelay={props['maxTriggerDelay']!r}: allowed 0 or more")
     return {"trigger_interval_s": number("trigger.interval.s", float, "0"),
-            "max_offsets_per_trigger": number("maxOffsetsPerTrigger", int, "0"), "shuffle_partitions": partitions}
+            "max_offsets_per_trigger": number("maxOffsetsPerTrigger", int, "0"),
+            "min_offsets_per_trigger": number("minOffsetsPerTrigger", int, "0"), "max_trigger_delay_s": delay_s,
+            "shuffle_partitions": partitions}
 
 
 class Job:

@@ -169,9 +169,9 @@ class LedgerCheck:
         return not self.missing and not self.duplicated
 
 
-def ledger(settings: JobSettings) -> Ledger:
+def ledger(settings: JobSettings, timeout_s: float = 60.0) -> Ledger:
     """The table's ledger, read through the job's own session (the embedded metastore admits one JVM)."""
-    doc = json.loads(_get(settings, "/ledger", timeout_s=60.0))
+    doc = json.loads(_get(settings, "/ledger", timeout_s=timeout_s))
     return Ledger(int(doc["rows"]), {str(k): int(v) for k, v in doc["request_ids"].items()})
 
 

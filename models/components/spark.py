@@ -1,8 +1,11 @@
 """The Spark Structured Streaming sink: the paper's Kafka -> Spark -> Hive stage. A change stops the query at a batch
 boundary and restarts it from its checkpoint (agents/spark.py).
 
-Only the trigger moves a latency stage the twin models; the per-trigger limit and the shuffle partitions are the
-job's other micro-batch settings the agent applies (declared here once, with their ranges, like every parameter).
+Only the trigger moves a latency stage the twin models; the per-trigger limits, the trigger delay and the shuffle
+partitions are the job's other micro-batch settings the agent applies (declared here once, with their ranges, like
+every parameter). `minOffsetsPerTrigger` and `maxTriggerDelay` are the Kafka source's options since Spark 3.3: a
+trigger that finds fewer new records than the minimum skips its batch, until `maxTriggerDelay` has passed since the
+last one.
 """
 
 from __future__ import annotations
@@ -18,6 +21,13 @@ SPARK_SINK = Component(
         # Spark's reader option of that name; 0 is its default: no limit, a batch takes every offset there is.
         param("spark.maxOffsetsPerTrigger", "int", 0, 0, 10_000_000, unit="records", cost=RESTART,
               help="most Kafka records one micro-batch reads (0: no limit)"),
+        # Spark's reader option of that name (no default: no minimum); only with it does maxTriggerDelay act. Spark
+        # refuses a query whose minimum is above its maxOffsetsPerTrigger when it starts: the agent rolls that back.
+        param("spark.minOffsetsPerTrigger", "int", 0, 0, 10_000_000, unit="records", cost=RESTART,
+              help="fewest new Kafka records a micro-batch waits for, at most maxTriggerDelay (0: no minimum)"),
+        # Spark's reader option of that name, a time string in its file ("15m" its default; the agent writes ms).
+        param("spark.maxTriggerDelay", "float", 900.0, 0.0, 3600.0, unit="s", cost=RESTART, step=0.001,
+              help="longest a micro-batch waits for minOffsetsPerTrigger records after the last one"),
         param("spark.sql.shuffle.partitions", "int", 200, 1, 1000, cost=RESTART,
               help="partitions of a shuffle in the job's queries (Spark's default 200)"),
     ),

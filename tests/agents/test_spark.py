@@ -19,7 +19,7 @@ from agents.adapter import ValidationFailed
 from agents.client import AgentError
 from agents.config import AgentConfig
 from agents.kafka import properties_file
-from agents.spark import SparkQueryAdapter
+from agents.spark import SparkQueryAdapter, spark_seconds
 from models.space import PIPELINE_SPACE, Config
 from tests.agents.conftest import ServedAgent
 from tests.conftest import free_ports
@@ -52,7 +52,29 @@ def _config(**changes: object) -> Config:
 def test_read_gives_the_values_as_the_job_reads_them(tmp_path):
     adapter = _adapter(tmp_path / "job.properties")
     assert adapter.read() == {"spark.trigger.interval": 1.0, "spark.maxOffsetsPerTrigger": 0,
-                              "spark.sql.shuffle.partitions": 2}  # an empty limit is the job's: none
+                              "spark.minOffsetsPerTrigger": 0, "spark.maxTriggerDelay": 900.0,
+                              "spark.sql.shuffle.partitions": 2}  # an empty limit is the job's: none; keys the file
+    # lacks are Spark's defaults: no minimum, a 15-minute delay
+
+
+@pytest.mark.parametrize("text, seconds", [("15m", 900.0), ("2500ms", 2.5), ("30s", 30.0), ("1500", 1.5),
+                                           (" 2H ", 7200.0), ("1min", 60.0), ("", 900.0)])
+def test_the_trigger_delay_reads_as_spark_reads_a_time_string(tmp_path, text, seconds):
+    adapter = _adapter(tmp_path / "job.properties")
+    adapter.properties.write_text(JOB_FILE + f"maxTriggerDelay={text}\n")
+    assert adapter.read()["spark.maxTriggerDelay"] == seconds
+
+
+def test_the_minimum_and_the_delay_are_written_as_the_job_and_spark_read_them(tmp_path):
+    adapter = _adapter(tmp_path / "job.properties")
+    base = _config()
+    wanted = PIPELINE_SPACE.config({"spark.minOffsetsPerTrigger": 200, "spark.maxTriggerDelay": 2.5}, base=base)
+    props = properties_file.read(adapter.patch(wanted, base)[adapter.properties])
+    assert props["minOffsetsPerTrigger"] == "200" and props["maxTriggerDelay"] == "2500ms"
+    adapter.properties.write_text(adapter.patch(wanted, base)[adapter.properties])
+    assert adapter.read()["spark.maxTriggerDelay"] == 2.5 and adapter.read()["spark.minOffsetsPerTrigger"] == 200
+    # back to no minimum: the key left empty, as for the maximum
+    assert properties_file.read(adapter.patch(base, wanted)[adapter.properties])["minOffsetsPerTrigger"] == ""
 
 
 def test_a_patch_changes_only_the_tuned_keys_every_other_byte_stays(tmp_path):
@@ -84,6 +106,11 @@ def test_validate_names_the_key_the_job_would_not_read(tmp_path):
         adapter.validate({adapter.properties: JOB_FILE.replace("= 1.0", "= fast")})
     with pytest.raises(ValidationFailed, match=r"spark.sql.shuffle.partitions='0'.*an integer in \[1, 1000\]"):
         adapter.validate({adapter.properties: JOB_FILE.replace("partitions=2", "partitions=0")})
+    with pytest.raises(ValidationFailed, match=r"maxTriggerDelay='2.5s': the job reads spark.maxTriggerDelay as a "
+                                               r"number in \[0, 3600\] s"):  # Spark takes whole units only
+        adapter.validate({adapter.properties: JOB_FILE + "maxTriggerDelay=2.5s\n"})
+    with pytest.raises(ValidationFailed, match=r"maxTriggerDelay='2h'.*\[0, 3600\] s"):
+        adapter.validate({adapter.properties: JOB_FILE + "maxTriggerDelay=2h\n"})
     adapter.validate({adapter.properties: JOB_FILE})
 
 
@@ -131,6 +158,8 @@ class StandInJob:
         props = properties_file.read(self.properties.read_text())
         return {"trigger_interval_s": float(props["trigger.interval.s"]),
                 "max_offsets_per_trigger": int(props["maxOffsetsPerTrigger"] or 0),
+                "min_offsets_per_trigger": int(props.get("minOffsetsPerTrigger") or 0),
+                "max_trigger_delay_s": spark_seconds(props.get("maxTriggerDelay", "")),
                 "shuffle_partitions": int(props["spark.sql.shuffle.partitions"])}
 
 
@@ -161,8 +190,18 @@ def test_a_change_reloads_the_query_on_the_patched_file(served):
     agent, job = served
     result = agent.client.put_config("spark", 1, {"spark.trigger.interval": 3.0, "spark.sql.shuffle.partitions": 4})
     assert result.status == "applied"
-    assert job.settings == {"trigger_interval_s": 3.0, "max_offsets_per_trigger": 0, "shuffle_partitions": 4}
+    assert job.settings == {"trigger_interval_s": 3.0, "max_offsets_per_trigger": 0, "min_offsets_per_trigger": 0,
+                            "max_trigger_delay_s": 900.0, "shuffle_partitions": 4}
     assert job.properties.read_text() == JOB_FILE.replace("= 1.0", "= 3").replace("partitions=2", "partitions=4")
+
+
+def test_a_minimum_with_its_delay_reloads_the_query_on_both(served):
+    agent, job = served
+    result = agent.client.put_config("spark", 1, {"spark.minOffsetsPerTrigger": 300, "spark.maxTriggerDelay": 5.0})
+    assert result.status == "applied", result.message
+    assert job.settings["min_offsets_per_trigger"] == 300 and job.settings["max_trigger_delay_s"] == 5.0
+    assert job.properties.read_text() == JOB_FILE + "minOffsetsPerTrigger=300\nmaxTriggerDelay=5000ms\n"
+    assert agent.client.component("spark")["health"]["ok"]
 
 
 def test_an_out_of_range_value_is_refused_naming_the_key_and_the_range(served):

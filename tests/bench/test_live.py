@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from agents.probe.metrics import LatencyHistograms
 from bench import live
+from controller.state import StateStore
 from models.learning import TUNED_BY_TOPOLOGY
 from models.presets import preset
 from models.space import check_rules
@@ -76,7 +77,7 @@ def test_the_table_ledger_counts_each_span_of_nginxs_log_lost_and_duplicated(tmp
     end = _log(tmp_path, ["d", "e"])
     _log(tmp_path, ["after"])
     table = Ledger(rows=6, counts={"before": 1, "a": 1, "b": 3, "d": 1, "e": 1, "after": 2})
-    monkeypatch.setattr(live, "ledger", lambda settings: table)
+    monkeypatch.setattr(live, "ledger", lambda settings, timeout_s: table)
     counted = live.table_ledger(spec, {"tuning": (start, middle), "window": (middle, end)}, timeout_s=0.0)
     # c never reached the table; b is there three times: two rows too many
     assert counted == {"tuning": {"expected": 3, "lost": 1, "duplicates": 2},
@@ -86,11 +87,32 @@ def test_the_table_ledger_counts_each_span_of_nginxs_log_lost_and_duplicated(tmp
 def test_the_table_ledger_waits_for_the_table_to_hold_every_request(tmp_path, monkeypatch):
     spec = _spec("paper", tmp_path)
     end = _log(tmp_path, ["a", "b"])
-    reads = iter([Ledger(1, {"a": 1}), Ledger(2, {"a": 1, "b": 1})])
-    monkeypatch.setattr(live, "ledger", lambda settings: next(reads))
+    reads = iter([Ledger(1, {"a": 1}), TimeoutError("timed out"), Ledger(2, {"a": 1, "b": 1})])
+
+    def read(settings, timeout_s):  # the second read times out: a big table on a loaded machine
+        answer = next(reads)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+    monkeypatch.setattr(live, "ledger", read)
     monkeypatch.setattr(live.time, "sleep", lambda s: None)
     assert live.table_ledger(spec, {"run": (0, end)}, timeout_s=60.0)["run"] == {"expected": 2, "lost": 0,
                                                                                   "duplicates": 0}
+
+
+def test_the_operators_policy_is_where_autotune_resumes_it_and_a_bad_one_names_the_field(tmp_path):
+    path = tmp_path / "policy.json"
+    path.write_text(json.dumps({"tuned": ["spark.trigger.interval"], "pins": {"filebeat.backoff": 0.1},
+                                "bounds": {"spark.trigger.interval": [0.0, 5.0]}}))
+    policy = live.load_policy(path)
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "decisions.jsonl").write_text("{}\n")  # a last run's: not resumed
+    live.start_state(state, policy)
+    assert StateStore(state).load_policy() == policy and not (state / "decisions.jsonl").exists()
+    path.write_text(json.dumps({"bounds": {"spark.trigger.interval": [0.0, 120.0]}}))
+    with pytest.raises(SystemExit, match=r"bounds.spark.trigger.interval.*\[0, 60\] s"):
+        live.load_policy(path)
 
 
 def test_the_warehouse_count_is_every_nodes_committed_events_of_that_stage_only():

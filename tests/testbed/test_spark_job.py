@@ -43,3 +43,17 @@ def test_the_ledger_reads_a_partition_a_rerun_batch_replaced_after_an_earlier_re
     assert sink.ledger() == {"rows": 2, "request_ids": {"a": 1, "b": 1}}
     sink.write(_batch(spark, ["a", "c"]), 0)  # the rerun: same batch id, what the offset log replays
     assert sink.ledger() == {"rows": 2, "request_ids": {"a": 1, "c": 1}}
+
+
+def test_the_file_reads_as_the_micro_batch_settings_and_names_a_key_spark_would_not_take():
+    install_spark()  # pyspark, which the job's module imports (cached after the first)
+    from testbed.spark_job import tuned
+    settings = tuned({"trigger.interval.s": "2", "maxOffsetsPerTrigger": "", "minOffsetsPerTrigger": "500",
+                      "maxTriggerDelay": "15s"})
+    assert settings == {"trigger_interval_s": 2.0, "max_offsets_per_trigger": 0, "min_offsets_per_trigger": 500,
+                        "max_trigger_delay_s": 15.0, "shuffle_partitions": 200}
+    assert tuned({})["max_trigger_delay_s"] == 900.0  # Spark's default, 15 minutes
+    with pytest.raises(ValueError, match=r"maxTriggerDelay: '1.5s' is not a Spark time string"):
+        tuned({"maxTriggerDelay": "1.5s"})
+    with pytest.raises(ValueError, match=r"minOffsetsPerTrigger='-1': allowed 0 or more"):
+        tuned({"minOffsetsPerTrigger": "-1"})
