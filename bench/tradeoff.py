@@ -5,13 +5,13 @@ Run: `python -m bench.tradeoff [--calibrations paper-2vcpu,local-filebeat-kafka]
 
 For each twin calibration, at its rate (the paper's 300 ev/s; 2,500 ev/s on local-filebeat-kafka) and each CPU
 budget (`models.budget`, read against the defaults' CPU per event: the defaults' own, that +5 % and +25 % of a
-core, the protective default, none), the daemon runs pipetune and Optuna's TPE (whose constraint is the same verdict,
-budget included) from the defaults for `--windows` steady windows. Reported per budget: each strategy's final P95
+core, the protective default, none), the daemon runs pipetune and Optuna's TPE and GP samplers (whose constraint
+is the same verdict, budget included) from the defaults for `--windows` steady windows. Reported per budget: each strategy's final P95
 on fresh windows (median over seeds), whether its final config is within the budget there, the windows over
 budget after the first 5; the fastest static preset within the budget (every preset measured on fresh windows at
 the same rate); the budgeted oracle (bench.tuners' search, feasible within the budget). Goals (issue 38):
-pipetune ≤ the best feasible preset / 3 where the presets leave room, ≤ 1.2× the oracle, no worse than TPE,
-0 windows over budget after the first 5.
+pipetune ≤ the best feasible preset / 3 where the presets leave room, ≤ 1.2× the oracle, no worse than TPE or
+GP, 0 windows over budget after the first 5.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ BUDGETS: dict[str, CpuBudget | None] = {
     "default": CpuBudget(),
     "none": None,
 }
-STRATEGIES = ("pipetune", "optuna-tpe")
+STRATEGIES = ("pipetune", "optuna-tpe", "optuna-gp")
 SETTLING_WINDOWS = 5  # windows over budget before this one are the search finding the budget's edge
 
 
@@ -86,12 +86,12 @@ def budget_rows(cal_name: str, cal: Calibration, seeds: int, windows: int, windo
 def _table(rows: list[dict], seeds: int) -> Table:
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1),
                   title=f"final P95 (s) within each CPU budget, medians of {seeds} seeds")
-    for col in ("pipeline", "budget", "best\nstatic", "oracle", "pipe-\ntune", "TPE", "within\nbudget",
+    for col in ("pipeline", "budget", "best\nstatic", "oracle", "pipe-\ntune", "TPE", "GP", "within\nbudget",
                 "over\nafter 5"):
         table.add_column(col, justify="left" if col in ("pipeline", "budget") else "right", no_wrap=True)
     for r in rows:
         table.add_row(r["calibration"][:8], r["budget"], *(f"{r[k]:.3g}" for k in (
-            "best_static_p95_s", "oracle_p95_s", "pipetune_p95_s", "optuna-tpe_p95_s")),
+            "best_static_p95_s", "oracle_p95_s", "pipetune_p95_s", "optuna-tpe_p95_s", "optuna-gp_p95_s")),
                       f"{r['pipetune_within']}/{seeds}", str(r["pipetune_over_after_5"]))
     return table
 
@@ -108,7 +108,8 @@ def _plot(rows: list[dict], path: Path) -> None:
         mine = [r for r in rows if r["calibration"] == cal]
         x = range(len(mine))
         for key, label in (("best_static_p95_s", "best static preset"), ("oracle_p95_s", "oracle"),
-                           ("pipetune_p95_s", "pipetune"), ("optuna-tpe_p95_s", "Optuna TPE")):
+                           ("pipetune_p95_s", "pipetune"), ("optuna-tpe_p95_s", "Optuna TPE"),
+                           ("optuna-gp_p95_s", "Optuna GP")):
             ax.plot(list(x), [r[key] for r in mine], marker="o", label=label)
         ax.set_xticks(list(x), [r["budget"] for r in mine], rotation=20, fontsize=7)
         ax.set(yscale="log", ylabel="final P95, s", title=cal)

@@ -89,32 +89,39 @@ class OvatSweep:
         self._dim %= max(self.cube.dims, 1)
 
 
+OPTUNA_SAMPLERS = ("tpe", "gp")
+
+
 @dataclass(frozen=True)
 class _Told:
-    """A window told to TPE: its config, its objective (log P95) and its constraint (the verdict's excess)."""
+    """A window told to an Optuna sampler: its config, its objective (log P95) and its constraint (the verdict's excess)."""
 
     config: Config
     value: float
     constraint: float
 
 
-class OptunaTpe:
-    """Optuna's TPE sampler through its ask/tell interface, with its constraint support.
+class OptunaStudy:
+    """Optuna's TPE or GP sampler (`sampler`: "tpe" or "gp") through its ask/tell interface, with its constraint
+    support.
 
-    TPE searches the same warped unit cube as every other strategy (so it gets the log scales too). The
-    daemon measures the running config first; that and any config TPE did not ask for (a rollback) are
+    Both search the same warped unit cube as every other strategy (so they get the log scales too). The
+    daemon measures the running config first; that and any config the sampler did not ask for (a rollback) are
     added as finished trials. The constraint is the verdict's total excess over its limits (`Verdict.excess`:
-    0, feasible, when the window broke no rule). A daemon runs for months: once the study holds twice what
-    `kept_history` keeps (the recent windows and the best feasible older ones), it is rebuilt from those alone.
-    Needs the `bench` extra (optuna).
+    0, feasible, when the window broke no rule, a budget included), which TPE and the GP sampler both model
+    (`Trial.set_constraint`). A daemon runs for months: once the study holds twice what `kept_history` keeps
+    (the recent windows and the best feasible older ones), it is rebuilt from those alone.
+    Needs the `bench` extra (optuna; the GP sampler also needs torch).
     """
 
-    def __init__(self, cube: TunedCube, start: Config, seed: int = 0, history_recent: int = HISTORY_RECENT,
-                 history_best: int = HISTORY_BEST) -> None:
+    def __init__(self, cube: TunedCube, start: Config, sampler: str = "tpe", seed: int = 0,
+                 history_recent: int = HISTORY_RECENT, history_best: int = HISTORY_BEST) -> None:
         import optuna
 
+        if sampler not in OPTUNA_SAMPLERS:
+            raise ValueError(f"sampler {sampler!r}: one of {', '.join(OPTUNA_SAMPLERS)}")
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        self.cube, self.start, self.seed = cube, cube.policy.enforce(start), seed
+        self.cube, self.start, self.sampler, self.seed = cube, cube.policy.enforce(start), sampler, seed
         self.history_recent, self.history_best = history_recent, history_best
         self._told: list[_Told] = []
         self._new_study()
@@ -122,7 +129,9 @@ class OptunaTpe:
     def _new_study(self) -> None:
         import optuna
 
-        sampler = optuna.samplers.TPESampler(seed=self.seed, n_startup_trials=5)
+        # 5 random trials before the model, as a daemon cannot afford Optuna's default 10 windows of them
+        sampler = (optuna.samplers.TPESampler(seed=self.seed, n_startup_trials=5) if self.sampler == "tpe" else
+                   optuna.samplers.GPSampler(seed=self.seed, n_startup_trials=5, warn_independent_sampling=False))
         self.study = optuna.create_study(direction="minimize", sampler=sampler)
         self._trials: dict[Config, object] = {}
         for told in self._told:
@@ -137,7 +146,7 @@ class OptunaTpe:
                                                        constraints={"throughput": constraint}))
 
     def update_policy(self, policy: Policy) -> None:
-        """New bounds change TPE's space: start a study over the new cube with every finished trial re-added."""
+        """New bounds change the sampler's space: start a study over the new cube with every finished trial re-added."""
         self.cube, self.start = self.cube.with_policy(policy), policy.enforce(self.start)
         self._new_study()
 
@@ -146,14 +155,14 @@ class OptunaTpe:
         u = np.array([trial.suggest_float(name, 0.0, 1.0) for name in self.cube.names])
         config = self.cube.decode(u, base=self.start)
         self._trials[config] = trial
-        return Suggestion(config, f"TPE trial {trial.number}")
+        return Suggestion(config, f"{self.sampler.upper()} trial {trial.number}")
 
     def tell(self, config: Config, context: Context, observation: Observation, verdict: Verdict) -> None:
         constraint = verdict.excess
         value = math.log(max(observation.p95_s, 1e-4))
         self._told.append(_Told(config, value, constraint))
         trial = self._trials.pop(config, None)
-        if trial is None:  # a config TPE did not ask for (the start, a rollback): add it as a finished trial
+        if trial is None:  # a config the sampler did not ask for (the start, a rollback): add it as a finished trial
             self._add_finished(config, value, constraint)
         else:
             trial.set_constraint("throughput", constraint)

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from models.baselines import OptunaTpe, OvatSweep, RandomSearch, StaticLearner
+from models.baselines import OptunaStudy, OvatSweep, RandomSearch, StaticLearner
 from models.bayes import MapFn, SafeBayesLearner
 from models.learning import STAGE_PARAMS, Learner, TunedCube
 from models.presets import preset
 from models.screen import TwinScreen
 from models.space import Config
 
-STRATEGIES = ("pipetune", "defaults", "hybrid", "latency", "random", "ovat", "optuna-tpe")
+STRATEGIES = ("pipetune", "defaults", "hybrid", "latency", "random", "ovat", "optuna-tpe", "optuna-gp")
 
 
 def build_learner(name: str, cube: TunedCube, start: Config, *, topology: str = "paper", seed: int = 0,
@@ -27,6 +27,6 @@ def build_learner(name: str, cube: TunedCube, start: Config, *, topology: str = 
         return RandomSearch(cube, start, seed=seed)
     if name == "ovat":
         return OvatSweep(cube, start)
-    if name == "optuna-tpe":
-        return OptunaTpe(cube, start, seed=seed)
+    if name in ("optuna-tpe", "optuna-gp"):
+        return OptunaStudy(cube, start, sampler=name.removeprefix("optuna-"), seed=seed)
     raise ValueError(f"unknown strategy {name!r}; known: {', '.join(STRATEGIES)}")

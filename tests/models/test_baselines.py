@@ -1,10 +1,11 @@
 """The strategies beside pipetune's learner."""
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
-from models.baselines import OptunaTpe
+from models.baselines import OptunaStudy
 from models.learning import Context, TunedCube
 from models.observation import Observation
 from models.policy import Policy
@@ -23,7 +24,7 @@ def test_a_long_running_optuna_study_stays_bounded_and_keeps_its_best_trial():
     # A daemon on `--strategy optuna-tpe` runs for months: every window used to stay in the study for good.
     policy = Policy()
     cube = TunedCube(NAMES, policy)
-    learner = OptunaTpe(cube, PIPELINE_SPACE.defaults(), seed=0, history_recent=10, history_best=3)
+    learner = OptunaStudy(cube, PIPELINE_SPACE.defaults(), seed=0, history_recent=10, history_best=3)
     rng = np.random.default_rng(0)
     told = []
     for _ in range(80):
@@ -33,3 +34,27 @@ def test_a_long_running_optuna_study_stays_bounded_and_keeps_its_best_trial():
         told.append(math.log(observation.p95_s))
         assert len(learner.study.trials) <= 2 * (10 + 3)
     assert min(t.value for t in learner.study.trials) == min(told)
+
+
+def test_optunas_gp_sampler_learns_the_budget_from_the_verdict_and_settles_at_its_edge():
+    # bench.tradeoff holds Optuna to the budget pipetune has: through the verdict's excess, as a constraint. Here
+    # a shorter flush timeout is faster and costs Filebeat more CPU, so the budget (0.1 core) cuts the cube where
+    # the flush timeout's coordinate is 2/3: the best within it is there.
+    policy = Policy()
+    cube = TunedCube(NAMES, policy)
+    flush = NAMES.index("filebeat.queue.mem.flush.timeout")
+    learner = OptunaStudy(cube, PIPELINE_SPACE.defaults(), sampler="gp", seed=0)
+    within = []
+    for _ in range(20):
+        config = learner.suggest(Context(300.0)).config
+        u = float(cube.encode(config)[flush])
+        observation = replace(_window(0.01 + u), cpu_cores={"filebeat": 0.2 - 0.15 * u})
+        verdict = judge(observation, policy, config, budget_limits={"filebeat": 0.1})
+        learner.tell(config, Context(300.0), observation, verdict)
+        within.append((verdict.ok, u))
+    best_within = min(u for ok, u in within if ok)
+    assert all(ok == (u >= 2 / 3) for ok, u in within)  # the verdict is the one judge of the budget
+    assert best_within < 2 / 3 + 0.1
+    # once it has learnt the edge its proposals respect it: none more than 1 % of the budget over it (a GP hugs
+    # the edge from either side)
+    assert all(0.2 - 0.15 * u <= 0.101 for _, u in within[-5:])

@@ -141,7 +141,7 @@ def test_starts_from_the_running_config():
 
 @settings(max_examples=8, deadline=None)
 @given(low=st.floats(0.002, 0.5), width=st.floats(1.5, 20), pin=st.floats(0.0, 60.0),
-       strategy=st.sampled_from(["pipetune", "random", "ovat", "optuna-tpe"]))
+       strategy=st.sampled_from(["pipetune", "random", "ovat", "optuna-tpe", "optuna-gp"]))
 def test_every_suggestion_honours_pins_and_bounds(low, width, pin, strategy):
     policy = Policy(bounds={"filebeat.scan_frequency": (low, min(low * width, 10.0))},
                     pins={"filebeat.queue.mem.flush.timeout": pin})
