@@ -4,8 +4,8 @@ starts; the real cluster (2 nodes, 3 brokers) is brought up once for this module
 
 from __future__ import annotations
 
+import contextlib
 import json
-import threading
 import time
 import urllib.parse
 import urllib.request
@@ -26,11 +26,12 @@ from controller.deployment import agent_client, live_pipeline, load_deployment, 
 from controller.realizer import OutcomeKind
 from controller.rollout import CanaryPool
 from replay import arrivals
+from replay.profiles import Profile, WorkloadSpec
 from models.space import PIPELINE_SPACE
 from testbed import agent, lifecycle
 from testbed.endpoints import write_deployment
 from testbed.filebeat_layout import filebeat_layout
-from testbed.harness import replay_and_check
+from testbed.harness import CHUNK_S, BackgroundLoad, replay_and_check
 from testbed.install import Installed
 from testbed.kafka import render_server_properties
 from testbed.pipeline import PipelineError, PipelineSpec, load_pipeline
@@ -278,12 +279,12 @@ def test_a_change_goes_to_the_canary_node_first_then_the_pool_agrees(fleet, tmp_
         filebeat = next(c for c in clients[node].components() if c["name"] == "filebeat")
         return float(filebeat["params"][timeout])
 
-    # traffic for every window one observe may take: an unclear canary's extra ones, a step's settle and judgement
-    traffic = [threading.Thread(target=replay_and_check, args=(fleet, arrivals.steady(60, 240)),
-                                kwargs={"node": node}, daemon=True) for node in fleet.node_layouts()]
-    for thread in traffic:
-        thread.start()
+    # traffic on both nodes for every window observe takes (an unclear canary's extra ones, a step's settle and
+    # judgement), and no longer: it ends with the block
+    traffic = contextlib.ExitStack()
     try:
+        for i, node in enumerate(fleet.node_layouts()):
+            traffic.enter_context(BackgroundLoad(fleet, WorkloadSpec(Profile.steady, 60, CHUNK_S, seed=i), node=node))
         canary.observe(15)  # the baseline: both nodes on the config in force
         assert canary.realize(candidate).kind is OutcomeKind.CANARY
         assert in_force("node-1") == 0.2 and in_force("node-2") != 0.2  # the canary alone
@@ -301,8 +302,7 @@ def test_a_change_goes_to_the_canary_node_first_then_the_pool_agrees(fleet, tmp_
         recorded = json.loads((tmp_path / "rollout.json").read_text())
         assert recorded["promoted"][timeout] == promoted and set(report.nodes) == {"node-1", "node-2"}
     finally:
-        for thread in traffic:
-            thread.join(360)
+        traffic.close()
         canary.realize(started)  # a config the pool ran in full goes back to every node at once
         canary.close()
         for client in clients.values():
