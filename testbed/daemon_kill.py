@@ -31,8 +31,9 @@ from testbed.pipeline import PipelineSpec
 PIPETUNE = str(Path(sys.executable).with_name("pipetune"))
 WINDOW_S = 2  # the daemon's: its figures are the stand-in Prometheus's, whatever the window
 RECOVERED = "the daemon restarted in the middle of a rollout: "
-NO_COORDINATOR_YET = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE,
-                      KafkaError.COORDINATOR_LOAD_IN_PROGRESS}
+# What a broker just started, or a topic just created, answers a commit until its metadata has settled.
+NOT_READY_YET = {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE,
+                 KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.UNKNOWN_TOPIC_OR_PART}
 
 
 @contextmanager
@@ -55,7 +56,8 @@ def brokers_only(spec: PipelineSpec) -> Iterator[str]:
 
 def commit_group(bootstrap: str, topic: str, group: str, timeout_s: float = 60.0) -> None:
     """`group` with a committed offset on `topic`: a group the daemon can read a lag of every window. A broker just
-    started has no group coordinator until it made its offsets topic: its retriable refusals are waited out."""
+    started has no group coordinator until it made its offsets topic, and a topic just created is not known at once:
+    those refusals (`NOT_READY_YET`) are waited out."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
     deadline = time.monotonic() + timeout_s
     try:
@@ -64,7 +66,7 @@ def commit_group(bootstrap: str, topic: str, group: str, timeout_s: float = 60.0
                 consumer.commit(offsets=[TopicPartition(topic, 0, 0)], asynchronous=False)
                 return
             except KafkaException as err:
-                if err.args[0].code() not in NO_COORDINATOR_YET or time.monotonic() > deadline:
+                if err.args[0].code() not in NOT_READY_YET or time.monotonic() > deadline:
                     raise
                 time.sleep(0.5)
     finally:
