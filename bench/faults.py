@@ -60,11 +60,12 @@ Faults 3, 4's agent, 5 and 7 share one testbed shape: two nodes into one broker,
 5. Clock step: node-2's nginx and agent on a clock of their own (Debian's libfaketime); it steps by 2 s, back then
    forth, 3 s into the window judging a change (tests/faults/test_clock.py checks the same once).
 6. Listening: not an injection but a property of every run: every 2 s while the other faults run, the sockets this
-   process and every process it started (brokers, Prometheus, agents, Filebeats, nginx, the probe) listen on,
-   counted off loopback when outside 127.0.0.0/8 and ::1 (the testbed's simulated hosts are other 127/8 addresses).
-   Injections are the listings taken; every other column '-' (nothing is disturbed or decided). The agents in network
-   namespaces listen on their namespace's address by design and are outside this namespace's listing; the local Ray
-   `pipetune autotune` starts is tests/test_listening.py's (the bench's daemon runs without Ray).
+   process and every process it started (brokers, Prometheus, agents, Filebeats, nginx, the probe, and the `pipetune
+   autotune` of the daemon kill with its local Ray) listen on, counted off loopback when outside 127.0.0.0/8 and ::1
+   (the testbed's simulated hosts are other 127/8 addresses). Injections are the listings taken; every other column
+   '-' (nothing is disturbed or decided). The agents in network namespaces listen on their namespace's address by
+   design and are outside this namespace's listing. tests/test_listening.py holds a whole `autotune` run, its REST
+   API too, to the stricter listening rule (127.0.0.1, ::1 only), with the same listing (`testbed.faults`).
 7. Bad input: 3 s into a judged window, the lines of `testbed.faults.BAD_LINES` (no event time, invalid UTF-8,
    binary garbage, 1 MiB) appended to node-2's log beside nginx's, and `BAD_CONFIG_BODIES` sent to node-2's agent
    (each must be a 422 naming the field: the record says so). Frozen/disturbed '-' when none was held: bad input is
