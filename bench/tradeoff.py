@@ -84,15 +84,15 @@ def budget_rows(cal_name: str, cal: Calibration, seeds: int, windows: int, windo
 
 
 def _table(rows: list[dict], seeds: int) -> Table:
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1),
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 0, 0, 1),
                   title=f"final P95 (s) within each CPU budget, medians of {seeds} seeds")
-    for col in ("pipeline", "budget", "best\nstatic", "oracle", "pipe-\ntune", "TPE", "GP", "within\nbudget",
-                "over\nafter 5"):
+    for col in ("pipeline", "budget", "best\nstatic", "oracle", "pipe-\ntune", "TPE", "GP", "pipetune\nwithin",
+                "over after 5\npt/TPE/GP"):
         table.add_column(col, justify="left" if col in ("pipeline", "budget") else "right", no_wrap=True)
     for r in rows:
         table.add_row(r["calibration"][:8], r["budget"], *(f"{r[k]:.3g}" for k in (
             "best_static_p95_s", "oracle_p95_s", "pipetune_p95_s", "optuna-tpe_p95_s", "optuna-gp_p95_s")),
-                      f"{r['pipetune_within']}/{seeds}", str(r["pipetune_over_after_5"]))
+                      f"{r['pipetune_within']}/{seeds}", "/".join(str(r[f"{s}_over_after_5"]) for s in STRATEGIES))
     return table
 
 
