@@ -3,13 +3,8 @@
 from __future__ import annotations
 
 import os
-import signal
 import socket
-import subprocess
-import sys
-import time
 from contextlib import ExitStack
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
@@ -93,46 +88,6 @@ def ray_session() -> Iterator[None]:
     start_ray()
     yield
     ray.shutdown()
-
-
-@dataclass(frozen=True)
-class RayHead:
-    """A Ray cluster's head node that `pipetune autotune` subprocesses join (`args`, run with `env`)."""
-
-    address: str
-    env: dict[str, str]
-
-    @property
-    def args(self) -> list[str]:
-        return ["--ray-address", self.address]
-
-
-@pytest.fixture(scope="session")
-def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayHead]:
-    """One Ray head node for the session, started as an operator would (`ray start --head`) and on loopback only as
-    autotune's local Ray is, that the tests' `pipetune autotune` subprocesses join instead of each starting a Ray of
-    its own: a local Ray's start takes tens of seconds on this machine, and a run's learner and decisions are the
-    same on either (tests/test_listening.py runs the local start). Stopped with a signal, never `ray stop`, which
-    would stop every Ray on the machine."""
-    port = free_ports(1)[0]
-    temp = Path(os.environ.get("RAY_TMPDIR", "/tmp/pipetune-ray")) / f"head-{port}"
-    # loopback only: Ray keeps its node IP 127.0.0.1 where multi-node clusters are off (controller.ray_learner)
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_TMPDIR": str(temp), "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
-    log = tmp_path_factory.mktemp("ray-head") / "ray-start.log"
-    with open(log, "w") as out:
-        head = subprocess.Popen([str(Path(sys.executable).parent / "ray"), "start", "--head", "--block",
-                                 f"--port={port}", "--node-ip-address=127.0.0.1", f"--num-cpus={os.cpu_count()}",
-                                 "--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={temp}"],
-                                env=env, start_new_session=True, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 300
-        while "Ray runtime started" not in log.read_text():
-            assert head.poll() is None and time.monotonic() < deadline, f"the Ray head did not start:\n{log.read_text()}"
-            time.sleep(0.5)
-        yield RayHead(f"127.0.0.1:{port}", env)
-    finally:
-        head.send_signal(signal.SIGTERM)
-        head.wait(timeout=120)
 
 
 @pytest.fixture(scope="session")

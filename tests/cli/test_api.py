@@ -4,6 +4,7 @@ and `pipetune api` itself."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -20,7 +21,7 @@ from api.server import serve_in_thread
 from cli.main import app
 from controller.state import (Action, ClockOffsetReport, Cost, Decision, IncumbentReport, StateStore, Status,
                               TunedSpaceReport, plan_pool_dirs, save_pool_dirs)
-from tests.conftest import RayHead, free_ports
+from tests.conftest import free_ports
 
 TOKEN = "cli-test-token"
 runner = CliRunner()
@@ -174,15 +175,15 @@ def test_pipetune_api_serves_a_state_dir_on_loopback(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_autotune_serves_the_api_from_the_daemons_process(tmp_path: Path, ray_head: RayHead) -> None:
+def test_autotune_serves_the_api_from_the_daemons_process(tmp_path: Path) -> None:
     port = free_ports(1)[0]
     url = f"http://127.0.0.1:{port}"
     state = StateStore(tmp_path / "state")
     # far more windows than the test needs: it ends the run itself, so no window count can race the pause
     proc = subprocess.Popen([sys.executable, "-c", "from cli.main import app; app()", "autotune",
                              "--windows", "1000", "--window", "10", "--speed", "2", "--profile", "steady",
-                             "--state-dir", str(state.dir), "--api-port", str(port), *ray_head.args],
-                            env={**ray_head.env, "PIPETUNE_API_TOKEN": TOKEN},
+                             "--state-dir", str(state.dir), "--api-port", str(port)],
+                            env={**os.environ, "PIPETUNE_API_TOKEN": TOKEN},
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         _wait(lambda: _answers(url + "/healthz"), proc)  # Ray starts first

@@ -16,22 +16,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import RayHead
-
 PIPETUNE = str(Path(sys.executable).with_name("pipetune"))
 
 
-def _run(*args, ray: RayHead | None = None, timeout=600):
-    """`pipetune autotune ARGS`; with `ray`, joining the session's Ray cluster rather than starting one."""
-    return subprocess.run([PIPETUNE, "autotune", *args, *(ray.args if ray else [])], capture_output=True, text=True,
-                          timeout=timeout, env=ray.env if ray else None)
+def _run(*args, timeout=600):
+    return subprocess.run([PIPETUNE, "autotune", *args], capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.mark.slow
-def test_autotune_beats_the_defaults_and_hybrid_on_fresh_windows(tmp_path, ray_head):
+def test_autotune_beats_the_defaults_and_hybrid_on_fresh_windows(tmp_path):
     out = tmp_path / "out.json"
-    result = _run("--windows", "20", "--speed", "0", "--json", str(out), "--state-dir", str(tmp_path / "state"),
-                  ray=ray_head)
+    result = _run("--windows", "20", "--speed", "0", "--json", str(out), "--state-dir", str(tmp_path / "state"))
     assert result.returncode == 0, result.stderr[-2000:]
     doc = json.loads(out.read_text())
     assert len(doc["windows"]) == 20
@@ -43,11 +38,10 @@ def test_autotune_beats_the_defaults_and_hybrid_on_fresh_windows(tmp_path, ray_h
 
 
 @pytest.mark.slow
-def test_a_daemon_killed_mid_run_resumes_from_its_state_directory(tmp_path, ray_head):
+def test_a_daemon_killed_mid_run_resumes_from_its_state_directory(tmp_path):
     state = tmp_path / "state"
-    process = subprocess.Popen([PIPETUNE, "autotune", "--windows", "200", "--speed", "0", "--state-dir", str(state),
-                                *ray_head.args], env=ray_head.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                               start_new_session=True)
+    process = subprocess.Popen([PIPETUNE, "autotune", "--windows", "200", "--speed", "0", "--state-dir", str(state)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     decisions = state / "decisions.jsonl"
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and (not decisions.exists() or len(decisions.read_text().splitlines()) < 4):
@@ -56,20 +50,20 @@ def test_a_daemon_killed_mid_run_resumes_from_its_state_directory(tmp_path, ray_
     process.wait()
     seen = len(decisions.read_text().splitlines())
     assert seen >= 4
-    result = _run("--windows", "2", "--speed", "0", "--state-dir", str(state), ray=ray_head)
+    result = _run("--windows", "2", "--speed", "0", "--state-dir", str(state))
     assert result.returncode == 0, result.stderr[-2000:]
     assert "resumed" in result.stderr
     windows = [json.loads(line)["window"] for line in decisions.read_text().splitlines() if line.endswith("}")]
     assert windows[-2:] == [windows[-3] + 1, windows[-3] + 2]  # numbering carries on after the kill
 
 
-def _in_a_terminal(args: list[str], columns: int, ray: RayHead, timeout_s: float = 600) -> str:
+def _in_a_terminal(args: list[str], columns: int, timeout_s: float = 600) -> str:
     """Run `pipetune` with stdout and stderr on a pseudo-terminal `columns` wide; what it drew, one drawn line
     a line (styles dropped, cursor moves as line breaks)."""
     main, side = pty.openpty()
     fcntl.ioctl(side, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
-    env = {**ray.env, "COLUMNS": str(columns), "TERM": "xterm-256color"}
-    process = subprocess.Popen([PIPETUNE, *args, *ray.args], stdin=subprocess.DEVNULL, stdout=side, stderr=side, env=env)
+    env = {**os.environ, "COLUMNS": str(columns), "TERM": "xterm-256color"}
+    process = subprocess.Popen([PIPETUNE, *args], stdin=subprocess.DEVNULL, stdout=side, stderr=side, env=env)
     os.close(side)
     chunks = []
     deadline = time.monotonic() + timeout_s
@@ -88,15 +82,15 @@ def _in_a_terminal(args: list[str], columns: int, ray: RayHead, timeout_s: float
 
 
 @pytest.mark.slow
-def test_windows_read_well_in_an_80_column_terminal_and_in_a_pipe(tmp_path, ray_head):
+def test_windows_read_well_in_an_80_column_terminal_and_in_a_pipe(tmp_path):
     """Every window's P95 and action, legible in a narrow terminal (no column squeezed away) and piped, and there
     beside its P95 what it cost: the shippers' CPU as a share of a core, the Produce requests a second."""
     def run(name: str) -> list[str]:
         return ["autotune", "--windows", "4", "--speed", "0", "--json", str(tmp_path / f"{name}.json"),
                 "--state-dir", str(tmp_path / name)]
 
-    drawn = _in_a_terminal(run("tty"), 80, ray_head)
-    piped = _run(*run("pipe")[1:], ray=ray_head)
+    drawn = _in_a_terminal(run("tty"), 80)
+    piped = _run(*run("pipe")[1:])
     assert piped.returncode == 0, piped.stderr[-2000:]
     assert max(len(line) for line in drawn.splitlines() + piped.stderr.splitlines()) <= 80
     unwrapped = re.sub(r"\n {4}", " ", piped.stderr)  # a piped row's continuation lines are indented
@@ -118,12 +112,11 @@ def _lines(path: Path) -> list[dict]:
 
 
 @pytest.mark.slow
-def test_sigterm_finishes_the_window_exits_0_and_a_restart_numbers_on_and_reverts(tmp_path, ray_head):
+def test_sigterm_finishes_the_window_exits_0_and_a_restart_numbers_on_and_reverts(tmp_path):
     state = tmp_path / "state"
     # a paced twin: a 30 s window takes 3 wall seconds, so the signal lands inside one
     process = subprocess.Popen([PIPETUNE, "autotune", "--windows", "1000", "--window", "30", "--speed", "10",
-                                "--state-dir", str(state), *ray_head.args], env=ray_head.env, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, text=True)
+                                "--state-dir", str(state)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     decisions = state / "decisions.jsonl"
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and len(_lines(decisions)) < 3:
@@ -145,7 +138,7 @@ def test_sigterm_finishes_the_window_exits_0_and_a_restart_numbers_on_and_revert
     # the twin lives in the process: a restarted one starts on the stored incumbent
     restarted_on = json.loads((state / "incumbent.json").read_text())["config"]
 
-    result = _run("--windows", "2", "--speed", "0", "--on-exit", "revert", "--state-dir", str(state), ray=ray_head)
+    result = _run("--windows", "2", "--speed", "0", "--on-exit", "revert", "--state-dir", str(state))
     assert result.returncode == 0, result.stderr[-2000:]
     again = _lines(decisions)
     assert [d["window"] for d in again] == list(range(len(logged) + 3))  # numbering carries on
