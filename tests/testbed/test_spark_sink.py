@@ -150,11 +150,60 @@ def _send(port: int, count: int, rate_eps: float) -> None:
         assert _get(port) == 204
 
 
+class Sender:
+    """Requests to nginx at `rate_eps` on a thread of its own, from `start()` until `stop()`; `sent` counts them."""
+
+    def __init__(self, port: int, rate_eps: float) -> None:
+        self.port, self.rate_eps, self.sent = port, rate_eps, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._send, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _send(self) -> None:
+        began = time.monotonic()
+        while not self._stop.is_set():
+            pause = began + self.sent / self.rate_eps - time.monotonic()
+            if pause > 0:
+                time.sleep(pause)
+            assert _get(self.port) == 204
+            self.sent += 1
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(30)
+
+
+def _spark_agent(settings: JobSettings, tmp_path: Path) -> ServedAgent:
+    """A node agent holding the session's job (kind spark-query), served for real."""
+    return ServedAgent(AgentConfig.model_validate({
+        "state_dir": str(tmp_path / "state"), "port": free_ports(1)[0], "health_timeout_s": WAIT_S, "settle_s": 0,
+        "components": [{"kind": "spark-query", "name": "spark", "properties": str(settings.properties_path),
+                        "url": settings.url}]}))
+
+
 def _in_table(settings: JobSettings, ids: list[str]) -> Ledger:
     """The table's ledger once it holds every one of `ids`."""
     # a ledger is a query over the whole table, competing with the job's batches for the same two cores: seldom
     return _polled(lambda: ledger(settings), lambda table: all(rid in table.counts for rid in ids), WAIT_S,
                    f"all {len(ids)} requests in the table", every_s=3.0)
+
+
+def _log_end(testbed: PipelineSpec) -> tuple[Path, int]:
+    """nginx's log and where it ends now: the requests sent from here on are logged after it."""
+    log = testbed.log_path()
+    return log, log.stat().st_size if log.exists() else 0
+
+
+def _each_once(settings: JobSettings, log: Path, start: int, sent: int) -> LedgerCheck:
+    """The `sent` requests nginx logged after byte `start` of `log`, each in the table exactly once."""
+    ids = _request_ids(log, start, sent)
+    check = _in_table(settings, ids).check(ids)
+    assert check.logged == sent > 100
+    assert check.missing == [] and check.duplicated == {}
+    return check
 
 
 def _warehouse_counts(settings: JobSettings) -> dict[str, float]:
@@ -229,25 +278,9 @@ def test_the_agent_changes_the_trigger_while_requests_flow_and_the_table_stays_e
     checkpoint, while nginx takes requests; the batches after that are the new trigger apart, and every request
     is in the table exactly once."""
     settings, _ = warehouse
-    config = AgentConfig.model_validate({
-        "state_dir": str(tmp_path / "state"), "port": free_ports(1)[0], "health_timeout_s": WAIT_S, "settle_s": 0,
-        "components": [{"kind": "spark-query", "name": "spark", "properties": str(settings.properties_path),
-                        "url": settings.url}]})
-    agent = ServedAgent(config)
-    log = testbed.log_path()
-    start = log.stat().st_size if log.exists() else 0
-    sent, stop = [0], threading.Event()
-
-    def send() -> None:  # 50 requests a second until told to stop
-        began = time.monotonic()
-        while not stop.is_set():
-            pause = began + sent[0] / 50.0 - time.monotonic()
-            if pause > 0:
-                time.sleep(pause)
-            assert _get(nginx) == 204
-            sent[0] += 1
-
-    sender = threading.Thread(target=send, daemon=True)
+    agent = _spark_agent(settings, tmp_path)
+    log, start = _log_end(testbed)
+    sender = Sender(nginx, 50.0)
     try:
         assert progress(settings)["settings"]["trigger_interval_s"] == 1.0
         before = settings.properties_path.read_text()
@@ -276,16 +309,50 @@ def test_the_agent_changes_the_trigger_while_requests_flow_and_the_table_stays_e
         print(f"trigger 1 s -> 4 s through the agent in {result.elapsed_s:.1f} s; batches of the new run "
               f"{[b for b, _ in sorted(batches.items())]}, gaps after its first {gaps} s")
     finally:
-        stop.set()
-        if sender.is_alive():
-            sender.join(30)
+        sender.stop()
         try:
             agent.client.put_config("spark", 2, {"spark.trigger.interval": 1.0})  # the session job as it was
         finally:
             agent.close()
-    ids = _request_ids(log, start, sent[0])
-    check = _in_table(settings, ids).check(ids)
-    assert check.logged == sent[0] > 100
-    assert check.missing == [] and check.duplicated == {}
+    check = _each_once(settings, log, start, sender.sent)
     print(f"{check.logged} requests while the trigger changed: {len(check.missing)} missing, "
           f"{len(check.duplicated)} duplicated")
+
+
+@pytest.mark.slow
+def test_a_change_spark_refuses_at_start_is_rolled_back_and_the_table_keeps_every_request_once(testbed, warehouse,
+                                                                                               nginx, tmp_path):
+    """Through the agent, while nginx takes requests: a minimum per trigger above the maximum (each within its range,
+    so the agent's check passes) is refused by Spark's Kafka source as the query starts again; the job answers 500
+    and runs its previous settings from the checkpoint, the agent writes the previous file back byte for byte and
+    stays on its version, and every request is in the table exactly once."""
+    from testbed.spark_job import tuned  # pyspark: installed with the session's job
+    settings, _ = warehouse
+    agent = _spark_agent(settings, tmp_path)
+    log, start = _log_end(testbed)
+    sender = Sender(nginx, 50.0)
+    try:
+        before, run = settings.properties_path.read_text(), progress(settings)["run_id"]
+        sender.start()
+        time.sleep(2.0)  # requests in flight through Filebeat and Kafka as the query is stopped
+        result = agent.client.put_config("spark", 1, {"spark.maxOffsetsPerTrigger": 100,
+                                                      "spark.minOffsetsPerTrigger": 500})
+        assert result.status == "rolled_back", result.message
+        assert "higher than the maxOffsetsPerTrigger" in result.message, result.message
+        # the previous values back over the keys the change wrote: a key the file lacked stays, empty, which the job
+        # reads as it read its absence (no minimum); every other byte as it was
+        after = settings.properties_path.read_text()
+        assert after == before + "minOffsetsPerTrigger=\n"
+        assert tuned(properties_file.read(after)) == tuned(properties_file.read(before))
+        state = progress(settings)
+        assert state["active"] and state["run_id"] != run  # started again from the checkpoint, on the old settings
+        assert state["settings"]["max_offsets_per_trigger"] == 0 and state["settings"]["min_offsets_per_trigger"] == 0
+        component = agent.client.component("spark")
+        assert component["version"] == 0 and component["params"]["spark.minOffsetsPerTrigger"] == 0
+        time.sleep(3.0)  # requests after the rollback too
+    finally:
+        sender.stop()
+        agent.close()
+    check = _each_once(settings, log, start, sender.sent)
+    print(f"{check.logged} requests across a change Spark refused and its rollback ({result.elapsed_s:.1f} s): "
+          f"{len(check.missing)} missing, {len(check.duplicated)} duplicated")
