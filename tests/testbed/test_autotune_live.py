@@ -1,8 +1,10 @@
 """`pipetune autotune --pipeline FILE`: the daemon on the live testbed, every change through its agent."""
 
+import itertools
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Iterator
 
@@ -15,6 +17,7 @@ from testbed import agent
 from testbed.endpoints import live_pipeline, write_deployment
 
 PIPETUNE = str(Path(sys.executable).with_name("pipetune"))
+OPERATOR_PIECE_S = 30  # of the operator's trace, one replay
 
 
 def _autotune(*args: str) -> subprocess.CompletedProcess:
@@ -75,6 +78,19 @@ def test_autotune_tunes_the_live_testbed_through_its_agent(from_defaults, testbe
     assert changes_not_in_audit(windows, audit, owned) == []
 
 
+def _trace_pieces(trace: Path, piece_s: int) -> list[Path]:
+    """`trace` cut into consecutive pieces of `piece_s` seconds each (its lines are in time order, each second's
+    together, and every second has some), so that one replay after another sends the trace's traffic in order."""
+    lines = trace.read_text().splitlines(keepends=True)
+    seconds = [list(group) for _, group in itertools.groupby(lines, key=lambda line: line.split("[", 1)[1][:26])]
+    pieces = []
+    for i in range(0, len(seconds), piece_s):
+        piece = trace.with_name(f"{trace.stem}-{len(pieces)}{trace.suffix}")
+        piece.write_text("".join(line for second in seconds[i:i + piece_s] for line in second))
+        pieces.append(piece)
+    return pieces
+
+
 @pytest.mark.slow
 def test_autotune_with_load_none_tunes_on_traffic_it_does_not_drive(testbed, testbed_file, from_defaults, tmp_path):
     """An independent replay writes an access log's arrivals into the harvested log, as an operator's traffic
@@ -84,22 +100,38 @@ def test_autotune_with_load_none_tunes_on_traffic_it_does_not_drive(testbed, tes
     manifests = testbed.resolved_run_dir() / "manifests"
     known = set(manifests.glob("*.json"))
     out, state = tmp_path / "out.json", tmp_path / "state"
-    # Longer than the run (Ray's start, 3 windows, the settling after a restart): every window has traffic.
-    replay, run_id = start_operator_traffic(testbed, write_trace(tmp_path / "access.log", 150, 240, seed=3), 240)
-    try:
-        result = _autotune("--pipeline", str(deployment), "--load", "none", "--windows", "3",
-                           "--window", "15", "--strategy", "ovat", "--json", str(out), "--state-dir", str(state))
-        assert result.returncode == 0, result.stderr[-3000:]
-        audit, owned = from_defaults.since(), from_defaults.owned
-        ledger = operator_ledger(testbed, replay, run_id)
-    finally:
-        if replay.poll() is None:
-            replay.terminate()
-    assert set(manifests.glob("*.json")) - known == {manifests / f"{run_id}.json"}  # autotune replayed nothing
+    # The operator's traffic for as long as the run takes (Ray's start, 3 windows, the settling after a restart),
+    # so every window has traffic, and not much longer: the trace's pieces replayed one after another, each an
+    # independent replay with its manifest, until autotune ends.
+    pieces = _trace_pieces(write_trace(tmp_path / "access.log", 150, 240, seed=3), OPERATOR_PIECE_S)
+    replays: list[tuple[subprocess.Popen, str]] = []
+    with open(tmp_path / "autotune.err", "w+") as stderr:
+        tuning = subprocess.Popen([PIPETUNE, "autotune", "--pipeline", str(deployment), "--load", "none",
+                                   "--windows", "3", "--window", "15", "--strategy", "ovat", "--json", str(out),
+                                   "--state-dir", str(state)], stdout=subprocess.DEVNULL, stderr=stderr, text=True)
+        try:
+            deadline = time.monotonic() + 600
+            while tuning.poll() is None:
+                assert time.monotonic() < deadline, "autotune did not end within 600 s"
+                replay, run_id = start_operator_traffic(testbed, pieces[len(replays) % len(pieces)], OPERATOR_PIECE_S)
+                replays.append((replay, run_id))
+                replay.wait()
+            stderr.seek(0)
+            assert tuning.returncode == 0, stderr.read()[-3000:]
+            audit, owned = from_defaults.since(), from_defaults.owned
+            ledgers = [operator_ledger(testbed, replay, run_id) for replay, run_id in replays]
+        finally:
+            if tuning.poll() is None:
+                tuning.kill()
+            for replay, _ in replays:
+                if replay.poll() is None:
+                    replay.terminate()
+    # autotune replayed nothing
+    assert set(manifests.glob("*.json")) - known == {manifests / f"{run_id}.json" for _, run_id in replays}
     windows = json.loads(out.read_text())["windows"]
     assert len(windows) == 3
     assert all(w["observed"]["offered_eps"] > 0 and w["observed"]["throughput_eps"] > 0 for w in windows)
     assert changes_for_agent(windows, owned), "the daemon changed nothing in 3 windows"
     assert changes_not_in_audit(windows, audit, owned) == []
     assert len((state / "decisions.jsonl").read_text().splitlines()) == 3
-    assert ledger["lost"] == 0 and ledger["expected"] > 0
+    assert all(ledger["lost"] == 0 for ledger in ledgers) and sum(ledger["expected"] for ledger in ledgers) > 0, ledgers
