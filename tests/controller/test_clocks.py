@@ -12,6 +12,7 @@ from agents.probe.events import Record, latencies
 from controller.clocks import (NodeClocks, measure_offset, measure_offsets, offset_reports, offset_warnings,
                                write_offsets)
 from models.clock_offset import ClockMove, ClockOffset, Exchange, estimate, offsets_from_document
+from models.disturbance import clock_disturbance
 from tests.clock import VirtualClock
 
 
@@ -137,3 +138,30 @@ def test_the_window_after_a_step_is_told_of_it_the_probe_reading_its_first_secon
     clocks.measure()
     clocks.measure()
     assert clocks.moves()["web-1"].moved_s == pytest.approx(0.0)  # the step is told once more only
+
+
+class DriftingNode:
+    """An agent whose clock gains `rate` seconds a second on ours (1e-3: 1 ms a second), answering at once."""
+
+    def __init__(self, clock: VirtualClock, rate: float) -> None:
+        self.clock_, self.rate, self.since = clock, rate, clock.now
+
+    def clock(self) -> float:
+        return self.clock_.now + self.rate * (self.clock_.now - self.since)
+
+
+def test_a_drifting_clock_is_followed_each_window_and_never_read_as_a_config_effect(tmp_path):
+    # Issue 41's clock fault drifts as well as jumps: 1 ms a second (a badly kept clock) over 20 windows of 10 s.
+    # The probe's offset follows it at every window's start and end, so events are never off by more than the drift
+    # of one window, and no window with a P95 of a few hundred ms is held or judged as disturbed for it.
+    clock, path = VirtualClock(), tmp_path / "clock-offsets.json"
+    node = DriftingNode(clock, 1e-3)
+    clocks = NodeClocks({"web-2": node}, path, clock=clock.time)
+    for _ in range(20):
+        clocks.measure()  # the window starts
+        clock.advance(10.0)
+        clocks.measure()  # it ends
+        written = offsets_from_document(json.loads(path.read_text()))["web-2"].offset_s
+        assert written == pytest.approx(node.clock() - clock.now, abs=1e-9)  # the offset the probe corrects by
+        assert clock_disturbance(clocks.moves(), p95_s=0.3, resolution_s=0.001) is None
+    assert written == pytest.approx(0.2)  # 200 s at 1 ms a second, followed all the way
