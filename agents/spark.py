@@ -24,6 +24,7 @@ from typing import Mapping
 from agents.adapter import Applied, Health, Runtime, ValidationFailed, read_text
 from agents.kafka import properties_file
 from agents.rebase import OnDisk, to_rewrite
+from models.components.spark import MAX_OFFSETS_NO_LIMIT
 from models.space import PIPELINE_SPACE, ChangeCost, Config, Param, Value
 
 # Our parameter -> the job's key in its properties file, and the key of `/progress`'s settings that reports it.
@@ -32,8 +33,10 @@ KEYS = {"spark.trigger.interval": ("trigger.interval.s", "trigger_interval_s"),
         "spark.minOffsetsPerTrigger": ("minOffsetsPerTrigger", "min_offsets_per_trigger"),
         "spark.maxTriggerDelay": ("maxTriggerDelay", "max_trigger_delay_s"),
         "spark.sql.shuffle.partitions": ("spark.sql.shuffle.partitions", "shuffle_partitions")}
-# The limits whose 0 is Spark's "none": the key left empty, as the testbed writes it (the job reads 0 the same).
-NO_LIMIT_AT_0 = ("spark.maxOffsetsPerTrigger", "spark.minOffsetsPerTrigger")
+# Spark's "none" of each limit, by parameter: the key left empty, as the testbed writes it (the job reads 0 the same
+# and reports 0 in its progress). No minimum is 0, the bottom of its range; no maximum the top of its range.
+MAX_OFFSETS, MIN_OFFSETS = "spark.maxOffsetsPerTrigger", "spark.minOffsetsPerTrigger"
+NO_LIMIT = {MAX_OFFSETS: MAX_OFFSETS_NO_LIMIT, MIN_OFFSETS: 0}
 DELAY = "spark.maxTriggerDelay"
 # Spark's time strings (JavaUtils.timeStringAsMs): an integer, a unit or none (milliseconds), case and spaces aside.
 TIME_STRING = re.compile(r"(-?[0-9]+)([a-z]+)?")
@@ -55,7 +58,7 @@ def spark_seconds(text: str) -> float:
 
 
 def _text(param: Param, value: Value) -> str:
-    if param.name in NO_LIMIT_AT_0 and int(value) == 0:
+    if param.name in NO_LIMIT and int(value) == NO_LIMIT[param.name]:
         return ""
     if param.name == DELAY:
         return f"{round(float(value) * 1000)}ms"  # Spark takes whole units only: the parameter's step, 1 ms
@@ -65,10 +68,10 @@ def _text(param: Param, value: Value) -> str:
 
 
 def _read_as(param: Param, text: str) -> Value | None:
-    """A key's text as the job reads it (empty: the job's default, 0 for the limit); None when it does not read."""
+    """A key's text as the job reads it (empty, or 0: the job's default, no limit); None when it does not read."""
     text = text.strip()
-    if not text and param.name in NO_LIMIT_AT_0:
-        return 0
+    if param.name in NO_LIMIT and text in ("", "0"):
+        return NO_LIMIT[param.name]
     try:
         if param.name == DELAY:
             return spark_seconds(text)
@@ -157,7 +160,7 @@ class SparkQueryAdapter:
         """The query runs the file's settings, and a trigger of its current run has completed."""
         try:
             state = self.progress()
-            wanted = {KEYS[k][1]: v for k, v in self._wanted().items()}
+            wanted = self._wanted_as_reported()
         except (OSError, ValueError, ValidationFailed) as err:
             return Health(False, f"GET {self.url}/progress: {err}")
         if not state.get("active"):
@@ -174,15 +177,17 @@ class SparkQueryAdapter:
     def _running_as_file(self) -> bool:
         try:
             state = self.progress()
-            wanted = {KEYS[k][1]: v for k, v in self._wanted().items()}
+            wanted = self._wanted_as_reported()
         except (OSError, ValueError, ValidationFailed):
             return False
         settings = state.get("settings") or {}
         return bool(state.get("active")) and all(_same(settings.get(k), v) for k, v in wanted.items())
 
-    def _wanted(self) -> dict[str, Value]:
-        """The file's values (the defaults where it sets none)."""
-        return {key.param: key.value for key in self._on_disk(read_text(self.properties))}
+    def _wanted_as_reported(self) -> dict[str, Value]:
+        """The file's values (the defaults where it sets none) as the job's `/progress` reports them: by its keys,
+        a limit that is none as 0."""
+        return {KEYS[key.param][1]: 0 if key.param in NO_LIMIT and key.value == NO_LIMIT[key.param] else key.value
+                for key in self._on_disk(read_text(self.properties))}
 
 
 def _same(a: object, b: object) -> bool:

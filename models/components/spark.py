@@ -13,14 +13,19 @@ from __future__ import annotations
 from models.components.component import Component, Timer
 from models.components.param import RESTART, param
 
+MAX_OFFSETS_NO_LIMIT = 10_000_000  # spark.maxOffsetsPerTrigger at the top of its range: Spark's default, no limit
+
 SPARK_SINK = Component(
     name="spark",
     params=(
         param("spark.trigger.interval", "float", 0.0, 0.0, 60.0, unit="s", cost=RESTART, step=0.001,
               help="micro-batch trigger interval (0: start the next batch as soon as the previous one ends)"),
-        # Spark's reader option of that name; 0 is its default: no limit, a batch takes every offset there is.
-        param("spark.maxOffsetsPerTrigger", "int", 0, 0, 10_000_000, unit="records", cost=RESTART,
-              help="most Kafka records one micro-batch reads (0: no limit)"),
+        # Spark's reader option of that name; its default is no limit, a batch takes every offset there is. No limit is
+        # the top of the range (the job's file leaves the key empty), so the search's smallest step from it is a
+        # loose limit: as 0, the first step from it was the tightest (488 records a batch, the job fell behind).
+        param("spark.maxOffsetsPerTrigger", "int", MAX_OFFSETS_NO_LIMIT, 1, MAX_OFFSETS_NO_LIMIT, log=True,
+              unit="records", cost=RESTART,
+              help=f"most Kafka records one micro-batch reads ({MAX_OFFSETS_NO_LIMIT:,}, the top: no limit)"),
         # Spark's reader option of that name (no default: no minimum); only with it does maxTriggerDelay act. Spark
         # refuses a query whose minimum is above its maxOffsetsPerTrigger when it starts: the agent rolls that back.
         param("spark.minOffsetsPerTrigger", "int", 0, 0, 10_000_000, unit="records", cost=RESTART,

@@ -20,6 +20,9 @@ from agents.client import AgentError
 from agents.config import AgentConfig
 from agents.kafka import properties_file
 from agents.spark import SparkQueryAdapter, spark_seconds
+from models.components.spark import MAX_OFFSETS_NO_LIMIT
+from models.learning import TunedCube
+from models.policy import Policy
 from models.space import PIPELINE_SPACE, Config
 from tests.agents.conftest import ServedAgent
 from tests.conftest import free_ports
@@ -44,17 +47,17 @@ def _adapter(path: Path, url: str = "http://127.0.0.1:1") -> SparkQueryAdapter:
 
 
 def _config(**changes: object) -> Config:
-    return PIPELINE_SPACE.config({"spark.trigger.interval": 1.0, "spark.maxOffsetsPerTrigger": 0,
+    return PIPELINE_SPACE.config({"spark.trigger.interval": 1.0, "spark.maxOffsetsPerTrigger": MAX_OFFSETS_NO_LIMIT,
                                   "spark.sql.shuffle.partitions": 2} | {k.replace("__", "."): v
                                                                           for k, v in changes.items()})
 
 
 def test_read_gives_the_values_as_the_job_reads_them(tmp_path):
     adapter = _adapter(tmp_path / "job.properties")
-    assert adapter.read() == {"spark.trigger.interval": 1.0, "spark.maxOffsetsPerTrigger": 0,
+    assert adapter.read() == {"spark.trigger.interval": 1.0, "spark.maxOffsetsPerTrigger": MAX_OFFSETS_NO_LIMIT,
                               "spark.minOffsetsPerTrigger": 0, "spark.maxTriggerDelay": 900.0,
-                              "spark.sql.shuffle.partitions": 2}  # an empty limit is the job's: none; keys the file
-    # lacks are Spark's defaults: no minimum, a 15-minute delay
+                              "spark.sql.shuffle.partitions": 2}  # an empty limit is the job's: none, the top of its
+    # range; keys the file lacks are Spark's defaults: no minimum, a 15-minute delay
 
 
 @pytest.mark.parametrize("text, seconds", [("15m", 900.0), ("2500ms", 2.5), ("30s", 30.0), ("1500", 1.5),
@@ -86,6 +89,24 @@ def test_a_patch_changes_only_the_tuned_keys_every_other_byte_stays(tmp_path):
         "maxOffsetsPerTrigger=\n", "maxOffsetsPerTrigger=500\n")
     # the same values again write nothing new
     assert adapter.patch(base, base)[tmp_path / "job.properties"] == JOB_FILE
+    # back to no limit: the key left empty again
+    adapter.properties.write_text(text)
+    assert properties_file.read(adapter.patch(base, wanted)[adapter.properties])["maxOffsetsPerTrigger"] == ""
+
+
+def test_no_limit_is_the_top_of_the_maximums_range_so_the_smallest_step_from_it_is_a_loose_limit(tmp_path):
+    # A limit of 0 (none) at the bottom of the range made the search's first step from it its tightest limit: 488
+    # records a batch on the paper pipeline, whose job then fell behind at 300 ev/s.
+    param = PIPELINE_SPACE["spark.maxOffsetsPerTrigger"]
+    assert param.default == param.high == MAX_OFFSETS_NO_LIMIT and param.log_scale
+    cube = TunedCube(("spark.maxOffsetsPerTrigger",), Policy())
+    start = PIPELINE_SPACE.defaults()
+    nearby = cube.decode(cube.encode(start) - 0.1, base=start)["spark.maxOffsetsPerTrigger"]  # a tenth of the cube
+    assert 1_000_000 <= nearby < MAX_OFFSETS_NO_LIMIT
+    adapter = _adapter(tmp_path / "job.properties")
+    for written in ("maxOffsetsPerTrigger=0\n", "maxOffsetsPerTrigger=\n"):  # the job reads both as none
+        adapter.properties.write_text(JOB_FILE.replace("maxOffsetsPerTrigger=\n", written))
+        assert adapter.read()["spark.maxOffsetsPerTrigger"] == MAX_OFFSETS_NO_LIMIT
 
 
 def test_a_key_the_file_lacks_is_appended(tmp_path):
