@@ -1,6 +1,6 @@
 """A Spark Structured Streaming query's micro-batch settings: the trigger interval, `maxOffsetsPerTrigger`,
-`minOffsetsPerTrigger` with `maxTriggerDelay` (the Kafka source's, Spark 3.3 on) and `spark.sql.shuffle.partitions`, kept in the job's own properties file (testbed/spark_job.py reads it, or the same
-file through `spark-submit`).
+`minOffsetsPerTrigger` with `maxTriggerDelay` (the Kafka source's, Spark 3.3 on) and `spark.sql.shuffle.partitions`,
+kept in the job's own properties file (testbed/spark_job.py reads it, or the same file through `spark-submit`).
 
 The agent patches the tuned keys of that file in place (every other byte stays, agents/rebase.py), checks the values
 as the job reads them, and asks the job to reload (`POST <job>/reload`): the job stops its query at a batch boundary

@@ -9,15 +9,15 @@ not report (goal 0), sockets off loopback (goal 0), the worst time to recover. W
 with every injection's record to --out. Each fault runs on a testbed of its own, one after the other; every address
 is this machine's (loopback, or the network namespaces the network fault makes).
 
-Common to the faults on a live testbed (2, 3, 4's agent, 5, 7): the daemon runs over the live pipeline with a learner that
-proposes a change every time it is asked, so every injection lands while a change is judged. Wrong decisions:
+Common to the faults on a live testbed (2, 3, 4's agent, 5, 7): the daemon runs over the live pipeline with a
+learner that proposes a change every time it is asked, so every injection lands while a change is judged. Wrong decisions:
 anything judged, told to the learner, rolled back or adopted on a window held for the fault, and the first window
 judged again if it rolled back, breached a guardrail or (where a truth is kept) read a mean latency more than 10 %
 off the truth's. Nodes off version: each node's agent's report against what its files hold, read from disk, after
 each injection and at the end. Time to recover: from the injection to the end of the first window judged again.
 
-Faults 3, 4's agent, 5 and 7 share one testbed shape: two nodes into one broker, node-2's nginx (its log source) loaded with
---rate requests/s, each carrying its client's send time, and a Kafka consumer of the bench's own timing each line
+Faults 3, 4's agent, 5 and 7 share one testbed shape: two nodes into one broker, node-2's nginx (its log source)
+loaded with --rate requests/s, each carrying its client's send time, and a Kafka consumer of the bench's own timing each line
 (the truth; events lost: requests nginx answered whose line never reached Kafka).
 
 1. Network (partition, 300 ms each way, 5 % of packets lost; `testbed.net_pool`, as tests/faults/test_network.py):
@@ -656,7 +656,8 @@ def _daemon_kill_injection(bootstrap: str, topic: str, directory: Path, step: st
             on_disk = {n: node.timeout_s() for n, node in nodes.items()}
         finally:
             prometheus.close()
-    said = recover_reason(TIMEOUT, NET_DEFAULTS[TIMEOUT], FASTER[TIMEOUT], KILLED_STANDING, {"node-2": DAEMON_STEPS[step]})
+    said = recover_reason(TIMEOUT, NET_DEFAULTS[TIMEOUT], FASTER[TIMEOUT], KILLED_STANDING,
+                          {"node-2": DAEMON_STEPS[step]})
     injection, logged = daemon_kill_counts(Recovery.of(state), said, reported, on_disk, recover_s)
     return injection, {"node_2_step": step, "node_2_timeout_after_the_kill": node_2_after, "logged": logged,
                        "killed_at": killed_at, "reported": reported, "on_disk": on_disk}
@@ -880,7 +881,8 @@ def table(rows: list[FaultRow]) -> str:
 ASIDE = ("network",)
 LABELS = {"network": "network (1)", "broker": "Kafka broker loss (2)", "disk": "disk full (3)",
           "sigkill": "SIGKILL of the agent mid-apply (4)",
-          "daemon": "SIGKILL of the daemon between promotion steps (4)", "clock": "clock step ±2 s (5)", "bad": "bad input (7)"}
+          "daemon": "SIGKILL of the daemon between promotion steps (4)", "clock": "clock step ±2 s (5)",
+          "bad": "bad input (7)"}
 
 
 def _run_one(fault: str, reps: int, window_s: float, rate_eps: float) -> tuple[FaultRow, dict]:

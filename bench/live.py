@@ -228,12 +228,12 @@ def table_ledger(spec: PipelineSpec, spans: dict[str, tuple[int, int]], timeout_
         # a table of a batch per second for 20 minutes on a loaded machine took over a minute to read: read again
         try:
             table = ledger(settings, timeout_s=max(deadline - time.monotonic(), 60.0))
-        except OSError as err:
+        except OSError as err:  # a job refusing at once is asked again after the pause, not in a busy loop
             if time.monotonic() > deadline:
                 raise SystemExit(f"the Spark table's ledger did not answer within {timeout_s:g} s: {err}") from None
-            continue
-        if wanted <= table.counts.keys() or time.monotonic() > deadline:
-            break
+        else:
+            if wanted <= table.counts.keys() or time.monotonic() > deadline:
+                break
         time.sleep(5.0)
     return {name: counted(table, ids) for name, ids in logged.items()}
 

@@ -6,8 +6,8 @@ Run: `python -m bench.tradeoff [--calibrations paper-2vcpu,local-filebeat-kafka]
 For each twin calibration, at its rate (the paper's 300 ev/s; 2,500 ev/s on local-filebeat-kafka) and each CPU
 budget (`models.budget`, read against the defaults' CPU per event: the defaults' own, that +5 % and +25 % of a
 core, the protective default, none), the daemon runs pipetune and Optuna's TPE and GP samplers (whose constraint
-is the same verdict, budget included) from the defaults for `--windows` steady windows. Reported per budget: each strategy's final P95
-on fresh windows (median over seeds), whether its final config is within the budget there, the windows over
+is the same verdict, budget included) from the defaults for `--windows` steady windows. Reported per budget: each
+strategy's final P95 on fresh windows (median over seeds), whether its final config is within the budget there, the windows over
 budget after the first 5; the fastest static preset within the budget (every preset measured on fresh windows at
 the same rate); the budgeted oracle (bench.tuners' search, feasible within the budget). Goals (issue 38):
 pipetune ≤ the best feasible preset / 3 where the presets leave room, ≤ 1.2× the oracle, no worse than TPE or

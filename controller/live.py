@@ -41,7 +41,7 @@ TWIN_STAGES = {"filebeat_read": "nginx->filebeat", "filebeat_publish": "filebeat
 WAREHOUSE_STAGES = TWIN_STAGES | {"kafka_consume": None, "kafka_commit": "kafka->sink"}
 
 
-def _twin_stages(by_stage: dict[str, float], latency_stage: str = "e2e") -> dict[str, float]:
+def _twin_stages(by_stage: dict[str, float], latency_stage: str) -> dict[str, float]:
     """`by_stage` under the twin's names, for a pipeline whose latency is measured to `latency_stage`; a window with
     records of both kinds (the topic's timestamp type changed) counts by the span that covers them all."""
     if PUBLISH_CONSUME in by_stage:
@@ -138,10 +138,9 @@ class LivePipeline:
         observation = self.telemetry.window(start, time.time())
         offsets = self.clocks.measure()
         stepped = clock_disturbance(self.clocks.moves(), observation.p95_s, observation.latency_resolution_s)
-        # the telemetry's stage the latency is measured to: Prometheus' says, a source without one is the probe's
-        latency_stage = getattr(self.telemetry, "latency_stage", "e2e")
-        return replace(observation, stage_p95_s=_twin_stages(observation.stage_p95_s, latency_stage),
-                       stage_mean_s=_twin_stages(observation.stage_mean_s, latency_stage), clock_offsets=offsets,
+        stage = self.telemetry.latency_stage
+        return replace(observation, stage_p95_s=_twin_stages(observation.stage_p95_s, stage),
+                       stage_mean_s=_twin_stages(observation.stage_mean_s, stage), clock_offsets=offsets,
                        disturbance=combined(observation.disturbance, stepped))
 
 

@@ -100,6 +100,8 @@ class TelemetryMissing(PipelineUnavailable):
 
 
 class TelemetrySource(Protocol):
+    latency_stage: str  # where the latency is measured to: "e2e" (the consumer) or "warehouse" (a Spark table)
+
     def window(self, start: float, end: float) -> Observation:
         """The window [start, end] summarised; `TelemetryMissing` when it cannot be."""
         ...

@@ -94,7 +94,8 @@ OPTUNA_SAMPLERS = ("tpe", "gp")
 
 @dataclass(frozen=True)
 class _Told:
-    """A window told to an Optuna sampler: its config, its objective (log P95) and its constraint (the verdict's excess)."""
+    """A window told to an Optuna sampler: its config, its objective (log P95) and its constraint (the verdict's
+    excess)."""
 
     config: Config
     value: float

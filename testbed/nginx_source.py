@@ -99,13 +99,13 @@ def clocked_node_testbed(spec: PipelineSpec, node: NodeLayout, clock: FakeClock,
 
 
 class SentLoad:
-    """Requests to nginx at `rate_eps` from a thread, each with the `X-Sent` header (this host's clock as the request
-    leaves), until the `with` block ends; `sent` counts those nginx answered."""
+    """Requests for `uri` to nginx at `rate_eps` from a thread, each with the `X-Sent` header (this host's clock as the
+    request leaves), until the `with` block ends; `sent` counts those nginx answered."""
 
-    def __init__(self, port: int, rate_eps: float) -> None:
+    def __init__(self, port: int, rate_eps: float, uri: str = "/") -> None:
         if not 0 < rate_eps <= 1000:
             raise ValueError(f"rate_eps: {rate_eps} requests/s, allowed (0, 1000]")
-        self.port, self.rate_eps = port, rate_eps
+        self.port, self.rate_eps, self.uri = port, rate_eps, uri
         self.sent = 0
         self._stop = threading.Event()
         self._error: BaseException | None = None
@@ -121,7 +121,7 @@ class SentLoad:
                 if (wait := due - time.monotonic()) > 0:
                     self._stop.wait(wait)
                     continue
-                connection.request("GET", "/", headers={"X-Sent": f"{time.time():.6f}"})
+                connection.request("GET", self.uri, headers={"X-Sent": f"{time.time():.6f}"})
                 connection.getresponse().read()
                 self.sent += 1
         except BaseException as err:  # reported when the block ends

@@ -14,13 +14,13 @@ Latency to the warehouse: once a batch's insert returns (its partition is in the
 each event's write time → that moment is observed as the probe's histogram (`pipetune_e2e_latency_seconds`,
 agents/probe/metrics.py) under stage `warehouse`, with the hops `spark_batch_start` (Kafka's append → the batch
 starts) and `warehouse_commit` (the batch starts → committed), and both as one span, `kafka_commit` (the sink stage
-the learner models); the probe's own stages cover the hops before Kafka. They are served with the query's progress and a ledger of the table on `metrics.port`: `/metrics`
-(Prometheus), `/progress` (the query's `lastProgress`, with the micro-batch settings in force and the run they
+the learner models); the probe's own stages cover the hops before Kafka. They are served with the query's progress
+and a ledger of the table on `metrics.port`: `/metrics` (Prometheus), `/progress` (the query's `lastProgress`, with the micro-batch settings in force and the run they
 started), `/ledger` (every request_id in the table with its count).
 
 Its micro-batch settings (`trigger.interval.s`, `maxOffsetsPerTrigger`, `minOffsetsPerTrigger`, `maxTriggerDelay`,
-`spark.sql.shuffle.partitions`: what the agent tunes, agents/spark.py) are read again from the file on `POST /reload`: the query is stopped at a batch
-boundary and started again from its checkpoint with them, in the same session (no new JVM). Spark keeps the
+`spark.sql.shuffle.partitions`: what the agent tunes, agents/spark.py) are read again from the file on
+`POST /reload`: the query is stopped at a batch boundary and started again from its checkpoint with them, in the same session (no new JVM). Spark keeps the
 checkpoint's shuffle partitions for the query's own stateful shuffles (this one has none); the batches' inserts run
 with the file's.
 """

@@ -70,6 +70,8 @@ class FixedTelemetry:
     """A stand-in `TelemetrySource` where no Prometheus runs: the same window every time, its stages named as
     the probe names them."""
 
+    latency_stage = "e2e"
+
     def window(self, start: float, end: float) -> Observation:
         stages = {"filebeat_read": 0.01, "filebeat_publish": 0.02, "kafka_consume": 0.03}
         return Observation(end - start, 100.0, 100.0, 0.05, 0.06, 0.07, 0.05, stage_p95_s=stages)

@@ -11,7 +11,6 @@ import json
 import math
 import os
 import signal
-import threading
 import time
 from datetime import datetime
 from pathlib import Path
@@ -27,6 +26,7 @@ from agents.config import AgentConfig
 from agents.kafka import properties_file
 from testbed import processes
 from testbed import agent
+from testbed.nginx_source import SentLoad
 from testbed.pipeline import PipelineSpec, load_pipeline, pipeline_file
 from testbed.spark_sink import (JobSettings, Ledger, LedgerCheck, ledger, logged_request_ids, metrics_text, progress,
                                 ready, spark_service)
@@ -150,32 +150,6 @@ def _send(port: int, count: int, rate_eps: float) -> None:
         assert _get(port) == 204
 
 
-class Sender:
-    """Requests to nginx at `rate_eps` on a thread of its own, from `start()` until `stop()`; `sent` counts them."""
-
-    def __init__(self, port: int, rate_eps: float) -> None:
-        self.port, self.rate_eps, self.sent = port, rate_eps, 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._send, daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def _send(self) -> None:
-        began = time.monotonic()
-        while not self._stop.is_set():
-            pause = began + self.sent / self.rate_eps - time.monotonic()
-            if pause > 0:
-                time.sleep(pause)
-            assert _get(self.port) == 204
-            self.sent += 1
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(30)
-
-
 def _spark_agent(settings: JobSettings, tmp_path: Path) -> ServedAgent:
     """A node agent holding the session's job (kind spark-query), served for real."""
     return ServedAgent(AgentConfig.model_validate({
@@ -280,7 +254,6 @@ def test_the_agent_changes_the_trigger_while_requests_flow_and_the_table_stays_e
     settings, _ = warehouse
     agent = _spark_agent(settings, tmp_path)
     log, start = _log_end(testbed)
-    sender = Sender(nginx, 50.0)
     try:
         assert progress(settings)["settings"]["trigger_interval_s"] == 1.0
         before = settings.properties_path.read_text()
@@ -289,19 +262,19 @@ def test_the_agent_changes_the_trigger_while_requests_flow_and_the_table_stays_e
         assert refused.value.status == 422 and refused.value.detail["field"] == "spark.trigger.interval"
         assert "[0, 60] s" in refused.value.detail["message"]
         assert settings.properties_path.read_text() == before
-        sender.start()
-        time.sleep(2.0)  # requests in flight through Filebeat and Kafka as the query is stopped
-        result = agent.client.put_config("spark", 1, {"spark.trigger.interval": 4.0})
-        assert result.status == "applied", result.message
-        state = progress(settings)
-        assert state["settings"]["trigger_interval_s"] == 4.0 and state["restarts"] >= 1
-        assert properties_file.read(settings.properties_path.read_text())["trigger.interval.s"] == "4"
-        # Spark starts a run's first batch at once, then at the interval's multiples since the epoch; a loaded
-        # machine starts one late (its progress's timestamp: 8.07 s, the next at 12.0 s), never early, so the
-        # batches after the first are each in a 4 s slot of their own, where a 1 s trigger puts several in one
-        run, seen = state["run_id"], {}
-        batches = _polled(lambda: _batches_of_run(settings, run, seen),
-                          lambda seen: len(seen) >= 3, WAIT_S, "three batches of the new run", every_s=0.5)
+        with SentLoad(nginx, 50.0, SENT_URI) as sender:
+            time.sleep(2.0)  # requests in flight through Filebeat and Kafka as the query is stopped
+            result = agent.client.put_config("spark", 1, {"spark.trigger.interval": 4.0})
+            assert result.status == "applied", result.message
+            state = progress(settings)
+            assert state["settings"]["trigger_interval_s"] == 4.0 and state["restarts"] >= 1
+            assert properties_file.read(settings.properties_path.read_text())["trigger.interval.s"] == "4"
+            # Spark starts a run's first batch at once, then at the interval's multiples since the epoch; a loaded
+            # machine starts one late (its progress's timestamp: 8.07 s, the next at 12.0 s), never early, so the
+            # batches after the first are each in a 4 s slot of their own, where a 1 s trigger puts several in one
+            run, seen = state["run_id"], {}
+            batches = _polled(lambda: _batches_of_run(settings, run, seen),
+                              lambda seen: len(seen) >= 3, WAIT_S, "three batches of the new run", every_s=0.5)
         later = [started for _, started in sorted(batches.items())[1:]]
         slots = [math.floor(started / 4.0) for started in later]
         assert len(slots) >= 2 and len(set(slots)) == len(slots), later
@@ -309,7 +282,6 @@ def test_the_agent_changes_the_trigger_while_requests_flow_and_the_table_stays_e
         print(f"trigger 1 s -> 4 s through the agent in {result.elapsed_s:.1f} s; batches of the new run "
               f"{[b for b, _ in sorted(batches.items())]}, gaps after its first {gaps} s")
     finally:
-        sender.stop()
         try:
             agent.client.put_config("spark", 2, {"spark.trigger.interval": 1.0})  # the session job as it was
         finally:
@@ -330,28 +302,27 @@ def test_a_change_spark_refuses_at_start_is_rolled_back_and_the_table_keeps_ever
     settings, _ = warehouse
     agent = _spark_agent(settings, tmp_path)
     log, start = _log_end(testbed)
-    sender = Sender(nginx, 50.0)
     try:
         before, run = settings.properties_path.read_text(), progress(settings)["run_id"]
-        sender.start()
-        time.sleep(2.0)  # requests in flight through Filebeat and Kafka as the query is stopped
-        result = agent.client.put_config("spark", 1, {"spark.maxOffsetsPerTrigger": 100,
-                                                      "spark.minOffsetsPerTrigger": 500})
-        assert result.status == "rolled_back", result.message
-        assert "higher than the maxOffsetsPerTrigger" in result.message, result.message
-        # the previous values back over the keys the change wrote: a key the file lacked stays, empty, which the job
-        # reads as it read its absence (no minimum); every other byte as it was
-        after = settings.properties_path.read_text()
-        assert after == before + "minOffsetsPerTrigger=\n"
-        assert tuned(properties_file.read(after)) == tuned(properties_file.read(before))
-        state = progress(settings)
-        assert state["active"] and state["run_id"] != run  # started again from the checkpoint, on the old settings
-        assert state["settings"]["max_offsets_per_trigger"] == 0 and state["settings"]["min_offsets_per_trigger"] == 0
-        component = agent.client.component("spark")
-        assert component["version"] == 0 and component["params"]["spark.minOffsetsPerTrigger"] == 0
-        time.sleep(3.0)  # requests after the rollback too
+        with SentLoad(nginx, 50.0, SENT_URI) as sender:
+            time.sleep(2.0)  # requests in flight through Filebeat and Kafka as the query is stopped
+            result = agent.client.put_config("spark", 1, {"spark.maxOffsetsPerTrigger": 100,
+                                                          "spark.minOffsetsPerTrigger": 500})
+            assert result.status == "rolled_back", result.message
+            assert "higher than the maxOffsetsPerTrigger" in result.message, result.message
+            # the previous values back over the keys the change wrote: a key the file lacked stays, empty, which the
+            # job reads as it read its absence (no minimum); every other byte as it was
+            after = settings.properties_path.read_text()
+            assert after == before + "minOffsetsPerTrigger=\n"
+            assert tuned(properties_file.read(after)) == tuned(properties_file.read(before))
+            state = progress(settings)
+            assert state["active"] and state["run_id"] != run  # started again from the checkpoint, on the old settings
+            assert state["settings"]["max_offsets_per_trigger"] == 0
+            assert state["settings"]["min_offsets_per_trigger"] == 0
+            component = agent.client.component("spark")
+            assert component["version"] == 0 and component["params"]["spark.minOffsetsPerTrigger"] == 0
+            time.sleep(3.0)  # requests after the rollback too
     finally:
-        sender.stop()
         agent.close()
     check = _each_once(settings, log, start, sender.sent)
     print(f"{check.logged} requests across a change Spark refused and its rollback ({result.elapsed_s:.1f} s): "
