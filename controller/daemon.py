@@ -45,7 +45,7 @@ from controller.realizer import Direct, Outcome, OutcomeKind, Realizer
 from controller.state import (COST_GAUGES, CPU_GAUGE, Action, Cost, BudgetReport, Decision, GuardrailReport,
                               Incumbent, LearnerReport, Override, StateStore, Status)
 from controller.tuned_space import TunedSpace
-from models.budget import COST_UNITS, BudgetLimits, CostReference, costs_of
+from models.budget import COST_UNITS, BudgetLimits, CostNoise, CostReference, costs_of, per_event
 from models.clock_offset import ClockOffset
 from models.event_time import below_resolution
 from models.learning import Context, Learner
@@ -176,6 +176,10 @@ class Daemon:
         # what the config before tuning used, which the CPU budget follows (`models.budget`); kept across restarts
         self.cost_reference: CostReference | None = store.load_cost_reference() if store else None
         self._started_on: Config | None = None  # the config of the first window judged
+        # a reference resumed from the state directory was of a start this process did not see: it stays as it is
+        self._reference_open = self.cost_reference is None
+        self.cost_noise = CostNoise()  # how much a window's cost readings vary with the config held
+        self._held: tuple[Config, dict[str, float]] | None = None  # the last window's config and its costs per event
         self._vetoed: set[str] = store.vetoed_overrides() if store else set()  # rolled back: not re-applied
         self._failing = ("", 0)  # the unexpected error the last windows ended in, and how many in a row
         self.paused = False
@@ -278,9 +282,11 @@ class Daemon:
         """The window's verdict; the learner and the state directory are told it together (so a resumed
         learner is told what this one was), and the incumbent takes its figure, before anything is decided."""
         config, observation = collected.config, collected.observation
-        verdict = judge(observation, self.policy, config, self.previous, self.settled_events,
-                        self._limits.at(observation.offered_eps))
+        limits = self._limits.at(observation.offered_eps)
+        verdict = judge(observation, self.policy, config, self.previous, self.settled_events, limits,
+                        self.cost_noise.allowances(limits, self.cost_reference))
         self._take_cost_reference(config, observation, verdict)
+        self._measure_cost_noise(config, observation, verdict)
         self.previous = observation
         if verdict.ok and verdict.drain is Drain.NONE:
             self.settled_events = observation.backlog_total
@@ -311,15 +317,28 @@ class Daemon:
         return BudgetLimits(self.policy.cpu_budget, self.policy.request_budget, self.cost_reference)
 
     def _take_cost_reference(self, config: Config, observation: Observation, verdict: Verdict) -> None:
-        """The budgets' reference: the first window of the config the run started on that kept up with its own
-        load (a window behind, or shipping a queue from before, measured something else)."""
+        """The budgets' reference: the mean of the windows of the config the run started on that kept up with their
+        own load (a window behind, or shipping a queue from before, measured something else)."""
         self._started_on = self._started_on or config
-        if self.cost_reference is not None or config != self._started_on or verdict.behind or \
-                verdict.drain is not Drain.NONE or observation.events_in == 0:
+        if not self._reference_open or config != self._started_on or verdict.behind or verdict.drain is not Drain.NONE or \
+                observation.events_in == 0:
             return
-        self.cost_reference = CostReference.of(observation)
+        ref = self.cost_reference
+        self.cost_reference = CostReference.of(observation) if ref is None else ref.with_window(observation)
         if self.cost_reference is not None and self.store:
             self.store.save_cost_reference(self.cost_reference)
+
+    def _measure_cost_noise(self, config: Config, observation: Observation, verdict: Verdict) -> None:
+        """Pair the window's costs per event with the window before's where both ran one config that kept up, the
+        earlier not the first after a change (whose restart costs what no later window does)."""
+        before = self._held
+        if before is None or before[0] != config:
+            self._held = (config, {})
+            return
+        reading = per_event(observation) if not verdict.behind and verdict.drain is Drain.NONE else {}
+        if before[1] and reading:
+            self.cost_noise = self.cost_noise.with_pair(before[1], reading)
+        self._held = (config, reading)
 
     def _on_trial(self, collected: Collected) -> Decision:
         """Hold while a change is on trial (a canary whose effect is still unclear): its window is part of the
@@ -576,7 +595,9 @@ class Daemon:
         ref = self.cost_reference
         return BudgetReport(limits=limits, used={name: u for name, u in used.items() if name in limits},
                             units={name: COST_UNITS[name] for name in limits},
-                            reference_eps=ref.offered_eps if ref else None, reference=dict(ref.costs) if ref else {})
+                            reference_eps=ref.offered_eps if ref else None, reference=dict(ref.costs) if ref else {},
+                            reference_windows=ref.windows if ref else 0,
+                            noise_allowance=self.cost_noise.allowances(limits, ref))
 
     def revert(self, config: Config) -> Decision:
         """Put `config` (the one the run started from) back through the realizer, and record it."""

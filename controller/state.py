@@ -223,9 +223,15 @@ class BudgetReport(BaseModel):
     limits: dict[str, float] = Field(description="cost -> its limit at the window's load, in its unit")
     used: dict[str, float] = Field(description="cost -> what the window used, in its unit")
     units: dict[str, str] = Field(default_factory=dict, description="cost -> its unit")
-    reference_eps: float | None = Field(None, description="the load of the window the reference was measured in")
+    reference_eps: float | None = Field(None, description="the mean load of the windows the reference was "
+                                                          "measured in")
     reference: dict[str, float] = Field(default_factory=dict, description=(
         "cost -> what the config before tuning used there, in its unit (empty: not measured yet)"))
+    reference_windows: int = Field(0, description="how many windows of the config before tuning the reference is "
+                                                  "the mean of")
+    noise_allowance: dict[str, float] = Field(default_factory=dict, description=(
+        "cost -> by how much, as a share of its limit, a window may read over it for the reading's noise before "
+        "it is a breach"))
 
 
 class TunedSpaceReport(BaseModel):
@@ -387,7 +393,8 @@ class StateStore:
                          tuple(report.other_loads))
 
     def save_cost_reference(self, reference: CostReference) -> None:
-        self._write("budget.json", {"offered_eps": reference.offered_eps, "costs": dict(reference.costs)})
+        self._write("budget.json", {"offered_eps": reference.offered_eps, "costs": dict(reference.costs),
+                                    "windows": reference.windows})
 
     def load_cost_reference(self) -> CostReference | None:
         path = self.dir / "budget.json"
@@ -395,7 +402,8 @@ class StateStore:
             return None
         doc = json.loads(path.read_text())
         costs = doc.get("costs", doc.get("cores", {}))  # "cores": a state dir from before the request budget
-        return CostReference(float(doc["offered_eps"]), {k: float(v) for k, v in costs.items()})
+        return CostReference(float(doc["offered_eps"]), {k: float(v) for k, v in costs.items()},
+                             int(doc.get("windows", 1)))
 
     def append_observation(self, config: Config, offered_eps: float, observation: Observation,
                            verdict: Verdict) -> None:

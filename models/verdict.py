@@ -2,8 +2,9 @@
 
 A window is feasible when its output kept up with its input, its backlog did not grow beyond what the
 policy tolerates, its P95 stayed under the policy's ceiling, and each budgeted cost (a component's CPU, the Produce
-requests) within its budget (`models.budget`: the daemon gives the limits at the window's load). Both throughput rules allow for what
-the window's config holds in its buffers (`buffered_events`): a pipeline that keeps up still holds a
+requests) within its budget, or above it by no more than the reading's noise (`models.budget`: the daemon gives
+the limits at the window's load and the allowances). Both throughput rules allow for what the window's config holds
+in its buffers (`buffered_events`): a pipeline that keeps up still holds a
 flush batch and the output's batches in flight when a window ends. The allowance comes from the config,
 not from the window's latency, which grows exactly when a config falls behind. The daemon judges each
 window (it has the previous one, for the backlog trend) and tells the learner the verdict with it. The
@@ -179,11 +180,14 @@ def output_margin(observation: Observation, policy: Policy, config: Config) -> f
 
 
 def judge(observation: Observation, policy: Policy, config: Config | None, previous: Observation | None = None,
-          settled_events: float | None = None, budget_limits: Mapping[str, float] | None = None) -> Verdict:
+          settled_events: float | None = None, budget_limits: Mapping[str, float] | None = None,
+          budget_allowances: Mapping[str, float] | None = None) -> Verdict:
     """The verdict on `observation`, made by `config` (None: unknown, so nothing is excused as buffered), under
     `policy`; `previous` (the window before) enables the backlog rule; `settled_events` is the backlog after the
     last window that shipped only its own load (`drain`); `budget_limits` the policy's budgets at the window's
-    load by cost name (`models.budget.BudgetLimits`: each part's CPU in cores, the Produce requests per second)."""
+    load by cost name (`models.budget.BudgetLimits`: each part's CPU in cores, the Produce requests per second), and
+    `budget_allowances` by how much, as a share of its limit, a cost's reading may exceed it for its noise
+    (`models.budget.CostNoise`; none: not at all)."""
     found: list[Breach] = []
     min_ratio = policy.min_throughput_ratio
     duration_s = observation.duration_s
@@ -207,9 +211,11 @@ def judge(observation: Observation, policy: Policy, config: Config | None, previ
     costs = budgeted_costs(observation)
     for name, limit in (budget_limits or {}).items():
         used, unit = costs.get(name), COST_UNITS[name]
-        if used is not None and used > limit:
+        noise = (budget_allowances or {}).get(name, 0.0)
+        if used is not None and used > limit * (1.0 + noise):
             found.append(Breach(kind=BreachKind.BUDGET, figure=used, limit=limit, unit=unit,
-                                message=f"{name} used {used:.3f} {unit} > its budget {limit:.3f}"))
+                                message=f"{name} used {used:.3f} {unit} > its budget {limit:.3f}"
+                                        + (f" by more than its noise ({noise:.0%})" if noise else "")))
     kept_up = not any(b.kind.throughput for b in found)
     shipped = drain(observation, policy, config, settled_events) if config is not None and kept_up else Drain.NONE
     return Verdict(breaches=tuple(found), drain=shipped)

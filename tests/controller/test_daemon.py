@@ -13,7 +13,7 @@ from controller.pipelines import ApplyReport, PipelineUnavailable, TwinPipeline
 from controller.state import Incumbent, LoadFigure, StateStore
 from models.clock_offset import ClockOffset
 from models.disturbance import BrokerWindow, Disturbance, disturbance
-from models.budget import REQUESTS, CpuBudget, RequestBudget
+from models.budget import REQUESTS, CostNoise, CpuBudget, RequestBudget
 from models.learning import Suggestion, TunedCube, tuned_names
 from models.observation import Observation
 from models.policy import Policy
@@ -222,15 +222,29 @@ def test_the_cpu_budget_follows_the_start_and_an_incumbent_over_it_asks_the_lear
 
 def test_an_incumbent_over_the_cpu_budget_gives_way_to_a_slower_config_within_it(tmp_path):
     # else the daemon went back to it the next window, and over budget again: 50 changes in 60 windows
-    frugal = PIPELINE_SPACE.config({"logstash.pipeline.batch.size": 2000})  # slower, less CPU per event
-    policy = Policy(cpu_budget=CpuBudget(cores={"logstash": 0.595}))  # the defaults use 0.60 cores here, it 0.58
-    daemon, pipeline = _daemon(Scripted(frugal), policy, store=StateStore(tmp_path))
-    daemon.incumbent = Incumbent(preset("defaults"), 3.9, RATE)  # as if it had kept to the budget here before
+    eager = PIPELINE_SPACE.config({"filebeat.backoff": 0.001, "filebeat.scan_frequency": 0.01})  # 0.088 cores here
+    frugal = preset("defaults")  # slower, 0.060-0.064 cores
+    policy = Policy(cpu_budget=CpuBudget(cores={"filebeat": 0.07}))
+    daemon, pipeline = _daemon(Scripted(frugal), policy, store=StateStore(tmp_path), start=eager)
+    daemon.cost_noise = CostNoise({"filebeat": 0.0}, {"filebeat": 200})  # readings measured steady: 4 % allowed
+    daemon.incumbent = Incumbent(eager, 3.0, RATE)  # as if it had kept to the budget here before
     decision = daemon.step()
     assert decision.action == "explore" and pipeline.current() == frugal
-    assert decision.reason.startswith("guardrail on the incumbent itself") and "logstash used" in decision.guardrail[0]
+    assert decision.reason.startswith("guardrail on the incumbent itself") and "filebeat used" in decision.guardrail[0]
     decision = daemon.step()
-    assert decision.observed["p95_s"] > 3.9 and not decision.guardrail and daemon.incumbent.config == frugal
+    assert decision.observed["p95_s"] > 3.0 and not decision.guardrail and daemon.incumbent.config == frugal
+
+
+def test_the_starting_config_is_never_over_its_own_cpu_for_its_readings_noise(tmp_path):
+    # judged against its first window alone, the defaults read over their own CPU in 21 of 30 windows
+    own = Policy(cpu_budget=CpuBudget(over_start=0.0, extra_cores=0.0))
+    daemon, _ = _daemon(Scripted(), own, store=StateStore(tmp_path))
+    decisions = [daemon.step() for _ in range(20)]
+    assert [d.guardrail for d in decisions] == [[]] * 20
+    reference = StateStore(tmp_path).load_cost_reference()
+    assert reference.windows == 20  # the mean of every window of the start, kept for a restart
+    assert daemon.cost_noise.pairs["filebeat"] == 18  # the first window after the warm-up is not one of a pair
+    assert daemon.cost_noise.sd("filebeat") < 0.06  # the twin's 2-3 % a window, pulled toward the prior's 10 %
 
 
 def test_the_learner_is_told_each_restarted_components_measured_pause_to_price_the_next_restart():

@@ -1,10 +1,13 @@
-"""The CPU budget: limits that follow the config before tuning, per event, with the policy's allowances."""
+"""The CPU budget: limits that follow the config before tuning, per event, with the policy's allowances, and the
+allowance a reading's noise earns."""
+
+import math
 
 import pytest
 from pydantic import ValidationError
 
-from models.budget import (REQUESTS, BudgetLimits, CostReference, CpuBudget, RequestBudget, budgeted,
-                           budgeted_costs, within_limits)
+from models.budget import (NOISE_PRIOR_SD, REQUESTS, BudgetLimits, CostNoise, CostReference, CpuBudget, RequestBudget,
+                           budgeted, budgeted_costs, within_limits)
 from models.observation import Observation
 from models.policy import Policy
 
@@ -82,3 +85,30 @@ def test_a_request_budget_out_of_range_is_refused_naming_the_field(budget, field
     with pytest.raises(ValidationError) as err:
         Policy(request_budget=budget)
     assert field in str(err.value)
+
+
+def test_the_reference_is_the_mean_cost_per_event_of_the_windows_of_the_start():
+    first = Observation(30.0, 300.0, 300.0, 0.1, 0.2, 0.3, 0.1, cpu_cores={"filebeat": 0.06, "logstash": 0.3})
+    busier = Observation(30.0, 600.0, 600.0, 0.1, 0.2, 0.3, 0.1, cpu_cores={"filebeat": 0.18})  # 1.5x per event
+    reference = CostReference.of(first).with_window(busier)
+    assert reference.windows == 2 and reference.offered_eps == 450.0
+    assert reference.costs["filebeat"] / 450.0 == pytest.approx(0.00025)  # the mean of 0.0002 and 0.0003 per event
+    assert reference.costs["logstash"] / 450.0 == pytest.approx(0.001)  # not measured the second time: kept
+    idle = Observation(30.0, 0.0, 0.0, 0, 0, 0, 0, cpu_cores={"filebeat": 0.01})
+    assert reference.with_window(idle) == reference  # a window without load says nothing per event
+
+
+def test_the_noise_of_a_reading_starts_at_the_prior_and_moves_to_what_pairs_of_windows_measure():
+    assert CostNoise().sd("filebeat") == pytest.approx(NOISE_PRIOR_SD)
+    noise = CostNoise()
+    for _ in range(200):  # windows alternating 2 % above and below: a window's log sd about 0.02
+        noise = noise.with_pair({"filebeat": 1.0, "logstash": 1.0}, {"filebeat": math.exp(0.02 * 2 ** 0.5)})
+    assert noise.pairs == {"filebeat": 200} and noise.sd("logstash") == pytest.approx(NOISE_PRIOR_SD)
+    assert noise.sd("filebeat") == pytest.approx(math.sqrt((2 * NOISE_PRIOR_SD**2 + 200 * 0.02**2) / 202))  # 0.022
+
+
+def test_a_reading_may_exceed_its_limit_by_three_sds_of_its_difference_from_a_reference_of_few_windows():
+    limits = {"filebeat": 0.1}
+    one, many = CostReference(300.0, {"filebeat": 0.05}, 1), CostReference(300.0, {"filebeat": 0.05}, 1000)
+    assert CostNoise().allowances(limits, one)["filebeat"] == pytest.approx(math.expm1(0.3 * 2 ** 0.5))  # 53 %
+    assert CostNoise().allowances(limits, many)["filebeat"] == pytest.approx(math.expm1(0.3), rel=1e-3)  # 35 %

@@ -256,3 +256,11 @@ def test_a_component_over_its_cpu_budget_breaks_the_budget_rule_and_is_not_behin
     assert "filebeat" in breach.message and verdict.over_budget and not verdict.behind
     assert judge(window, Policy(), _config(), budget_limits={"filebeat": 0.25}).ok  # within its limit
     assert judge(window, Policy(), _config()).ok  # no limits given: nothing budgeted
+
+
+def test_a_reading_over_its_budget_by_no_more_than_its_noise_is_not_a_breach():
+    window = replace(_window(1000.0), cpu_cores={"filebeat": 0.2})
+    limits = {"filebeat": 0.18}  # 11 % over
+    assert judge(window, Policy(), _config(), budget_limits=limits, budget_allowances={"filebeat": 0.15}).ok
+    (breach,) = judge(window, Policy(), _config(), budget_limits=limits, budget_allowances={"filebeat": 0.05}).breaches
+    assert breach.limit == 0.18 and "by more than its noise (5%)" in breach.message
