@@ -50,7 +50,7 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -63,6 +63,7 @@ from bench.result import RESULT_FILE, BenchResult
 from controller.agent_changes import by_component, changes_for_agent, changes_not_in_audit, owned_params
 from controller.state import StateStore
 from controller.telemetry import PrometheusTelemetry, TelemetryMissing
+from models.budget import BudgetLimits, CostReference, CpuBudget, budgeted, within_limits
 from models.policy import Policy
 from models.observation import Observation
 from models.presets import PRESETS, preset
@@ -102,6 +103,7 @@ class Measured:
     throughput_eps: float
     lost: int
     duplicated: int = 0
+    cpu_cores: dict[str, float] = field(default_factory=dict)  # the budgeted components' (`models.budget`)
 
     @property
     def out_in(self) -> float:
@@ -372,9 +374,10 @@ def measure_side_by_side(spec: PipelineSpec, contenders: dict[str, Config], args
                 run, observed = replay_and_observe(spec, schedule, args.warmup)
                 lost = run.report.lost_events
             rows.append(Measured(name, round_ + 1, observed.p95_s, observed.p50_s, observed.offered_eps,
-                                 observed.throughput_eps, lost))
+                                 observed.throughput_eps, lost, cpu_cores=budgeted(observed.cpu_cores)))
             console.print(f"  P95 {observed.p95_s:.4f} s, out/in {rows[-1].out_in:.1%}"
-                          + ("" if spans else f", lost {lost}"))
+                          + ("" if spans else f", lost {lost}")
+                          + "".join(f", {part} {cores:.3f} cores" for part, cores in rows[-1].cpu_cores.items()))
     if spans:
         ledgers = table_ledger(spec, {str(i): span for i, span in enumerate(spans)})
         rows = [replace(row, lost=ledgers[str(i)]["lost"], duplicated=ledgers[str(i)]["duplicates"])
@@ -390,8 +393,28 @@ def summarise(rows: list[Measured]) -> dict[str, dict]:
                    "p50_s": _median([r.p50_s for r in rs]), "offered_eps": _median([r.offered_eps for r in rs]),
                    "throughput_eps": _median([r.throughput_eps for r in rs]),
                    "out_in": _median([r.out_in for r in rs]), "lost": sum(r.lost for r in rs),
-                   "duplicated": sum(r.duplicated for r in rs)}
+                   "duplicated": sum(r.duplicated for r in rs),
+                   "cpu_cores": {part: _median([r.cpu_cores[part] for r in rs])
+                                 for part in set.intersection(*(set(r.cpu_cores) for r in rs))}}
             for name, rs in by_name.items()}
+
+
+def budget_figures(rows: list[Measured], budget: CpuBudget | None) -> dict | None:
+    """pipetune's CPU on each of its fresh windows against the CPU budget it tuned under, set as the tuning run sets
+    it but by the defaults measured side by side (their CPU per event, at their median load): the same yardstick
+    in the same run. None without a budget or a CPU reading of the defaults."""
+    defaults = [r for r in rows if r.name == "defaults" and r.cpu_cores]
+    if budget is None or not defaults:
+        return None
+    parts = set.intersection(*(set(r.cpu_cores) for r in defaults))
+    reference = CostReference(_median([r.offered_eps for r in defaults]),
+                              {part: _median([r.cpu_cores[part] for r in defaults]) for part in parts}, len(defaults))
+    windows = [{"round": r.round, "offered_eps": r.offered_eps, "cpu_cores": r.cpu_cores,
+                "limits_cores": BudgetLimits(budget, None, reference).at(r.offered_eps)}
+               for r in rows if r.name == "pipetune"]
+    return {"budget": budget.model_dump(mode="json"), "reference_eps": reference.offered_eps,
+            "reference_cores": dict(reference.costs), "windows": windows,
+            "within": sum(within_limits(w["cpu_cores"], w["limits_cores"]) for w in windows)}
 
 
 def _median(values: list[float]) -> float:
@@ -402,13 +425,16 @@ def _median(values: list[float]) -> float:
 
 def table(summary: dict[str, dict], reference: str = "defaults", stage: str = "e2e") -> Table:
     shown = Table(title=f"fresh steady windows, same run: P95 at stage {stage} (median of rounds)")
-    for col in ("config", "P95 s", "rounds", "P50 s", "offered ev/s", "out/in", "lost", f"{reference} / config"):
+    for col in ("config", "P95 s", "rounds", "P50 s", "offered ev/s", "out/in", "lost", "Filebeat cores",
+                f"{reference} / config"):
         shown.add_column(col, justify="left" if col == "config" else "right")
     base = summary[reference]["p95_s"] if reference in summary else math.nan
     for name, m in summary.items():
         lost = f"{m['lost']}" + (f" (+{m['duplicated']} dup)" if m.get("duplicated") else "")
         shown.add_row(name, f"{m['p95_s']:.4f}", " / ".join(f"{p:.4f}" for p in m["p95_rounds_s"]), f"{m['p50_s']:.4f}",
-                      f"{m['offered_eps']:.0f}", f"{m['out_in']:.1%}", lost, f"×{base / m['p95_s']:.1f}")
+                      f"{m['offered_eps']:.0f}", f"{m['out_in']:.1%}", lost,
+                      f"{m['cpu_cores']['filebeat']:.3f}" if "filebeat" in m.get("cpu_cores", {}) else "-",
+                      f"×{base / m['p95_s']:.1f}")
     return shown
 
 
@@ -445,6 +471,14 @@ def run_checks(result: dict) -> list[tuple[bool, str]]:
                        f"side by side: {result['lost_events_side_by_side']} lost, "
                        f"{result['duplicated_events_side_by_side']} duplicated in the table; the whole bench "
                        f"made {result['spark_versions_whole_bench']} versions of the Spark job (goal 0 and 0)"))
+    budget = result.get("cpu_budget")
+    if budget is not None:
+        used = "; ".join(", ".join(f"{part} {cores:.3f} of {w['limits_cores'][part]:.3f}"
+                                   for part, cores in w["cpu_cores"].items() if part in w["limits_cores"])
+                         for w in budget["windows"])
+        checks.append((budget["within"] == len(budget["windows"]) > 0,
+                       f"pipetune's CPU within the budget it tuned under in {budget['within']} of "
+                       f"{len(budget['windows'])} fresh windows, set by the defaults' side by side (cores: {used})"))
     logged, matched = result["changes_logged"], result["changes_in_agent_audit"]
     checks.append((logged == matched, f"decision-log changes found in the agent's audit: {matched} of {logged} "
                                       f"({result['agent_versions']} versions, {result['agent_rollbacks']} agent "
@@ -458,6 +492,7 @@ def figures(result: dict) -> dict[str, list[dict]]:
     summary = result["summary"]
     side_by_side = [{"config": name, "p95_s": m["p95_s"], "p50_s": m["p50_s"], "offered_eps": m["offered_eps"],
                      "throughput_eps": m["throughput_eps"], "lost": m["lost"], "duplicated": m.get("duplicated", 0),
+                     "filebeat_cores": m.get("cpu_cores", {}).get("filebeat"),
                      "defaults_over_config": summary["defaults"]["p95_s"] / m["p95_s"]} for name, m in summary.items()]
     counted = result["canaries"] or {}
     run = {"tune_minutes": result["tune_s"] / 60, "windows": result["windows"],
@@ -633,6 +668,7 @@ def main(argv: list[str] | None = None) -> None:
         "duplicated_events_side_by_side": sum(m["duplicated"] for m in summary.values()),
         "latency_stage": deployment(spec).latency.stage, "calibration": args.calibration, "hybrid_reordered": reordered,
         "policy": policy.model_dump(mode="json") if policy is not None else None,
+        "cpu_budget": budget_figures(rows, (policy or Policy()).cpu_budget),
         "reference": reference, "goal_reference_over_pipetune": goal,
         "p95_reference_over_pipetune": (summary[reference]["p95_s"] / summary["pipetune"]["p95_s"]
                                         if reference in summary else math.nan),

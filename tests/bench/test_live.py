@@ -1,6 +1,6 @@
 """bench.live's pure parts: where a pipeline with nginx in front takes its load, the Spark table's ledger against
-nginx's log by span, the warehouse's committed count, the Spark job's changes, the Hybrid an agent takes, and the
-checks the run prints."""
+nginx's log by span, the warehouse's committed count, the Spark job's changes, the Hybrid an agent takes, pipetune's
+CPU against its budget, and the checks the run prints."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from agents.probe.metrics import LatencyHistograms
 from bench import live
 from controller.state import StateStore
+from models.budget import CpuBudget
 from models.learning import TUNED_BY_TOPOLOGY
 from models.presets import preset
 from models.space import check_rules
@@ -202,3 +203,29 @@ def test_the_side_by_side_table_compares_with_the_reference_and_shows_duplicates
     assert "stage warehouse" in text and "hybrid / config" in text
     [pipetune] = [line for line in text.splitlines() if "pipetune" in line]
     assert "0 (+2 dup)" in pipetune and "×4.0" in pipetune
+
+
+def _measured(name, round_, filebeat_cores, offered_eps=300.0):
+    return live.Measured(name, round_, 1.0, 0.5, offered_eps, offered_eps, 0, cpu_cores={"filebeat": filebeat_cores})
+
+
+def test_pipetunes_cpu_is_judged_on_each_fresh_window_by_the_budget_the_defaults_side_by_side_set():
+    rows = [_measured("defaults", 1, 0.04), _measured("defaults", 2, 0.06), _measured("pipetune", 1, 0.07),
+            _measured("pipetune", 2, 0.20, offered_eps=600.0)]
+    budget = live.budget_figures(rows, CpuBudget())
+    assert budget["reference_cores"] == {"filebeat": pytest.approx(0.05)} and budget["reference_eps"] == 300.0
+    first, busier = budget["windows"]
+    assert first["limits_cores"]["filebeat"] == pytest.approx(0.05 * 1.25 + 0.05)  # 0.1125: 0.07 within
+    assert busier["limits_cores"]["filebeat"] == pytest.approx(0.10 * 1.25 + 0.05)  # twice the load: 0.175 < 0.20
+    assert budget["within"] == 1
+    with_budget = live.run_checks(_result(cpu_budget=budget))
+    [(ok, text)] = [check for check in with_budget if "CPU" in check[1]]
+    assert not ok and text.startswith("pipetune's CPU within the budget it tuned under in 1 of 2 fresh windows")
+    assert "filebeat 0.200 of 0.175" in text
+    assert live.budget_figures(rows, None) is None  # `--cpu-budget none`: nothing to judge against
+    assert len(live.run_checks(_result())) == len(with_budget) - 1  # and no line for it
+
+
+def test_the_side_by_side_shows_each_contenders_filebeat_cpu():
+    summary = live.summarise([_measured("defaults", 1, 0.04), _measured("defaults", 2, 0.06)])
+    assert summary["defaults"]["cpu_cores"] == {"filebeat": pytest.approx(0.05)}
