@@ -41,6 +41,7 @@ NOISE_PRIOR_PAIRS = 2.0  # how many measured pairs of windows the prior weighs a
 # A reading is over its budget when it is this many of its sds above the limit: a config exactly at the limit is
 # then flagged in about one window in 740 (one-sided normal tail), a config 2x over it even at the prior's spread
 BREACH_SDS = 3.0
+ROUNDING = 1e-9  # a float's relative rounding, many times over
 
 
 class CpuBudget(BaseModel):
@@ -161,8 +162,9 @@ def costs_of(cpu_cores: Mapping[str, float], produce_requests_per_s: float | Non
 
 
 def within_limits(costs: Mapping[str, float], limits: Mapping[str, float]) -> bool:
-    """Whether every limited cost was at most its limit (a cost not measured was nothing)."""
-    return all(costs.get(name, 0.0) <= limit for name, limit in limits.items())
+    """Whether every limited cost was at most its limit (a cost not measured was nothing). A limit is a cost scaled
+    per event and back: at the reference's own load it may round a hair below the cost it was made of."""
+    return all(costs.get(name, 0.0) <= limit * (1.0 + ROUNDING) for name, limit in limits.items())
 
 
 @dataclass(frozen=True)

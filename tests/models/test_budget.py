@@ -57,6 +57,10 @@ def test_a_reading_is_within_limits_when_every_limited_part_is_and_only_budgeted
     assert within_limits(reading, {"filebeat": 0.06, "logstash": 0.4})
     assert not within_limits(reading, {"filebeat": 0.04})
     assert within_limits({}, {"filebeat": 0.01})  # a part not measured used nothing
+    used = {"logstash": 0.42789540982689017}  # / 300 * 300 rounds below itself
+    own = BudgetLimits(CpuBudget(over_start=0.0, extra_cores=0.0), None, CostReference(300.0, used))
+    assert own.at(300.0)["logstash"] < used["logstash"]
+    assert within_limits(used, own.at(300.0))  # the start is within its own CPU, rounding aside
 
 
 def test_a_window_gives_its_produce_requests_beside_the_budgeted_parts_cpu():
