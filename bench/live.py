@@ -56,6 +56,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -424,14 +425,18 @@ def _median(values: list[float]) -> float:
 
 
 def table(summary: dict[str, dict], reference: str = "defaults", stage: str = "e2e") -> Table:
-    shown = Table(title=f"fresh steady windows, same run: P95 at stage {stage} (median of rounds)")
-    for col in ("config", "P95 s", "rounds", "P50 s", "offered ev/s", "out/in", "lost", "Filebeat cores",
-                f"{reference} / config"):
-        shown.add_column(col, justify="left" if col == "config" else "right")
+    """The side by side in 80 columns: each contender's P95 (the median of its rounds, and their range), P50,
+    load, out/in, events lost, Filebeat's CPU and the reference's P95 over its own."""
+    shown = Table(title=f"fresh steady windows, same run: P95 at stage {stage}", box=box.SIMPLE_HEAD, show_edge=False,
+                  padding=(0, 0, 0, 1))
+    for col in ("config", "P95 s", "rounds' P95 s", "P50 s", "ev/s", "out/in", "lost\n(+dup)", "Filebeat\ncores",
+                f"{reference}\n/ config"):
+        shown.add_column(col, justify="left" if col == "config" else "right", no_wrap=True)
     base = summary[reference]["p95_s"] if reference in summary else math.nan
     for name, m in summary.items():
-        lost = f"{m['lost']}" + (f" (+{m['duplicated']} dup)" if m.get("duplicated") else "")
-        shown.add_row(name, f"{m['p95_s']:.4f}", " / ".join(f"{p:.4f}" for p in m["p95_rounds_s"]), f"{m['p50_s']:.4f}",
+        lost = f"{m['lost']}" + (f" (+{m['duplicated']})" if m.get("duplicated") else "")
+        rounds = m["p95_rounds_s"]
+        shown.add_row(name, f"{m['p95_s']:.3g}", f"{min(rounds):.3g}-{max(rounds):.3g}", f"{m['p50_s']:.3g}",
                       f"{m['offered_eps']:.0f}", f"{m['out_in']:.1%}", lost,
                       f"{m['cpu_cores']['filebeat']:.3f}" if "filebeat" in m.get("cpu_cores", {}) else "-",
                       f"×{base / m['p95_s']:.1f}")

@@ -194,15 +194,17 @@ def test_a_pipeline_ending_in_spark_is_tuned_with_a_twin_whose_learner_changes_t
 def test_the_side_by_side_table_compares_with_the_reference_and_shows_duplicates():
     from rich.console import Console
 
-    row = {"p95_rounds_s": [1.0], "p50_s": 0.5, "offered_eps": 300.0, "out_in": 1.0, "lost": 0}
+    row = {"p95_rounds_s": [1.0, 1.5, 1.6], "p50_s": 0.5, "offered_eps": 300.0, "out_in": 1.0, "lost": 0,
+           "cpu_cores": {"filebeat": 0.0512}}
     summary = {"defaults": row | {"p95_s": 2.0, "duplicated": 0}, "hybrid": row | {"p95_s": 6.0, "duplicated": 0},
                "pipetune": row | {"p95_s": 1.5, "duplicated": 2}}
-    console = Console(width=200, record=True)
+    console = Console(width=80, record=True)  # an 80-column terminal: nothing cut, nothing wrapped
     console.print(live.table(summary, "hybrid", "warehouse"))
     text = console.export_text()
-    assert "stage warehouse" in text and "hybrid / config" in text
+    assert "stage warehouse" in text and "hybrid" in text and "/ config" in text and "…" not in text
     [pipetune] = [line for line in text.splitlines() if "pipetune" in line]
-    assert "0 (+2 dup)" in pipetune and "×4.0" in pipetune
+    assert "0 (+2)" in pipetune and "×4.0" in pipetune and "1-1.6" in pipetune and "0.051" in pipetune
+    assert max(len(line) for line in text.splitlines()) <= 80
 
 
 def _measured(name, round_, filebeat_cores, offered_eps=300.0):
