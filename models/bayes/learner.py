@@ -125,7 +125,6 @@ class SafeBayesLearner:
         self._new_models()
         self.search: SearchState = fresh_search(settings)
         self._current = self.start  # the config the pipeline runs (last told or proposed)
-        self._centre = self.start  # the incumbent the trust region was last centred on
         self._noise_s = 0.0  # the last estimate of a window's noise
         self._resolution_s = settings.finest_s  # the latest window's latency step (`latency_resolution_s`)
         self._told = 0
@@ -178,8 +177,6 @@ class SafeBayesLearner:
         self.search.windows += 1
         self._behind = (config, context.offered_eps) if verdict.behind else None
         self._over_budget = (config, context.offered_eps) if verdict.over_budget else None
-        # what the window must beat to count as an improvement: the centre's P95 at about its load, before it is told
-        reference = self._incumbent_p95s(self._centre, context)
         stage_log_p95 = self.stages.told(observation, self._resolution_s)
         x = self._features(config, context)
         self.costs.told(x, budgeted_costs(observation), self._limits.at(context.offered_eps))
@@ -189,8 +186,7 @@ class SafeBayesLearner:
         self.history.keep(self.settings.history_recent, self.settings.history_best)
         self._told += 1
         self._watch_held(config, context, observation, verdict)
-        if self.search.region.update(verdict.ok, observation.p95_s, float(np.mean(reference)) if reference else math.inf,
-                                     self._noise_s, self.settings):
+        if self.search.region.update(verdict.ok, observation.p95_s, self._noise_s, self.settings):
             self.search.collapse()
         self._fit()
 
@@ -251,13 +247,13 @@ class SafeBayesLearner:
 
     def _search(self, context: Context) -> Suggestion:
         """One window's decision: the rules of `rules`, in order (docs/learner.md, "Phases")."""
-        incumbent = self._centre = self._incumbent(context)
+        incumbent = self._incumbent(context)
         if rules.incumbent_breached(self._behind, incumbent, context.offered_eps):
             return self._toward_capacity(incumbent, context)
         if rules.incumbent_breached(self._over_budget, incumbent, context.offered_eps):
             return self._within_budget(incumbent, context)
         if self.search.phase is Phase.CONVERGED:
-            reopening = rules.reopening(self.search.converged, incumbent, context.offered_eps, self._bound_scales())
+            reopening = rules.reopening(self.search.converged, incumbent, context.offered_eps)
             if reopening is None:
                 return self._hold_converged(incumbent)
             self._reopen(reopening)
@@ -409,7 +405,7 @@ class SafeBayesLearner:
         beyond = self._rank(wide, look, expected)
         if beyond.best_s <= look.limit.gain_s:
             held = Converged(look.incumbent, look.context.offered_eps, look.measured_s, look.noise_s,
-                             max(ranking.best_s, beyond.best_s, 0.0), look.limit, bound_scales=self._bound_scales())
+                             max(ranking.best_s, beyond.best_s, 0.0), look.limit)
             self.search.converge(held)
             return self._hold(look, held.reason)
         self.search.widen(self.settings)
@@ -436,10 +432,6 @@ class SafeBayesLearner:
                           {"p95_s": float(pool.mean[i]), "p95_lower_s": float(pool.optimistic[i]),
                            "margin": float(pool.m_mean[i]), "margin_lcb": float(lcb), "noise_s": look.noise_s,
                            "incumbent_p95_s": look.p95_s})
-
-    def _bound_scales(self) -> dict[str, float]:
-        """Each budgeted part's confidence bound now, in stds of its cost model (`CostModels.beta`)."""
-        return {part: float(self.costs.beta(part)) for part in self.costs.gps}
 
     def _hold(self, look: _Look, why: str) -> Suggestion:
         return self._keep(look.incumbent, look.p95_s, why, look.noise_s)

@@ -30,12 +30,6 @@ class Reopened(Enum):
     DRIFT = "drift"  # the incumbent's P95 moved beyond the noise
     POLICY_CHANGED = "policy changed"  # people changed bounds or pins
     INCUMBENT_CHANGED = "incumbent changed"  # the daemon holds another config
-    BOUND_NARROWED = "bound narrowed"  # a budget's confidence bound, widened by its model's misses, narrowed again
-
-
-# Causes that bring no new measurement: the models are those the search stopped by, so their optimism is no news and
-# only the gains they expect count (`SearchState.known_ground`).
-KNOWN_GROUND = frozenset({Reopened.LOAD_MOVED, Reopened.BOUND_NARROWED})
 
 
 @dataclass(frozen=True)
@@ -58,7 +52,6 @@ class Converged:
     gain_s: float
     limit: Threshold
     since: list[float] = field(default_factory=list)
-    bound_scales: dict[str, float] = field(default_factory=dict)  # each budget's bound, in stds, when it stopped
 
     def drift(self, s: LearnerSettings) -> Reopening | None:
         """A re-opening if the incumbent drifted: the mean P95 of the last `drift_windows` windows left that of the
@@ -99,13 +92,11 @@ class SearchState:
 
     @property
     def known_ground(self) -> bool:
-        """Whether the search re-opened for a cause that brings no new measurement (`KNOWN_GROUND`): a load move (the
-        load is an input of every model, so the configs around the incumbent are ground the models searched at
-        another load: their optimism at the new load is only the load's novelty), or a budget's bound that narrowed
-        (the same models, only more of what they expect counts as within budget). Such a search counts only the
-        gains the models expect, and it is never young (it spends no window growing the safe set); it may stop at
-        once."""
-        return self.reopening is not None and self.reopening.cause in KNOWN_GROUND
+        """Whether the search re-opened on a load move. The load is an input of every model, so the configs around
+        the incumbent are ground the models searched at another load: their optimism at the new load is only the
+        load's novelty. Such a search counts only the gains the models expect, and it is never young (it spends no
+        window growing the safe set); it may stop at once."""
+        return self.reopening is not None and self.reopening.cause is Reopened.LOAD_MOVED
 
     def collapse(self) -> None:
         """The trust region collapsed: a search goes by expected gains from now on (a held one stays held)."""

@@ -37,30 +37,15 @@ class Pool:
     safe: np.ndarray
 
 
-def reopening(held: Converged, incumbent: Config, offered_eps: float,
-              bound_scales: Mapping[str, float]) -> Reopening | None:
+def reopening(held: Converged, incumbent: Config, offered_eps: float) -> Reopening | None:
     """While converged, hold the incumbent until the load moves beyond `LOAD_SHIFT` (the load is the models'
-    context input, as in CGP-UCB: they predict the new load, but a search must look), the daemon holds another
-    incumbent, or a budget's bound narrowed (`bound_narrowed`); the re-opening then, else None."""
+    context input, as in CGP-UCB: they predict the new load, but a search must look) or the daemon holds another
+    incumbent; the re-opening then, else None."""
     if load_moved(held.offered_eps, offered_eps):
         return Reopening(Reopened.LOAD_MOVED, f"load moved {held.offered_eps:.0f} → {offered_eps:.0f} ev/s")
     if incumbent != held.config:
         return Reopening(Reopened.INCUMBENT_CHANGED, "the daemon's incumbent changed")
-    return bound_narrowed(held.bound_scales, bound_scales)
-
-
-def bound_narrowed(then: Mapping[str, float], now: Mapping[str, float]) -> Reopening | None:
-    """A re-opening where a budget's confidence bound (how many stds above its cost model's mean a candidate's cost is
-    bounded at, `CostModels.beta`) is narrower `now` than when the search stopped (`then`), else None. A search
-    stops when nothing within the bounds promises a gain; a bound its model's misses widened (a miss of a model fitted
-    on two windows: 6 stds) left almost nothing near the incumbent within budget, the search stopped there, and it
-    stayed stopped after the misses aged out of the bound (fb-kafka 8 cores, 248 ev/s burst: 23 ms held where the
-    oracle reaches 5 ms)."""
-    narrowed = {part: (scale, now[part]) for part, scale in then.items() if part in now and now[part] < scale}
-    if not narrowed:
-        return None
-    return Reopening(Reopened.BOUND_NARROWED, "budget bound narrowed: " + ", ".join(
-        f"{part} {was:.1f} → {scale:.1f} std" for part, (was, scale) in narrowed.items()))
+    return None
 
 
 def incumbent_breached(breached: tuple[Config, float] | None, incumbent: Config, offered_eps: float) -> bool:

@@ -18,21 +18,18 @@ class TrustRegion:
     length: float
     successes: int = 0
     failures: int = 0
+    best_p95_s: float = math.inf  # the best feasible window since the search (re-)opened
 
-    def update(self, feasible: bool, p95_s: float, reference_s: float, noise_s: float, s: LearnerSettings) -> bool:
+    def update(self, feasible: bool, p95_s: float, noise_s: float, s: LearnerSettings) -> bool:
         """Count a window as TuRBO does and resize: `success_streak` improvements in a row double the side (up to
         `length_max`), `failure_streak` failures halve it; an infeasible window counts `infeasible_failures`.
-        An improvement is a feasible window below `reference_s`, the P95 of the config the region is centred on at
-        about the window's load, by `improvement_ratio` and beyond the window's noise `noise_s`, not a lucky window
-        (TuRBO's centre is its best point; here the daemon's incumbent, which a breach can replace by a slower one,
-        and whose P95 moves with the load). Where the centre has no window at about that load (`reference_s`
-        infinite), the window is the baseline: neither an improvement nor a failure. Returns whether the region has
+        An improvement is one beyond the window's noise `noise_s` and `improvement_ratio` of the best, not a lucky
+        window; the first feasible window is the baseline, not an improvement. Returns whether the region has
         collapsed below `length_min` (it stays at that side): nothing found however close it looked."""
-        if feasible and not math.isfinite(reference_s):
-            self.failures = 0
-            return False
-        if feasible and p95_s < min(s.improvement_ratio * reference_s, reference_s - noise_s):
-            self.successes, self.failures = self.successes + 1, 0
+        if feasible and p95_s < min(s.improvement_ratio * self.best_p95_s, self.best_p95_s - noise_s):
+            improved = math.isfinite(self.best_p95_s)
+            self.best_p95_s = p95_s
+            self.successes, self.failures = self.successes + improved, 0
         else:
             self.successes, self.failures = 0, self.failures + (1 if feasible else s.infeasible_failures)
         if self.successes >= s.success_streak:
