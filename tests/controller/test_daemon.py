@@ -235,16 +235,17 @@ def test_an_incumbent_over_the_cpu_budget_gives_way_to_a_slower_config_within_it
     assert decision.observed["p95_s"] > 3.0 and not decision.guardrail and daemon.incumbent.config == frugal
 
 
-def test_the_starting_config_is_never_over_its_own_cpu_for_its_readings_noise(tmp_path):
-    # judged against its first window alone, the defaults read over their own CPU in 21 of 30 windows
+def test_the_starting_config_is_seldom_over_its_own_cpu_for_its_readings_noise(tmp_path):
+    # judged against its first window alone (it read 7 % below the mean), it was over its own CPU in 18 of these 20;
+    # now only where a window reads 9 % above the mean, beyond 3 sds of the twin's 2-3 %
     own = Policy(cpu_budget=CpuBudget(over_start=0.0, extra_cores=0.0))
     daemon, _ = _daemon(Scripted(), own, store=StateStore(tmp_path))
     decisions = [daemon.step() for _ in range(20)]
-    assert [d.guardrail for d in decisions] == [[]] * 20
+    assert sum(bool(d.guardrail) for d in decisions) <= 1
     reference = StateStore(tmp_path).load_cost_reference()
     assert reference.windows == 20  # the mean of every window of the start, kept for a restart
     assert daemon.cost_noise.pairs["filebeat"] == 18  # the first window after the warm-up is not one of a pair
-    assert daemon.cost_noise.sd("filebeat") < 0.06  # the twin's 2-3 % a window, pulled toward the prior's 10 %
+    assert daemon.cost_noise.sd("filebeat") < 0.035  # the twin's 2-3 % a window, pulled toward the prior's 5 %
 
 
 def test_the_learner_is_told_each_restarted_components_measured_pause_to_price_the_next_restart():

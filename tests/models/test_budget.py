@@ -108,11 +108,11 @@ def test_the_noise_of_a_reading_starts_at_the_prior_and_moves_to_what_pairs_of_w
     for _ in range(200):  # windows alternating 2 % above and below: a window's log sd about 0.02
         noise = noise.with_pair({"filebeat": 1.0, "logstash": 1.0}, {"filebeat": math.exp(0.02 * 2 ** 0.5)})
     assert noise.pairs == {"filebeat": 200} and noise.sd("logstash") == pytest.approx(NOISE_PRIOR_SD)
-    assert noise.sd("filebeat") == pytest.approx(math.sqrt((2 * NOISE_PRIOR_SD**2 + 200 * 0.02**2) / 202))  # 0.022
+    assert noise.sd("filebeat") == pytest.approx(math.sqrt((NOISE_PRIOR_SD**2 + 200 * 0.02**2) / 201))  # 0.020
 
 
 def test_a_reading_may_exceed_its_limit_by_three_sds_of_its_difference_from_a_reference_of_few_windows():
     limits = {"filebeat": 0.1}
     one, many = CostReference(300.0, {"filebeat": 0.05}, 1), CostReference(300.0, {"filebeat": 0.05}, 1000)
-    assert CostNoise().allowances(limits, one)["filebeat"] == pytest.approx(math.expm1(0.3 * 2 ** 0.5))  # 53 %
-    assert CostNoise().allowances(limits, many)["filebeat"] == pytest.approx(math.expm1(0.3), rel=1e-3)  # 35 %
+    assert CostNoise().allowances(limits, one)["filebeat"] == pytest.approx(math.expm1(0.15 * 2 ** 0.5))  # 24 %
+    assert CostNoise().allowances(limits, many)["filebeat"] == pytest.approx(math.expm1(0.15), rel=1e-3)  # 16 %
