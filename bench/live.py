@@ -400,16 +400,14 @@ def summarise(rows: list[Measured]) -> dict[str, dict]:
             for name, rs in by_name.items()}
 
 
-def budget_figures(rows: list[Measured], budget: CpuBudget | None) -> dict | None:
+def budget_figures(rows: list[Measured], summary: dict[str, dict], budget: CpuBudget | None) -> dict | None:
     """pipetune's CPU on each of its fresh windows against the CPU budget it tuned under, set as the tuning run sets
-    it but by the defaults measured side by side (their CPU per event, at their median load): the same yardstick
-    in the same run. None without a budget or a CPU reading of the defaults."""
-    defaults = [r for r in rows if r.name == "defaults" and r.cpu_cores]
-    if budget is None or not defaults:
+    it but by the defaults measured side by side (`summarise`: their median CPU at their median load): the same
+    yardstick in the same run. None without a budget or a CPU reading of the defaults."""
+    defaults = summary.get("defaults", {})
+    if budget is None or not defaults.get("cpu_cores"):
         return None
-    parts = set.intersection(*(set(r.cpu_cores) for r in defaults))
-    reference = CostReference(_median([r.offered_eps for r in defaults]),
-                              {part: _median([r.cpu_cores[part] for r in defaults]) for part in parts}, len(defaults))
+    reference = CostReference(defaults["offered_eps"], defaults["cpu_cores"], len(defaults["p95_rounds_s"]))
     windows = [{"round": r.round, "offered_eps": r.offered_eps, "cpu_cores": r.cpu_cores,
                 "limits_cores": BudgetLimits(budget, None, reference).at(r.offered_eps)}
                for r in rows if r.name == "pipetune"]
@@ -673,7 +671,7 @@ def main(argv: list[str] | None = None) -> None:
         "duplicated_events_side_by_side": sum(m["duplicated"] for m in summary.values()),
         "latency_stage": deployment(spec).latency.stage, "calibration": args.calibration, "hybrid_reordered": reordered,
         "policy": policy.model_dump(mode="json") if policy is not None else None,
-        "cpu_budget": budget_figures(rows, (policy or Policy()).cpu_budget),
+        "cpu_budget": budget_figures(rows, summary, (policy or Policy()).cpu_budget),
         "reference": reference, "goal_reference_over_pipetune": goal,
         "p95_reference_over_pipetune": (summary[reference]["p95_s"] / summary["pipetune"]["p95_s"]
                                         if reference in summary else math.nan),

@@ -320,8 +320,8 @@ class Daemon:
         """The budgets' reference: the mean of the windows of the config the run started on that kept up with their
         own load (a window behind, or shipping a queue from before, measured something else)."""
         self._started_on = self._started_on or config
-        if not self._reference_open or config != self._started_on or verdict.behind or verdict.drain is not Drain.NONE or \
-                observation.events_in == 0:
+        if not self._reference_open or config != self._started_on or verdict.behind or \
+                verdict.drain is not Drain.NONE or observation.events_in == 0:
             return
         ref = self.cost_reference
         self.cost_reference = CostReference.of(observation) if ref is None else ref.with_window(observation)

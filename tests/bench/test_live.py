@@ -214,7 +214,7 @@ def _measured(name, round_, filebeat_cores, offered_eps=300.0):
 def test_pipetunes_cpu_is_judged_on_each_fresh_window_by_the_budget_the_defaults_side_by_side_set():
     rows = [_measured("defaults", 1, 0.04), _measured("defaults", 2, 0.06), _measured("pipetune", 1, 0.07),
             _measured("pipetune", 2, 0.20, offered_eps=600.0)]
-    budget = live.budget_figures(rows, CpuBudget())
+    budget = live.budget_figures(rows, live.summarise(rows), CpuBudget())
     assert budget["reference_cores"] == {"filebeat": pytest.approx(0.05)} and budget["reference_eps"] == 300.0
     first, busier = budget["windows"]
     assert first["limits_cores"]["filebeat"] == pytest.approx(0.05 * 1.25 + 0.05)  # 0.1125: 0.07 within
@@ -224,7 +224,7 @@ def test_pipetunes_cpu_is_judged_on_each_fresh_window_by_the_budget_the_defaults
     [(ok, text)] = [check for check in with_budget if "CPU" in check[1]]
     assert not ok and text.startswith("pipetune's CPU within the budget it tuned under in 1 of 2 fresh windows")
     assert "filebeat 0.200 of 0.175" in text
-    assert live.budget_figures(rows, None) is None  # `--cpu-budget none`: nothing to judge against
+    assert live.budget_figures(rows, live.summarise(rows), None) is None  # `--cpu-budget none`: nothing to judge against
     assert len(live.run_checks(_result())) == len(with_budget) - 1  # and no line for it
 
 
