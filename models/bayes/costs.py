@@ -85,6 +85,16 @@ class CostModels:
                 ok &= mean + self.beta(part) * std <= 0.0
         return ok
 
+    def no_dearer(self, inputs: np.ndarray, incumbent: np.ndarray) -> np.ndarray:
+        """Which rows of `inputs` every modelled part is expected (its mean, no bound) within its budget at, or no
+        dearer than at `incumbent` (one row): what a step away from an incumbent that falls behind may cost."""
+        ok = np.ones(len(inputs), dtype=bool)
+        for gp in self.gps.values():
+            if len(inputs):
+                mean, _ = gp.predict(inputs)
+                ok &= mean <= max(0.0, float(gp.predict(incumbent[None, :])[0][0]))
+        return ok
+
     def over_by_noise(self, inputs: np.ndarray, costs: Mapping[str, float], limits: Mapping[str, float]) -> bool:
         """Whether a window (model input `inputs`, one row; what each part used and its limit) went over budget by
         no more than its noise: every modelled part within `beta` × its model's noise of its limit, and expected

@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from models.budget import budgeted_costs
 from models.learning import Context, kept_history
 from models.observation import Observation
 from models.space import Config
@@ -33,15 +32,16 @@ class History:
     stage_log_p95: list[dict[str, float]] = field(default_factory=list)
     margin: list[float] = field(default_factory=list)  # `output_margin`, or below the floor where a rule broke
     cpu_share: list[float] = field(default_factory=list)  # `Observation.busiest_cpu_share` (nan: unknown)
-    costs: list[dict[str, float]] = field(default_factory=list)  # each cost a budget may limit (`budgeted_costs`)
+    costs: list[dict[str, float]] = field(default_factory=list)  # each cost a budget may limit (`budgeted_costs`),
+    # none where the window says nothing of the config's (behind)
     p95_s: list[float] = field(default_factory=list)
     p95_log_var: list[float] = field(default_factory=list)  # the window's own variance of log P95 (0: not told)
     feasible: list[bool] = field(default_factory=list)
     twin_ratio: list[float] = field(default_factory=list)  # what the screen expected of the config (nan: not asked)
 
     def add(self, config: Config, context: Context, x: np.ndarray, stage_log_p95: dict[str, float], margin: float,
-            observation: Observation, feasible: bool, twin_ratio: float) -> None:
-        """Append one window: its config and load, their model input, its stage figures and margin as told."""
+            observation: Observation, costs: dict[str, float], feasible: bool, twin_ratio: float) -> None:
+        """Append one window: its config and load, their model input, its stage figures, margin and costs as told."""
         self.configs.append(config)
         self.contexts.append(context)
         self.x.append(x)
@@ -49,7 +49,7 @@ class History:
         self.margin.append(margin)
         share = observation.busiest_cpu_share
         self.cpu_share.append(math.nan if share is None else share)
-        self.costs.append(budgeted_costs(observation))
+        self.costs.append(costs)
         self.p95_s.append(observation.p95_s)
         self.p95_log_var.append(log_var(observation))
         self.feasible.append(feasible)

@@ -179,9 +179,11 @@ class SafeBayesLearner:
         self._over_budget = (config, context.offered_eps) if verdict.over_budget else None
         stage_log_p95 = self.stages.told(observation, self._resolution_s)
         x = self._features(config, context)
-        self.costs.told(x, budgeted_costs(observation), self._limits.at(context.offered_eps))
+        # a window behind runs its parts flat out on a queue, whatever the config: its CPU is no config's price
+        costs = budgeted_costs(observation) if not verdict.behind else {}
+        self.costs.told(x, costs, self._limits.at(context.offered_eps))
         self.history.add(config, context, x, stage_log_p95,
-                         self._told_margin(config, observation, verdict), observation, verdict.ok,
+                         self._told_margin(config, observation, verdict), observation, costs, verdict.ok,
                          self._screened.get(config, math.nan))
         self.history.keep(self.settings.history_recent, self.settings.history_best)
         self._told += 1
@@ -293,13 +295,60 @@ class SafeBayesLearner:
                                                                  f"up here (margin {margins[0]:+.3f})", self._noise_s)
         best = rules.most_capable(margins[1:], float(margins[0]), s.confidence_z * s.margin_noise_min)
         if best is None:
-            return self._keep(incumbent, self.history.p95_s[-1], f"overloaded: {behind}, and no config measured is "
-                                                                 "expected to carry it better", self._noise_s)
+            step = self._capacity_step(incumbent, context, behind)
+            if step is not None:
+                return step
+            return self._keep(incumbent, self.history.p95_s[-1], f"overloaded: {behind}, and no config measured or "
+                                                                 "simulated is expected to carry it better",
+                              self._noise_s)
         self._current = measured[best]
         return Suggestion(self._current, f"overloaded: {behind}: move toward capacity, to the config measured that "
                                          f"the margin model expects to carry it best (margin {margins[best + 1]:+.3f} "
                                          f"against the incumbent's {margins[0]:+.3f})",
                           {"margin": float(margins[best + 1]), "incumbent_margin": float(margins[0])})
+
+    def _capacity_step(self, incumbent: Config, context: Context, behind: str) -> Suggestion | None:
+        """Overload, and no config measured is expected to carry the load better: a step toward capacity on the twin's
+        word, since the margin model knows nothing away from the configs measured. `capacity_screen` configs of a box
+        of side `length_init` around the incumbent, each expected no dearer than the budget or the incumbent (the
+        cost models' mean: every window behind already costs a backlog), are simulated at this load
+        (`rules.capacity_pick`): of those the twin expects to keep up, the one the stage models expect fastest; else
+        the one it expects to carry the most, where that beats the incumbent; either way above every config the
+        pipeline showed falling behind at this load or below, simulated at this load too. The search then starts afresh
+        around it. None without a twin, or where no config simulated qualifies."""
+        if self.screen is None:
+            return None
+        s = self.settings
+        center = self.cube.encode(incumbent)
+        cand = self.cube.kept_in_order(candidates(center, s.length_init, self.rng, s)[1:], incumbent)
+        inputs = np.column_stack([cand, np.full(len(cand), context_feature(context.offered_eps, s))])
+        affordable = np.flatnonzero(self.costs.no_dearer(inputs, self._features(incumbent, context)))
+        if len(affordable) == 0:
+            return None
+        drawn = self.rng.choice(affordable, size=min(s.capacity_screen, len(affordable)), replace=False)
+        h = self.history
+        fallen = [c for c, m, ctx in zip(h.configs, h.margin, h.contexts) if m < self.margin_floor and (
+                  ctx.offered_eps <= context.offered_eps or not load_moved(ctx.offered_eps, context.offered_eps))]
+        stepped = [self.cube.decode(cand[k], base=incumbent) for k in drawn]
+        configs = [incumbent, *stepped, *dict.fromkeys(c for c in fallen if c != incumbent)]
+        ratios = list(self.parallel_map(lambda c: self.screen.ratio(c, context.offered_eps), configs))
+        p95_s = self.stages.predict_p95(inputs[drawn], [0.0], incumbent, self._resolution_s)[0]
+        fell_behind = [ratios[0], *ratios[1 + len(drawn):]]  # the incumbent fell behind too
+        pick = rules.capacity_pick(np.array(ratios[1:1 + len(drawn)]), ratios[0], p95_s,
+                                   self.policy.min_throughput_ratio, s.confidence_z * s.margin_noise_min, fell_behind)
+        if pick is None:
+            return None
+        self._current = configs[pick + 1]
+        self.search = fresh_search(s, Reopening(Reopened.OVERLOAD, behind))
+        self.search.announced = True  # the proposal says it
+        keeps_up = ratios[pick + 1] >= self.policy.min_throughput_ratio
+        return Suggestion(self._current, f"overloaded: {behind}, and no config measured is expected to carry it "
+                                         f"better: step toward capacity, to the {'fastest ' if keeps_up else ''}"
+                                         f"config of {len(drawn)} simulated near it that the twin expects to "
+                                         f"{'keep up' if keeps_up else 'carry the most'} (ratio "
+                                         f"{ratios[pick + 1]:.2f} against the incumbent's {ratios[0]:.2f})",
+                          {"twin_ratio": float(ratios[pick + 1]), "incumbent_twin_ratio": float(ratios[0]),
+                           "p95_s": float(p95_s[pick])})
 
     def _within_budget(self, incumbent: Config, context: Context) -> Suggestion:
         """The incumbent itself went over the CPU budget at this load (a config that spends more per event as the

@@ -30,6 +30,7 @@ class Reopened(Enum):
     DRIFT = "drift"  # the incumbent's P95 moved beyond the noise
     POLICY_CHANGED = "policy changed"  # people changed bounds or pins
     INCUMBENT_CHANGED = "incumbent changed"  # the daemon holds another config
+    OVERLOAD = "overload"  # the incumbent fell behind, and the learner stepped toward capacity on the twin's word
 
 
 @dataclass(frozen=True)

@@ -80,5 +80,6 @@ class LearnerSettings:
 
     # Twin pre-screen and memory
     screen_top: int = 6  # best candidates simulated on the twin before one is proposed (first cut)
+    capacity_screen: int = 32  # configs simulated for a step toward capacity under overload (a screen ~0.05 s)
     history_recent: int = HISTORY_RECENT  # windows the models keep (models.learning's, as the state directory)
     history_best: int = HISTORY_BEST  # ... and the best feasible older ones

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from models.bayes import LearnerSettings, SafeBayesLearner
+from models.bayes.phase import Reopened
 from models.budget import BudgetLimits, CostReference, CpuBudget, RequestBudget
 from models.learning import Context, Suggestion, TunedCube, kept_history
 from models.observation import Observation
@@ -276,6 +277,38 @@ def test_an_incumbent_that_falls_behind_sends_the_search_to_the_measured_config_
     assert moved.config == capable and "overloaded: the incumbent fell behind at 300 ev/s" in moved.reason
     assert moved.predicted["margin"] > moved.predicted["incumbent_margin"]
     assert "overloaded" not in learner.suggest(Context(CTX.offered_eps * 3, incumbent)).reason  # not at another load
+
+
+class _CapacityTwin:
+    """A screen whose twin expects a config to carry more the longer Logstash's batch delay (its second tuned
+    coordinate): 0.6 of the load at none, 1.1 at the longest."""
+
+    def __init__(self, cube: TunedCube) -> None:
+        self.cube = cube
+
+    def ratio(self, config, offered_eps: float) -> float:
+        return 0.6 + 0.5 * float(self.cube.encode(config)[1])
+
+
+@pytest.mark.parametrize("with_twin", [True, False])
+def test_an_overloaded_incumbent_with_nothing_measured_more_capable_steps_where_the_twin_expects_it_to_keep_up(
+        with_twin):
+    cube = TunedCube(NAMES, Policy())
+    incumbent = cube.decode(np.array([0.5, 0.1, 0.5]), base=PIPELINE_SPACE.defaults())
+    twin = _CapacityTwin(cube)
+    learner = SafeBayesLearner(cube, incumbent, seed=0, screen=twin if with_twin else None)
+    behind = Observation(duration_s=30, offered_eps=300, throughput_eps=210, p50_s=5.0, p95_s=9.0, p99_s=10.0,
+                         mean_s=5.0, busiest_cpu_share=1.0)
+    for _ in range(2):
+        learner.tell(incumbent, CTX, behind, judge(behind, Policy(), incumbent))
+    suggestion = learner.suggest(Context(CTX.offered_eps, incumbent))
+    assert "overloaded: the incumbent fell behind at 300 ev/s" in suggestion.reason
+    if with_twin:
+        # a box of side 0.8 reaches 0.5 at most: the twin expects none there to keep up, so the most capable
+        assert "step toward capacity" in suggestion.reason and twin.ratio(suggestion.config, 300) > 0.8
+        assert learner.search.reopening.cause is Reopened.OVERLOAD  # the search starts afresh around it
+    else:
+        assert suggestion.config == incumbent and "no config measured or simulated" in suggestion.reason
 
 
 def test_a_drift_of_the_incumbents_p95_beyond_the_noise_reopens_the_search():

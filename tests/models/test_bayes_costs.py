@@ -7,7 +7,7 @@ from models.bayes.costs import CostModels
 from models.bayes.history import History
 from models.bayes.inputs import context_feature
 from models.bayes.settings import LearnerSettings
-from models.budget import BudgetLimits, CostReference, CpuBudget
+from models.budget import BudgetLimits, CostReference, CpuBudget, budgeted_costs
 from models.learning import Context
 from models.observation import Observation
 from models.presets import preset
@@ -23,7 +23,7 @@ def _history(points: list[tuple[float, float, float]]) -> tuple[History, np.ndar
     for u, eps, cores in points:
         window = Observation(30.0, eps, eps, 0.1, 0.2, 0.3, 0.1, cpu_cores={"filebeat": cores, "writer": 1.0})
         history.add(preset("defaults"), Context(eps), np.array([u, context_feature(eps, SETTINGS)]), {}, 0.0,
-                    window, True, float("nan"))
+                    window, budgeted_costs(window), True, float("nan"))
     return history, np.array(history.x)
 
 
@@ -81,3 +81,13 @@ def test_a_model_that_missed_a_window_by_far_bounds_its_next_predictions_wider_a
     for _ in range(SETTINGS.cost_miss_windows):  # windows the model predicted well make it forget the miss
         costs.told(_at(300, 0.3)[0], {"filebeat": 0.05}, CAPPED.at(300))
     assert costs.beta("filebeat") == SETTINGS.beta
+
+
+def test_a_step_out_of_an_overload_may_cost_what_the_incumbent_does_where_no_config_is_known_within_budget():
+    # the incumbent at u = 0.5 reads at its cap (0.1 core) window after window: no config near it is within the cap
+    # with confidence, but one expected to cost what it does, or less, is no dearer; one measured over it is
+    history, x = _history([(0.5, 300, 0.1), (0.5, 300, 0.1), (0.55, 300, 0.09), (0.9, 300, 0.15)])
+    costs = CostModels(2, SETTINGS, seed=0)
+    costs.fit(history, x, CAPPED, optimize=True)
+    assert not costs.within(_at(300, 0.5)).any()
+    assert costs.no_dearer(_at(300, 0.5, 0.55, 0.9), _at(300, 0.5)[0]).tolist() == [True, True, False]

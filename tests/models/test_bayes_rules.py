@@ -163,3 +163,22 @@ def test_a_candidate_carries_the_peak_above_the_floor_or_as_well_as_an_incumbent
     floor = -0.05
     assert list(rules.carries_peak(np.array([-0.04, -0.06]), 0.2, floor)) == [True, False]
     assert list(rules.carries_peak(np.array([-0.08, -0.12]), -0.10, floor)) == [True, False]
+
+
+def test_a_step_toward_capacity_goes_to_the_fastest_config_the_twin_expects_to_keep_up():
+    ratios, p95_s = np.array([0.70, 0.97, 0.99, 0.96]), np.array([0.5, 2.0, 3.0, 1.5])
+    assert rules.capacity_pick(ratios, 0.60, p95_s, 0.95, 0.006) == 3  # 1.5 s, of those at the floor or above
+
+
+def test_where_the_twin_expects_none_to_keep_up_the_step_goes_to_the_most_capable_if_it_beats_the_incumbent():
+    p95_s = np.array([1.0, 1.0])
+    assert rules.capacity_pick(np.array([0.70, 0.80]), 0.60, p95_s, 0.95, 0.006) == 1
+    assert rules.capacity_pick(np.array([0.55, 0.603]), 0.60, p95_s, 0.95, 0.006) is None  # within the noise
+    assert rules.capacity_pick(np.array([]), 0.60, np.array([]), 0.95, 0.006) is None
+
+
+def test_the_twin_is_trusted_for_a_step_only_above_the_configs_it_ranked_that_fell_behind():
+    ratios, p95_s = np.array([0.97, 1.05, 0.90]), np.array([1.0, 3.0, 0.5])
+    # it vouched for one at 1.0 that fell behind: of those it expects to keep up, only the one above that
+    assert rules.capacity_pick(ratios, 0.60, p95_s, 0.95, 0.006, fell_behind=[1.0]) == 1
+    assert rules.capacity_pick(ratios, 0.60, p95_s, 0.95, 0.006, fell_behind=[1.1]) is None
