@@ -281,9 +281,9 @@ class SafeBayesLearner:
         the floor here (one window behind it, a burst the buffers could not hold, is not overload). Capacity first,
         as DS2 and the Flink autoscaler scale before they tune: of the configs measured, the one the margin model
         expects to carry this load best, where it beats the incumbent's expected margin by `confidence_z` ×
-        `margin_noise_min` (`rules.most_capable`) and its CPU is within budget (`costs`); else hold. Only measured
-        configs: the margin's prior mean is 0, which beats any failing config's, so an unmeasured one would be chosen
-        for knowing nothing of it."""
+        `margin_noise_min` (`rules.most_capable`) and its CPU is within budget (`costs`); else a step the twin vouches
+        for (`_capacity_step`); else hold. The margin model judges measured configs only: its prior mean is 0, which
+        beats any failing config's, so an unmeasured one would be chosen for knowing nothing of it."""
         s = self.settings
         measured = list(dict.fromkeys(c for c in self.history.configs if c != incumbent))
         x = np.array([self._features(c, context) for c in [incumbent, *measured]])
