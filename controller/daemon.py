@@ -320,8 +320,8 @@ class Daemon:
         """The budgets' reference: the mean of the windows of the config the run started on that kept up with their
         own load (a window behind, or shipping a queue from before, measured something else)."""
         self._started_on = self._started_on or config
-        if not self._reference_open or config != self._started_on or verdict.behind or \
-                verdict.drain is not Drain.NONE or observation.events_in == 0:
+        if not self._reference_open or config != self._started_on or not verdict.own_load or \
+                observation.events_in == 0:
             return
         ref = self.cost_reference
         self.cost_reference = CostReference.of(observation) if ref is None else ref.with_window(observation)
@@ -335,7 +335,7 @@ class Daemon:
         if before is None or before[0] != config:
             self._held = (config, {})
             return
-        reading = per_event(observation) if not verdict.behind and verdict.drain is Drain.NONE else {}
+        reading = per_event(observation) if verdict.own_load else {}
         if before[1] and reading:
             self.cost_noise = self.cost_noise.with_pair(before[1], reading)
         self._held = (config, reading)

@@ -90,6 +90,12 @@ class Verdict(BaseModel):
         return any(b.kind.throughput for b in self.breaches)
 
     @property
+    def own_load(self) -> bool:
+        """Whether it shipped its own load: kept up, and shipped no queue left from before. Only such a window says
+        what its config costs; one behind or draining runs its parts flat out on a queue, whatever the config."""
+        return not self.behind and self.drain is Drain.NONE
+
+    @property
     def over_budget(self) -> bool:
         """Whether a component's CPU went over its budget."""
         return any(b.kind is BreachKind.BUDGET for b in self.breaches)
@@ -210,16 +216,17 @@ def judge(observation: Observation, policy: Policy, config: Config | None, previ
                             message=f"P95 {observation.p95_s:.3f}s > ceiling {ceiling:g}s"))
     kept_up = not any(b.kind.throughput for b in found)
     shipped = drain(observation, policy, config, settled_events) if config is not None and kept_up else Drain.NONE
-    if kept_up and shipped is Drain.NONE:
-        found += _over_budget(observation, budget_limits or {}, budget_allowances or {})
-    return Verdict(breaches=tuple(found), drain=shipped)
+    verdict = Verdict(breaches=tuple(found), drain=shipped)
+    if not verdict.own_load:
+        return verdict
+    return Verdict(breaches=(*found, *_over_budget(observation, budget_limits or {}, budget_allowances or {})),
+                   drain=shipped)
 
 
 def _over_budget(observation: Observation, limits: Mapping[str, float],
                  allowances: Mapping[str, float]) -> list[Breach]:
-    """The budgets a window that shipped its own load went over, each by more than its noise (`allowances`). Only
-    such a window says what a config costs: one behind or shipping a backlog from before runs its parts flat out
-    on a queue, whatever the config (a paper Logstash used 2.2 cores behind, 0.7 keeping up), and judged on it,
+    """The budgets a window that shipped its own load (`Verdict.own_load`) went over, each by more than its noise
+    (`allowances`). Judged on a window behind or draining (a paper Logstash used 2.2 cores so, 0.7 keeping up),
     every step toward capacity out of an overload was rolled back for the backlog's CPU (zoo, a capped MMPP)."""
     found = []
     costs = budgeted_costs(observation)

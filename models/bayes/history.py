@@ -32,8 +32,7 @@ class History:
     stage_log_p95: list[dict[str, float]] = field(default_factory=list)
     margin: list[float] = field(default_factory=list)  # `output_margin`, or below the floor where a rule broke
     cpu_share: list[float] = field(default_factory=list)  # `Observation.busiest_cpu_share` (nan: unknown)
-    costs: list[dict[str, float]] = field(default_factory=list)  # each cost a budget may limit (`budgeted_costs`),
-    # none where the window says nothing of the config's (behind)
+    costs: list[dict[str, float]] = field(default_factory=list)  # `budgeted_costs`; none off `Verdict.own_load`
     p95_s: list[float] = field(default_factory=list)
     p95_log_var: list[float] = field(default_factory=list)  # the window's own variance of log P95 (0: not told)
     feasible: list[bool] = field(default_factory=list)

@@ -179,8 +179,7 @@ class SafeBayesLearner:
         self._over_budget = (config, context.offered_eps) if verdict.over_budget else None
         stage_log_p95 = self.stages.told(observation, self._resolution_s)
         x = self._features(config, context)
-        # a window behind runs its parts flat out on a queue, whatever the config: its CPU is no config's price
-        costs = budgeted_costs(observation) if not verdict.behind else {}
+        costs = budgeted_costs(observation) if verdict.own_load else {}
         self.costs.told(x, costs, self._limits.at(context.offered_eps))
         self.history.add(config, context, x, stage_log_p95,
                          self._told_margin(config, observation, verdict), observation, costs, verdict.ok,

@@ -1,13 +1,13 @@
 """The rules one window's decision is made of, each a small pure function over the scored candidates.
 
 `SafeBayesLearner._search` applies them in order: while the incumbent itself falls behind, move toward
-capacity (`incumbent_breached`, `most_capable`, else on the twin's word: `capacity_pick`), or, over the CPU budget, back within it; hold while
-converged, unless something re-opens the search (`reopening`); keep only candidates that carry the recent peak
-load (`carries_peak`); pick which gain counts (`expects_only`) and score it (`gains`), far from capacity only
-where no loss is expected (`no_loss`); if nothing beats the threshold, first know the noise (`noise_unknown`),
-then grow the safe set while the search is young (`young`, `expanders`), else look beyond the trust region
-(`beyond_expects_only`) and widen or converge; rank what beats the threshold (`ranked`) and let the twin's
-pre-screen pick the first it expects to keep up (`screen_pick`).
+capacity (`incumbent_breached`, `most_capable`, else on the twin's word: `capacity_pick`), or, over the CPU
+budget, back within it; hold while converged, unless something re-opens the search (`reopening`); keep only
+candidates that carry the recent peak load (`carries_peak`); pick which gain counts (`expects_only`) and score
+it (`gains`), far from capacity only where no loss is expected (`no_loss`); if nothing beats the threshold,
+first know the noise (`noise_unknown`), then grow the safe set while the search is young (`young`,
+`expanders`), else look beyond the trust region (`beyond_expects_only`) and widen or converge; rank what beats
+the threshold (`ranked`) and let the twin's pre-screen pick the first it expects to keep up (`screen_pick`).
 """
 
 from __future__ import annotations

@@ -224,7 +224,8 @@ def test_pipetunes_cpu_is_judged_on_each_fresh_window_by_the_budget_the_defaults
     [(ok, text)] = [check for check in with_budget if "CPU" in check[1]]
     assert not ok and text.startswith("pipetune's CPU within the budget it tuned under in 1 of 2 fresh windows")
     assert "filebeat 0.200 of 0.175" in text
-    assert live.budget_figures(rows, live.summarise(rows), None) is None  # `--cpu-budget none`: nothing to judge against
+    # `--cpu-budget none`: nothing to judge against
+    assert live.budget_figures(rows, live.summarise(rows), None) is None
     assert len(live.run_checks(_result())) == len(with_budget) - 1  # and no line for it
 
 
