@@ -45,6 +45,7 @@ class LearnerSettings:
     matern_nu: float = 2.5  # Matérn 5/2 with one length scale per input: TuRBO's and the usual BO kernel
     length_scale_init: float = 0.3  # every model's starting length scale, unit cube (first cut)
     margin_length_bounds: tuple[float, float] = (0.05, 2.0)  # capped: flat runs vouch for no far config (first cut)
+    cost_beta: float = 1.0  # a cost's bound, mean + β·std: over budget, a window costs CPU and a rollback, not events
     cost_prior_std: float = 0.3  # a cost model's prior spread, log share of the budget: ±35 % (first cut)
     cost_clip_log: float = 1.0  # a part's share is told at most e× its median: one outlier set the whole model (zoo)
     cost_miss_windows: int = 20  # the windows a cost model's worst miss widens its bound for (10 min at 30 s)

