@@ -114,9 +114,7 @@ class CostModels:
     def bound_std(self, part: str, std: np.ndarray) -> np.ndarray:
         """How far above its mean a part's share is bounded, for the std `std` of what the model knows: `cost_beta`
         × std, widened by the worst score of its recent misses (conformal), but never beyond `cost_beta` × the prior
-        spread, what it would be knowing nothing of the config: widened past that, one miss of 3 held every config
-        not measured over budget for 20 windows, and the paper's search stopped at 4.6 s near capacity where 2.6 s
-        is within budget."""
+        spread, what it would be knowing nothing of the config (the module's docstring says why)."""
         s = self.settings
-        widest = max([s.cost_beta, *self.misses.get(part, ())])
-        return np.minimum(widest * std, s.cost_beta * s.cost_prior_std)
+        beta = max([s.cost_beta, *self.misses.get(part, ())])
+        return np.minimum(beta * std, s.cost_beta * s.cost_prior_std)

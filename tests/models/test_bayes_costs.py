@@ -16,6 +16,10 @@ SETTINGS = LearnerSettings()
 CAPPED = BudgetLimits(CpuBudget(cores={"filebeat": 0.1}))
 
 
+def _window(eps: float, cores: float) -> Observation:
+    return Observation(30.0, eps, eps, 0.1, 0.2, 0.3, 0.1, cpu_cores={"filebeat": cores, "writer": 1.0})
+
+
 def _history(points: list[tuple[float, float, float]]) -> tuple[History, np.ndarray]:
     """Windows at u (one tuned dimension, then the load's feature) and a load (events/s) whose Filebeat used
     `cores`."""
@@ -25,10 +29,6 @@ def _history(points: list[tuple[float, float, float]]) -> tuple[History, np.ndar
         history.add(preset("defaults"), Context(eps), np.array([u, context_feature(eps, SETTINGS)]), {}, 0.0,
                     window, budgeted_costs(window), True, float("nan"))
     return history, np.array(history.x)
-
-
-def _window(eps: float, cores: float) -> Observation:
-    return Observation(30.0, eps, eps, 0.1, 0.2, 0.3, 0.1, cpu_cores={"filebeat": cores, "writer": 1.0})
 
 
 def _at(eps: float, *us: float) -> np.ndarray:
