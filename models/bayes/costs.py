@@ -90,6 +90,19 @@ class CostModels:
                 ok &= mean + self.bound_std(part, std) <= 0.0
         return ok
 
+    def no_riskier(self, inputs: np.ndarray, incumbent: np.ndarray) -> np.ndarray:
+        """Which rows of `inputs` every modelled part is expected within its budget at with confidence, or bounded no
+        higher than at `incumbent` (one row): at a load the incumbent was not measured at, the model may know too
+        little of any config near it to vouch for one, the incumbent included, and a step that adds no risk there
+        is no reason to stay."""
+        ok = np.ones(len(inputs), dtype=bool)
+        for part, gp in self.gps.items():
+            if len(inputs):
+                mean, std = gp.predict(np.vstack([incumbent[None, :], inputs]))
+                bound = mean + self.bound_std(part, std)
+                ok &= bound[1:] <= max(0.0, float(bound[0]))
+        return ok
+
     def no_dearer(self, inputs: np.ndarray, incumbent: np.ndarray) -> np.ndarray:
         """Which rows of `inputs` every modelled part is expected (its mean, no bound) within its budget at, or no
         dearer than at `incumbent` (one row): what a step away from an incumbent that falls behind may cost."""

@@ -528,19 +528,21 @@ class SafeBayesLearner:
 
     def _within_budget_all_loads(self, cand: np.ndarray, context: Context) -> np.ndarray:
         """Which candidates (unit-cube rows) every budgeted part is expected within its budget at, with confidence
-        (`costs`), at this window's load and at the lowest and the highest load of the learner's history. The budget
+        (`costs`), at this window's load, and no riskier than the incumbent (`costs.no_riskier`) at the lowest and the
+        highest load of the learner's history, where the model may know no config, the incumbent included. The budget
         follows the load and a config's CPU does not follow it in step (a poll costs the same at any load, a smaller
         batch more per event): a config adopted within budget at one load went over it as the load moved on, and
         was rolled back, a restart for nothing (fb-kafka diurnal: 19 rollbacks in 3 runs of 60 windows). Where the
         incumbent itself went over at this load, only this load: held to every load, nothing near it was, and the
         learner fell back to the config the run started on, 9 ms → 2 s, and took 15 changes to come back."""
-        loads = [context.offered_eps]
-        if not rules.incumbent_breached(self._over_budget, self._incumbent(context), context.offered_eps):
-            loads += [eps for eps in self._history_load_range() if load_moved(context.offered_eps, eps)]
-        within = np.ones(len(cand), dtype=bool)
-        for eps in loads:
-            inputs = np.column_stack([cand, np.full(len(cand), context_feature(eps, self.settings))])
-            within &= self.costs.within(inputs)
+        def at(eps: float, rows: np.ndarray) -> np.ndarray:
+            return np.column_stack([rows, np.full(len(rows), context_feature(eps, self.settings))])
+        within = self.costs.within(at(context.offered_eps, cand))
+        if rules.incumbent_breached(self._over_budget, self._incumbent(context), context.offered_eps):
+            return within
+        center = self.cube.encode(self._incumbent(context))[None, :]
+        for eps in (eps for eps in self._history_load_range() if load_moved(context.offered_eps, eps)):
+            within &= self.costs.no_riskier(at(eps, cand), at(eps, center)[0])
         return within
 
     def _history_load_range(self) -> tuple[float, float]:

@@ -115,3 +115,21 @@ def test_a_step_out_of_an_overload_may_cost_what_the_incumbent_does_where_no_con
     costs.fit(history, x, CAPPED, optimize=True)
     assert not costs.within(_at(300, 0.5)).any()
     assert costs.no_dearer(_at(300, 0.5, 0.55, 0.9), _at(300, 0.5)[0]).tolist() == [True, True, False]
+
+
+def test_at_a_load_nothing_was_measured_at_a_step_no_riskier_than_the_incumbent_is_let_through():
+    # the zoo's 1294639099: after a flash to 5x the base load, the model knew no config near the incumbent at the
+    # flash's peak, the incumbent included; held to confidence there, none was let through and the search stayed at
+    # 110 ms for the rest of the run, where 4.8 ms is within budget at the base load
+    history, x = _history([(0.2, 300, 0.08), (0.25, 300, 0.082), (0.3, 300, 0.085), (0.35, 300, 0.09),
+                           (0.6, 300, 0.2)])
+    costs = CostModels(2, SETTINGS, seed=0)
+    costs.fit(history, x, CAPPED, optimize=True)
+    incumbent_at = _at(300, 0.25)[0]
+    measured = _at(300, 0.2, 0.25, 0.3, 0.6)
+    assert costs.no_riskier(measured, incumbent_at).tolist() == costs.within(measured).tolist() == [
+        True, True, True, False]  # where the incumbent is known within budget, the rule is `within`
+    unmeasured = _at(3000, 0.2, 0.25, 0.3, 0.6)
+    assert not costs.within(unmeasured).any()
+    # no riskier: the bound no higher than the incumbent's; the config at 0.3 costs a little more, 0.6 far more
+    assert costs.no_riskier(unmeasured, _at(3000, 0.25)[0]).tolist() == [True, True, False, False]
