@@ -44,7 +44,7 @@ from agents.kafka import properties_file
 from agents.heartbeat import HeartbeatWriter
 from agents.kafka.client import FILE as CONSUMER_PROPERTIES
 from agents.probe.events import HEARTBEAT_MARK, decode_record, heartbeat_of
-from bench.live import applicable
+from bench.live import applicable, in_components_order
 from bench.result import RESULT_FILE, BenchResult
 from controller.telemetry import PrometheusTelemetry
 from models.presets import preset
@@ -78,7 +78,7 @@ def learned_configs() -> dict[str, Config]:
 
 
 def contenders() -> dict[str, Config]:
-    return applicable({"defaults": preset("defaults"), "hybrid": preset("hybrid"), "latency": preset("latency"),
+    return applicable({"defaults": preset("defaults"), "hybrid": in_components_order("hybrid")[0], "latency": preset("latency"),
                        "low-latency": PIPELINE_SPACE.config(LOW_LATENCY, base=preset("defaults")),
                        **learned_configs()})
 
