@@ -59,16 +59,14 @@ def scenario_config(name: str, taken: Collection[str]) -> ScenarioConfig:
     if name not in PRESETS:
         raise KeyError(f"unknown scenario {name!r}; known: {', '.join(REAL_SCENARIOS)}")
     changes = dict(PRESETS[name])
-    values = dict(preset(name))
-    moved: dict[str, tuple[Value, Value]] = {}
-    for low, high in reversed(NOT_ABOVE):  # max_backoff <= scan first, then backoff <= max_backoff
-        if low in values and high in values and low not in changes and float(values[low]) > float(values[high]):
-            moved[low] = (values[low], values[high])
-            values[low] = values[high]
+    written = preset(name)
+    movable = [p.name for p in PIPELINE_SPACE if p.name not in changes and p.low is not None]
+    config = PIPELINE_SPACE.in_order(written, movable, {n: (PIPELINE_SPACE[n].low, PIPELINE_SPACE[n].high)
+                                                        for n in movable})
+    moved = written.diff(config)
     applied = {k: v for k, v in changes.items() if k in taken}
     skipped = {k: v for k, v in changes.items() if k not in taken}
-    return ScenarioConfig(name, PIPELINE_SPACE.config(values), applied, skipped,
-                          {k: v for k, v in moved.items() if k in taken})
+    return ScenarioConfig(name, config, applied, skipped, {k: v for k, v in moved.items() if k in taken})
 
 
 @dataclass(frozen=True)
