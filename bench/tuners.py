@@ -293,6 +293,7 @@ def figure_rows(results: dict) -> list[dict]:
 
 
 def _write_outputs(results: dict, plot: Path, json_path: Path | None, result: BenchResult) -> None:
+    plot.parent.mkdir(parents=True, exist_ok=True)  # as the JSON's: a new evidence folder is made, not an error
     best_so_far_plot({k: v for k, v in results.items() if k != "learner_latency"}, plot)
     if json_path:
         slim = {case: {k: v for k, v in r.items() if k != "runs_by_strategy"} if case != "learner_latency" else r
