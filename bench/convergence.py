@@ -43,7 +43,7 @@ NEAR = 1.2  # a window within this × the final P95 is near it; changes after th
 
 def drive(cal: Calibration, workload: WorkloadSpec, windows: int, window_s: float, seed: int,
           on_decision: Callable[[Decision], None] | None = None) -> dict:
-    """One daemon run of pipetune on the twin; returns its decisions and the final incumbent's fresh P95.
+    """One daemon run of pipetune on the twin; returns its decisions, the final incumbent and its fresh P95.
     `on_decision` is called with each decision as it is made."""
     policy, start = Policy(), preset("defaults")
     setup = LearnerSetup("pipetune", policy, start, cal.topology, seed, screen=misjudged(cal, seed))
@@ -58,7 +58,7 @@ def drive(cal: Calibration, workload: WorkloadSpec, windows: int, window_s: floa
     daemon.run(windows, on_decision=record)
     final = daemon.incumbent.config if daemon.incumbent else pipeline.current()
     fresh = measure_fresh(final, cal, workload.rate_eps, window_s, seed=seed + 1000)
-    return {"decisions": decisions, "final_p95_s": fresh.p95_s}
+    return {"decisions": decisions, "final": final, "final_p95_s": fresh.p95_s}
 
 
 def convergence(decisions: list[Decision], final_p95_s: float) -> dict:

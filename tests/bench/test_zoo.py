@@ -37,8 +37,10 @@ def test_a_variants_twin_is_its_base_with_its_node_events_parse_cost_and_idle_fi
 
 
 def test_the_summary_holds_the_goals_median_and_worst_final_over_oracle():
-    rows = [{"final_over_oracle": r, "windows_to_near": w} for r, w in ((1.0, 3), (1.1, 5), (2.5, None))]
+    rows = [{"final_over_oracle": r, "windows_to_near": w, "final_within_budget_there": ok}
+            for r, w, ok in ((1.0, 3, True), (1.1, 5, False), (2.5, None, True))]
     figures = summary(rows)
+    assert figures["finals_over_budget_at_their_runs_loads"] == 1
     assert figures["median_final_over_oracle"] == 1.1 and figures["worst_final_over_oracle"] == 2.5
     assert figures["median_goal_met"] and not figures["worst_goal_met"] and figures["reached_near"] == 2
 
