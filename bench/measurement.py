@@ -78,7 +78,8 @@ def learned_configs() -> dict[str, Config]:
 
 
 def contenders() -> dict[str, Config]:
-    return applicable({"defaults": preset("defaults"), "hybrid": in_components_order("hybrid")[0], "latency": preset("latency"),
+    return applicable({"defaults": preset("defaults"), "hybrid": in_components_order("hybrid")[0],
+                       "latency": preset("latency"),
                        "low-latency": PIPELINE_SPACE.config(LOW_LATENCY, base=preset("defaults")),
                        **learned_configs()})
 

@@ -110,6 +110,12 @@ def _fresh(config: Config, calibration: Calibration, rate_eps: float, window_s: 
     return measure_fresh(config, calibration, rate_eps, window_s)
 
 
+def defaults_budget(policy: Policy, defaults: FreshMeasurement, rate_eps: float) -> BudgetLimits:
+    """The budgets of `policy` read against the defaults' CPU measured at `rate_eps` (the config pipetune starts
+    from): what the oracle holds its configs to, and the zoo pipetune's final one."""
+    return BudgetLimits(policy.cpu_budget, policy.request_budget, CostReference(rate_eps, budgeted(defaults.cpu_cores)))
+
+
 def oracle(cube: TunedCube, calibration: Calibration, rate_eps: float, window_s: float, samples: int,
            seed: int, budget_at_eps: Sequence[float] = ()) -> float:
     """Best feasible P95 found by random search plus a local refinement around the best, on Ray: feasible as the
@@ -125,8 +131,7 @@ def oracle(cube: TunedCube, calibration: Calibration, rate_eps: float, window_s:
         return ray.get([_fresh.remote(cube.decode(u, preset("defaults")), cal, eps, window_s) for u in us])
 
     results = evaluate(points)
-    defaults = CostReference(rate_eps, budgeted(results[0].cpu_cores))  # the config pipetune starts from
-    budget = BudgetLimits(cube.policy.cpu_budget, cube.policy.request_budget, defaults)
+    budget = defaults_budget(cube.policy, results[0], rate_eps)
 
     def feasible(m: FreshMeasurement) -> bool:
         keeps_up = m.throughput_ratio >= cube.policy.min_throughput_ratio

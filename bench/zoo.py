@@ -44,11 +44,11 @@ from rich.table import Table
 
 from bench.convergence import drive
 from bench.result import BenchResult
-from bench.tuners import capacity_eps, noise_free, oracle, perturbed
+from bench.tuners import capacity_eps, defaults_budget, noise_free, oracle, perturbed
 from controller.fresh_windows import measure_fresh
 from controller.ray_learner import start_ray
 from controller.tuning_run import twin_load_s
-from models.budget import BudgetLimits, CostReference, budgeted, within_limits
+from models.budget import within_limits
 from models.learning import TunedCube, load_moved, tuned_names
 from models.policy import Policy
 from models.presets import preset
@@ -138,8 +138,7 @@ def _tune(variant: Variant, cal: Calibration, rate_eps: float, windows: int, win
     loads = [d.observed["offered_eps"] for d in run["decisions"]]
     held_at = [eps for eps in (min(loads), max(loads)) if load_moved(rate_eps, eps)]
     exact = noise_free(cal)
-    budget = BudgetLimits(Policy().cpu_budget, Policy().request_budget, CostReference(
-        rate_eps, budgeted(measure_fresh(preset("defaults"), exact, rate_eps, window_s).cpu_cores)))
+    budget = defaults_budget(Policy(), measure_fresh(preset("defaults"), exact, rate_eps, window_s), rate_eps)
     within = all(within_limits(measure_fresh(run["final"], exact, eps, window_s).cpu_cores, budget.at(eps))
                  for eps in held_at)
     return {"final_p95_s": run["final_p95_s"], "defaults_p95_s": defaults.p95_s,

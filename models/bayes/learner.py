@@ -538,9 +538,10 @@ class SafeBayesLearner:
         def at(eps: float, rows: np.ndarray) -> np.ndarray:
             return np.column_stack([rows, np.full(len(rows), context_feature(eps, self.settings))])
         within = self.costs.within(at(context.offered_eps, cand))
-        if rules.incumbent_breached(self._over_budget, self._incumbent(context), context.offered_eps):
+        incumbent = self._incumbent(context)
+        if rules.incumbent_breached(self._over_budget, incumbent, context.offered_eps):
             return within
-        center = self.cube.encode(self._incumbent(context))[None, :]
+        center = self.cube.encode(incumbent)[None, :]
         for eps in (eps for eps in self._history_load_range() if load_moved(context.offered_eps, eps)):
             within &= self.costs.no_riskier(at(eps, cand), at(eps, center)[0])
         return within
