@@ -103,6 +103,14 @@ class CostModels:
                 ok &= bound[1:] <= max(0.0, float(bound[0]))
         return ok
 
+    def expected_within(self, inputs: np.ndarray) -> np.ndarray:
+        """Which rows of `inputs` every modelled part is expected within its budget at: its mean, no bound."""
+        ok = np.ones(len(inputs), dtype=bool)
+        for gp in self.gps.values():
+            if len(inputs):
+                ok &= gp.predict(inputs)[0] <= 0.0
+        return ok
+
     def no_dearer(self, inputs: np.ndarray, incumbent: np.ndarray) -> np.ndarray:
         """Which rows of `inputs` every modelled part is expected (its mean, no bound) within its budget at, or no
         dearer than at `incumbent` (one row): what a step away from an incumbent that falls behind may cost."""

@@ -6,7 +6,8 @@ budget, back within it; hold while converged, unless something re-opens the sear
 candidates that carry the recent peak load (`carries_peak`); pick which gain counts (`expects_only`) and score
 it (`gains`), far from capacity only where no loss is expected (`no_loss`); if nothing beats the threshold,
 first know the noise (`noise_unknown`), then grow the safe set while the search is young (`young`,
-`expanders`), else look beyond the trust region (`beyond_expects_only`) and widen or converge; rank what beats
+`expanders`), else look beyond the trust region (`beyond_expects_only`) and widen, or, where the best gain lies
+in a config only the CPU budget's uncertainty keeps out, expand toward it (`budget_expander`), or converge; rank what beats
 the threshold (`ranked`) and let the twin's pre-screen pick the first it expects to keep up (`screen_pick`).
 """
 
@@ -26,8 +27,9 @@ from models.space import Config
 
 @dataclass(frozen=True)
 class Pool:
-    """Candidates (unit cube) with their predicted P95, its optimistic bound, the margin's mean and std, and
-    whether each is predicted safe."""
+    """Candidates (unit cube) with their predicted P95, its optimistic bound, the margin's mean and std, whether
+    each is predicted safe, and whether it would be but for a CPU budget its cost models expect it within without
+    being able to vouch for it (`hoped`: GoOSE's goals, `budget_expander`)."""
 
     cand: np.ndarray
     mean: np.ndarray
@@ -35,6 +37,7 @@ class Pool:
     m_mean: np.ndarray
     m_std: np.ndarray
     safe: np.ndarray
+    hoped: np.ndarray
 
 
 def reopening(held: Converged, incumbent: Config, offered_eps: float) -> Reopening | None:
@@ -171,6 +174,27 @@ def expanders(pool: Pool, incumbent_p95_s: float) -> np.ndarray | None:
     if not np.any(could_gain):
         return None
     return np.argsort(-np.where(could_gain, pool.mean - pool.optimistic + pool.m_std, -np.inf))[: int(could_gain.sum())]
+
+
+def budget_expander(pool: Pool, goal_gains_s: np.ndarray, threshold_s: float, incumbent_p95_s: float,
+                    measured: np.ndarray, min_step: float) -> tuple[np.ndarray, int] | None:
+    """Goal-oriented safe exploration (GoOSE, Turchetta, Berkenkamp & Krause 2019) toward a config the CPU budget
+    keeps out: the goal is the best of `pool.hoped` by `goal_gains_s` (its gain as if it were safe), where that
+    beats the threshold; the expanders are the safe candidates nearer to it (unit cube) than every config measured
+    (`measured`) by `min_step`, and expected no slower than the incumbent, nearest first. Measuring one teaches the
+    cost models about the ground between, so the set known within budget grows toward the goal instead of the
+    search stopping at its edge; requiring progress on every config measured ends the expansion. (the expanders,
+    the goal's index), or None."""
+    gains_s = np.where(pool.hoped, goal_gains_s, -np.inf)
+    goal = int(np.argmax(gains_s))
+    if not gains_s[goal] > threshold_s:
+        return None
+    distance = np.linalg.norm(pool.cand - pool.cand[goal], axis=1)
+    reached = float(np.min(np.linalg.norm(measured - pool.cand[goal], axis=1)))
+    nearer = pool.safe & (distance <= reached - min_step) & (pool.mean <= incumbent_p95_s)
+    if not np.any(nearer):
+        return None
+    return np.argsort(np.where(nearer, distance, np.inf))[: int(nearer.sum())], goal
 
 
 def beyond_expects_only(search: SearchState, far_from_capacity: bool) -> bool:

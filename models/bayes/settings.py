@@ -75,6 +75,7 @@ class LearnerSettings:
     min_search: int = 10  # windows a search looks around; then, far from capacity, only expected gains [94d977c]
     free_hope: int = 5  # windows far from capacity a step may go where models only hope [7dc0d00]
     safe_share_settled: float = 0.25  # of the region known safe: beyond, no window just grows the safe set [f0d69a3]
+    expand_step: float = 0.05  # a step toward a goal the budget keeps out gets this much nearer (unit cube; first cut)
     drift_z: float = 3.0  # a converged incumbent's P95 this many noise deviations off re-opens the search [b408d16]
     drift_min: float = 0.1  # ... if it also moved by this share of its P95: bench.measurement run 9 [3f83140]
     drift_windows: int = 2  # the incumbent's last windows whose mean is compared with those before [b408d16]

@@ -133,3 +133,13 @@ def test_at_a_load_nothing_was_measured_at_a_step_no_riskier_than_the_incumbent_
     assert not costs.within(unmeasured).any()
     # no riskier: the bound no higher than the incumbent's; the config at 0.3 costs a little more, 0.6 far more
     assert costs.no_riskier(unmeasured, _at(3000, 0.25)[0]).tolist() == [True, True, False, False]
+
+
+def test_a_config_between_one_measured_within_budget_and_one_over_it_is_expected_within_but_not_vouched_for():
+    # GoOSE's goals (rules.budget_expander): the model's mean puts u = 0.5 within the cap, its bound does not
+    history, x = _history([(0.2, 300, 0.05), (0.25, 300, 0.052), (0.7, 300, 0.2)])
+    costs = CostModels(2, SETTINGS, seed=0)
+    costs.fit(history, x, CAPPED, optimize=True)
+    between = _at(300, 0.2, 0.5, 0.7)
+    assert costs.expected_within(between).tolist() == [True, True, False]
+    assert costs.within(between).tolist() == [True, False, False]

@@ -18,12 +18,12 @@ A = PIPELINE_SPACE.defaults()
 B = PIPELINE_SPACE.config({"filebeat.backoff": 0.5})
 
 
-def _pool(mean, optimistic, safe, m_std=None) -> Pool:
+def _pool(mean, optimistic, safe, m_std=None, hoped=None) -> Pool:
     """Candidates 0..n-1 along one axis with predicted P95s `mean`, their optimistic bounds and safety."""
     n = len(mean)
     return Pool(cand=np.linspace(0, 1, n)[:, None], mean=np.array(mean, float), optimistic=np.array(optimistic, float),
                 m_mean=np.zeros(n), m_std=np.array(m_std if m_std is not None else [0.01] * n, float),
-                safe=np.array(safe, bool))
+                safe=np.array(safe, bool), hoped=np.array(hoped if hoped is not None else [False] * n, bool))
 
 
 def _search(phase=Phase.SEARCHING, windows=0, cause=None):
@@ -120,6 +120,22 @@ def test_expanders_are_the_safe_candidates_that_could_be_faster_most_uncertain_f
     # candidate 2 cannot be faster even optimistically, 3 is not safe; 1 is the less sure of 0 and 1
     assert rules.expanders(pool, 1.0).tolist() == [1, 0]
     assert rules.expanders(pool, 0.7) is None
+
+
+def test_a_goal_the_budget_keeps_out_is_approached_through_the_safe_configs_nearer_to_it_than_any_measured():
+    # candidates at 0, 0.25, 0.5, 0.75, 1: 0 and 0.25 known within budget, 0.75 and 1 only expected within it
+    pool = _pool(mean=[1.0, 0.9, 0.95, 0.5, 0.3], optimistic=[1.0] * 5, safe=[True, True, True, False, False],
+                 hoped=[False, False, False, True, True])
+    goal_gains = np.array([-np.inf, -np.inf, -np.inf, 0.5, 0.7])  # gains as if safe
+    order, goal = rules.budget_expander(pool, goal_gains, 0.1, 1.0, np.array([[0.0]]), S.expand_step)
+    assert goal == 4 and order.tolist() == [2, 1]  # the best goal, nearest safe first
+    # measured at 0.5 already: no safe candidate is nearer the goal, the expansion ends
+    assert rules.budget_expander(pool, goal_gains, 0.1, 1.0, np.array([[0.0], [0.5]]), S.expand_step) is None
+    # a goal that does not beat the threshold is no goal
+    assert rules.budget_expander(pool, goal_gains, 0.8, 1.0, np.array([[0.0]]), S.expand_step) is None
+    # an expander the models expect slower than the incumbent (0.92) is not taken: 2 (0.95)
+    order, _ = rules.budget_expander(pool, goal_gains, 0.1, 0.92, np.array([[0.0]]), S.expand_step)
+    assert order.tolist() == [1]
 
 
 @pytest.mark.parametrize("cause, far, expected", [(None, False, False), (None, True, True),
