@@ -58,6 +58,10 @@ RESTART_BUDGET_S = 3600.0  # max_restarts_per_hour counts the restarts of the la
 # The same unexpected error in this many windows in a row is not a passing one (a broken learner, a bug):
 # three windows rule out a single bad read or a restarting service, and stop the loop within minutes.
 ERROR_WINDOWS = 3
+# A candidate whose windows ran at a load the incumbent has no figure for is held this many windows, waiting for
+# the load to come back, before the incumbent is re-measured: a burst or a flash lasts a few windows, and going
+# back at once cost two restarts a burst (zoo 1294639103, an MMPP: 7 of its 30 changes).
+AWAY_WINDOWS = 3
 log = logging.getLogger("pipetune.daemon")
 
 
@@ -440,9 +444,12 @@ class Daemon:
         if person_hold is not None:
             return Choice(config, person_hold, f"{person_hold} by a person: the config is held")
         if inc is not None and inc.config != config and inc.figure_at(context.offered_eps) is None:
-            return Choice(self.policy.enforce(inc.config), Action.REMEASURE, (
-                f"offered load moved {inc.offered_eps:.0f} → {context.offered_eps:.0f} ev/s: re-measure the incumbent"
-                " before trusting it"))
+            moved = f"offered load moved {inc.offered_eps:.0f} → {context.offered_eps:.0f} ev/s"
+            if self._dwell + 1 < AWAY_WINDOWS:
+                return Choice(config, Action.HOLD, f"{moved}, away from every load the incumbent ran at: another "
+                                                   "window of the candidate, for the load to come back")
+            return Choice(self.policy.enforce(inc.config), Action.REMEASURE,
+                          f"{moved}, for {AWAY_WINDOWS} windows: re-measure the incumbent before trusting it")
         if verdict.drain is Drain.LONG:  # any config measured now would be measured on the past's queue
             return Choice(config, Action.HOLD, "the pipeline still ships a backlog from before this config: "
                                                "holding until it is gone")

@@ -8,7 +8,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from controller.daemon import ERROR_WINDOWS, Daemon, PersistentError
+from controller.daemon import AWAY_WINDOWS, ERROR_WINDOWS, Daemon, PersistentError
 from controller.pipelines import ApplyReport, PipelineUnavailable, TwinPipeline
 from controller.state import Incumbent, LoadFigure, StateStore
 from models.clock_offset import ClockOffset
@@ -131,14 +131,30 @@ def test_frozen_mode_changes_nothing_and_does_not_ask_the_learner():
     assert pipeline.current() == preset("defaults") and learner.queue  # never asked
 
 
-def test_a_clear_change_of_load_remeasures_the_incumbent_first():
+def test_a_clear_change_of_load_holds_the_candidate_for_the_load_to_come_back_then_remeasures_the_incumbent():
     cheap = PIPELINE_SPACE.config({"filebeat.backoff": 0.5})
     daemon, pipeline = _daemon(Scripted(cheap, cheap))
     daemon.step()
     assert pipeline.current() == cheap
     daemon.incumbent.offered_eps = RATE * 2  # as if the incumbent had been measured at twice today's load
+    held = [daemon.step() for _ in range(AWAY_WINDOWS - 1)]
+    assert all(d.action == "hold" and not d.change and "for the load to come back" in d.reason for d in held)
+    assert pipeline.current() == cheap  # no restart while the load may come back
     decision = daemon.step()
     assert decision.action == "remeasure" and pipeline.current() == daemon.incumbent.config
+
+
+def test_a_candidate_held_while_the_load_was_away_is_judged_when_it_comes_back():
+    cheap = PIPELINE_SPACE.config({"filebeat.backoff": 0.5})
+    daemon, pipeline = _daemon(Scripted(cheap, cheap))
+    daemon.step()
+    inc = daemon.incumbent
+    daemon.incumbent = replace(inc, offered_eps=RATE * 2)  # the load is away from the incumbent's only figure
+    assert daemon.step().action == "hold" and pipeline.current() == cheap
+    # the load comes back to one the incumbent ran at (slowly there): the candidate is judged against that figure
+    daemon.incumbent = replace(inc, offered_eps=RATE * 2, other_loads=(LoadFigure(offered_eps=RATE, p95_s=10.0),))
+    decision = daemon.step()
+    assert decision.action != "remeasure" and daemon.incumbent.config == cheap
 
 
 def test_a_candidate_at_a_load_the_incumbent_ran_at_before_is_judged_against_that_figure_without_a_remeasure(
