@@ -18,6 +18,9 @@ It is Bayesian optimisation with Gaussian processes (scikit-learn), made safe an
   the candidate's optimistic P95 (each stage's exp(μ − κσ), summed), or its expected P95 (κ = 0) in the
   phases where only expectations count; a change that restarts a component must also repay its pause's delay
   on the events within the policy's horizon (`rules.restart_price_s`).
+- Goal-oriented expansion (GoOSE, Turchetta et al. 2019). Before it converges, where the best gain lies in a
+  config the cost models expect within the CPU budget but cannot vouch for, it measures the safe config
+  nearest to it (`rules.budget_expander`), so that the set known within budget grows toward the goal.
 - Converge and stay. A change is proposed only when its gain beats a threshold: `confidence_z` × the
   noise of a window and `min_gain` of the P95 (`noise`). When nothing safe, in the trust region or beyond
   it, beats it, the learner holds the incumbent (`Phase.CONVERGED`) until the load moves, a guardrail
