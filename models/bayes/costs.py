@@ -83,12 +83,18 @@ class CostModels:
         never measured is not held against anything. Not a window's noise on top: held that far from its budget,
         the paper's search went elsewhere and made 18 changes in a diurnal run instead of 7; a window a hair over
         is held instead (`over_by_noise`)."""
-        ok = np.ones(len(inputs), dtype=bool)
+        return self.within_and_expected(inputs)[0]
+
+    def within_and_expected(self, inputs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Which rows of `inputs` every modelled part is within its budget at with confidence (`within`), and which
+        it is expected within at (its mean, no bound: GoOSE's goals), from one prediction per part."""
+        within, expected = np.ones(len(inputs), dtype=bool), np.ones(len(inputs), dtype=bool)
         for part, gp in self.gps.items():
             if len(inputs):  # sklearn refuses to predict at no point
                 mean, std = gp.predict(inputs)
-                ok &= mean + self.bound_std(part, std) <= 0.0
-        return ok
+                within &= mean + self.bound_std(part, std) <= 0.0
+                expected &= mean <= 0.0
+        return within, expected
 
     def no_riskier(self, inputs: np.ndarray, incumbent: np.ndarray) -> np.ndarray:
         """Which rows of `inputs` every modelled part is expected within its budget at with confidence, or bounded no
@@ -101,14 +107,6 @@ class CostModels:
                 mean, std = gp.predict(np.vstack([incumbent[None, :], inputs]))
                 bound = mean + self.bound_std(part, std)
                 ok &= bound[1:] <= max(0.0, float(bound[0]))
-        return ok
-
-    def expected_within(self, inputs: np.ndarray) -> np.ndarray:
-        """Which rows of `inputs` every modelled part is expected within its budget at: its mean, no bound."""
-        ok = np.ones(len(inputs), dtype=bool)
-        for gp in self.gps.values():
-            if len(inputs):
-                ok &= gp.predict(inputs)[0] <= 0.0
         return ok
 
     def no_dearer(self, inputs: np.ndarray, incumbent: np.ndarray) -> np.ndarray:

@@ -545,8 +545,8 @@ class SafeBayesLearner:
         if self.policy.p95_ceiling_s is not None:
             safe_but_budget &= (self.stages.predict_p95(inputs, [-s.beta], base, self._resolution_s)[0]
                                 <= self.policy.p95_ceiling_s)
-        within = self.costs.within(inputs)
-        hoped = safe_but_budget & ~within & self.costs.expected_within(inputs)
+        within, expected_within = self.costs.within_and_expected(inputs)
+        hoped = safe_but_budget & ~within & expected_within
         return Pool(cand, mean, optimistic, m_mean, m_std, safe_but_budget & within, hoped)
 
     def _carry_peak(self, center: np.ndarray, cand: np.ndarray, context: Context) -> np.ndarray:

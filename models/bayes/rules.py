@@ -7,8 +7,8 @@ candidates that carry the recent peak load (`carries_peak`); pick which gain cou
 it (`gains`), far from capacity only where no loss is expected (`no_loss`); if nothing beats the threshold,
 first know the noise (`noise_unknown`), then grow the safe set while the search is young (`young`,
 `expanders`), else look beyond the trust region (`beyond_expects_only`) and widen, or, where the best gain lies
-in a config only the CPU budget's uncertainty keeps out, expand toward it (`budget_expander`), or converge; rank what beats
-the threshold (`ranked`) and let the twin's pre-screen pick the first it expects to keep up (`screen_pick`).
+in a config only the CPU budget's uncertainty keeps out, expand toward it (`budget_expander`), or converge; rank
+what beats the threshold (`ranked`) and let the twin's pre-screen pick the first it expects to keep up (`screen_pick`).
 """
 
 from __future__ import annotations

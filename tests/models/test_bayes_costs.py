@@ -141,5 +141,6 @@ def test_a_config_between_one_measured_within_budget_and_one_over_it_is_expected
     costs = CostModels(2, SETTINGS, seed=0)
     costs.fit(history, x, CAPPED, optimize=True)
     between = _at(300, 0.2, 0.5, 0.7)
-    assert costs.expected_within(between).tolist() == [True, True, False]
-    assert costs.within(between).tolist() == [True, False, False]
+    within, expected = costs.within_and_expected(between)
+    assert expected.tolist() == [True, True, False]
+    assert within.tolist() == [True, False, False]
