@@ -27,7 +27,8 @@ _TOKEN_FILE = typer.Option(None, "--token-file", help=f"File holding the API tok
                            exists=True, dir_okay=False)
 _POOL = typer.Option(None, "--pool", envvar="PIPETUNE_POOL",
                      help="The pool to address (default: the daemon's only pool, or the one named default).")
-_POLICY_FIELDS = ("mode", "min_throughput_ratio", "p95_ceiling_s", "min_dwell_windows", "max_restarts_per_hour", "tuned")
+_POLICY_FIELDS = ("mode", "min_throughput_ratio", "p95_ceiling_s", "min_dwell_windows", "max_restarts_per_hour",
+                  "change_horizon_s", "tuned")
 
 
 def _pairs(items: list[str], hint: str) -> dict[str, str]:

@@ -48,11 +48,12 @@ def flat(output: str) -> str:
 
 def test_policy_show_set_pin_unpin(served) -> None:
     url, store = served
-    result = cli(url, "policy", "set", "mode=advise", "p95_ceiling_s=2", "min_dwell_windows=3",
+    result = cli(url, "policy", "set", "mode=advise", "p95_ceiling_s=2", "min_dwell_windows=3", "change_horizon_s=86400",
                  "bounds.filebeat.queue.mem.flush.timeout=0:0.5")
     assert result.exit_code == 0, result.output
     policy = store.load_policy()
     assert (policy.mode, policy.p95_ceiling_s, policy.min_dwell_windows) == ("advise", 2.0, 3)
+    assert policy.change_horizon_s == 86400.0  # a restart's price spread over a day (docs/learner.md)
     assert policy.bounds == {"filebeat.queue.mem.flush.timeout": (0.0, 0.5)}
     assert cli(url, "policy", "pin", "filebeat.output.bulk_max_size=512", "logstash.output.kafka.acks=all").exit_code == 0
     assert store.load_policy().pins == {"filebeat.output.bulk_max_size": 512, "logstash.output.kafka.acks": "all"}
