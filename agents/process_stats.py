@@ -1,5 +1,5 @@
 """CPU time of the pipeline's other processes on this node, and of the node as a whole, read from /proc at
-each scrape.
+each scrape; and when each of those processes started, so that a window in which one restarted is known.
 
 Each process is named by a pid file (a bare pid, or JSON with a "pid" field, as the testbed writes
 them); a restarted component writes a new one, so the pid is read again at every scrape.
@@ -21,14 +21,31 @@ _TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 _BUSY_COLUMNS = (0, 1, 2, 5, 6, 7)
 
 
-def cpu_seconds(pid: int) -> float | None:
-    """User + system CPU seconds of a live process, None if it is gone."""
+def _stat_fields(pid: int) -> list[str] | None:
+    """A live process's /proc/<pid>/stat fields after its command name (stat's field 3 on), None if it is gone."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
         return None
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of a live process, None if it is gone."""
+    fields = _stat_fields(pid)
     # utime and stime are fields 14 and 15 of stat, 12 and 13 after the command name.
-    return (int(fields[11]) + int(fields[12])) / _TICKS_PER_S
+    return None if fields is None else (int(fields[11]) + int(fields[12])) / _TICKS_PER_S
+
+
+def start_time_s(pid: int) -> float | None:
+    """When a live process started, epoch seconds (the boot time's whole second plus clock ticks), None if it is
+    gone."""
+    fields = _stat_fields(pid)
+    if fields is None:
+        return None
+    boot_s = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                  if line.startswith("btime"))
+    # starttime is stat's field 22, 20 after the command name: clock ticks after boot
+    return boot_s + int(fields[19]) / _TICKS_PER_S
 
 
 def read_pid(pid_file: Path) -> int | None:
@@ -40,20 +57,27 @@ def read_pid(pid_file: Path) -> int | None:
 
 
 class ProcessCpuCollector(Collector):
-    """`pipetune_component_cpu_seconds_total{component}` for each named pid file whose process lives."""
+    """`pipetune_component_cpu_seconds_total{component}` and `pipetune_component_start_time_seconds{component}`
+    for each named pid file whose process lives: the daemon holds through a window in which a component restarted
+    that pipetune did not restart (an operator loading a hand edit, a supervisor after a crash)."""
 
     def __init__(self, pid_files: dict[str, Path]) -> None:
         self.pid_files = pid_files
 
     def collect(self) -> Iterator[Metric]:
-        family = CounterMetricFamily("pipetune_component_cpu_seconds", "CPU time used by a pipeline component",
-                                     labels=["component"])
+        cpu = CounterMetricFamily("pipetune_component_cpu_seconds", "CPU time used by a pipeline component",
+                                  labels=["component"])
+        started = GaugeMetricFamily("pipetune_component_start_time_seconds",
+                                    "When a pipeline component's process started, epoch seconds", labels=["component"])
         for component, pid_file in self.pid_files.items():
             pid = read_pid(pid_file)
             seconds = cpu_seconds(pid) if pid is not None else None
-            if seconds is not None:
-                family.add_metric([component], seconds)
-        yield family
+            start_s = start_time_s(pid) if pid is not None else None
+            if seconds is not None and start_s is not None:
+                cpu.add_metric([component], seconds)
+                started.add_metric([component], start_s)
+        yield cpu
+        yield started
 
 
 @dataclass(frozen=True)

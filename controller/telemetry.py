@@ -20,7 +20,8 @@ cores, Filebeat's output batches, and, where the brokers export them through the
 cluster that does not export them leaves those None. From the same exporters, whether the cluster disturbed the
 window (`Observation.disturbance`, models.disturbance): a broker that missed its scrapes, leaders that moved,
 partitions under-replicated or offline, with how far the consumer group's lag rose; a cluster that does not export
-them is never read as disturbed.
+them is never read as disturbed. A component whose process started anew inside the window (the probe's `--cpu-of`
+start times) disturbs it too: pipetune did not restart it, someone else did.
 
 A telemetry given `nodes` (a pool's) reads only the series of those nodes: latency and the records
 consumed (`pipetune_node_records_total`) by the probe's `node` label (Filebeat's `host.name`, a canary's
@@ -45,7 +46,7 @@ from agents.probe.metrics import LATENCY_BUCKETS_S
 from controller.kafka_lag import LagUnknown, LagWatch
 from controller.pipelines import PipelineUnavailable
 from models.canary import LatencyHistogram
-from models.disturbance import BrokerWindow, disturbance
+from models.disturbance import BrokerWindow, Disturbance, combined, disturbance, restart_disturbance
 from models.observation import Observation
 
 HISTOGRAM = "pipetune_e2e_latency_seconds"
@@ -73,6 +74,10 @@ BROKER_UP = 'up{broker!=""}'
 LEADERS = "kafka_server_replicamanager_leadercount"
 UNDER_REPLICATED = "kafka_server_replicamanager_underreplicatedpartitions"
 OFFLINE = "kafka_controller_kafkacontroller_offlinepartitionscount"
+# ... and what says a component restarted that pipetune did not restart: the probe's `--cpu-of` exports each named
+# process's start time. pipetune's own restarts end before a window starts (an agent answers a change once the
+# component is back and healthy); read from a second into the window, a scrape taken as one ended is never counted.
+COMPONENT_START = "pipetune_component_start_time_seconds"
 _COUNTED = ("pipetune_records_total", "pipetune_events_total", NODE_RECORDS, APPENDED)  # the probes' and agents'
 # Every record the probe consumed (`increase` or `rate`); a probe from before `pipetune_records_total`
 # counted them in two.
@@ -131,6 +136,7 @@ class PrometheusTelemetry:
         self.latency_stage = latency_stage
         self.kafka_lag = kafka_lag
         self.nodes = nodes
+        self._restarted_before = False  # the last window read had a component restart in it
         # a PromQL regex (RE2, anchored at both ends) in a PromQL string: a name's dots escaped, the `\\` one `\`
         self._node = "" if nodes is None else 'node=~"{}"'.format("|".join(n.replace(".", r"\\.") for n in nodes))
         self.client = PrometheusConnect(url=url, disable_ssl=True)
@@ -311,8 +317,21 @@ class PrometheusTelemetry:
             busiest_cpu_share=busiest if math.isfinite(busiest) else None,
             produce_requests_per_s=produce / seconds if math.isfinite(produce) else None,
             kafka_bytes_in_per_s=bytes_in / seconds if math.isfinite(bytes_in) else None, series=series,
-            latency_resolution_s=resolution_s, disturbance=disturbance(brokers, offline, lag_rise),
+            latency_resolution_s=resolution_s,
+            disturbance=combined(disturbance(brokers, offline, lag_rise), self._restarts(start, end)),
         )
+
+    def _restarts(self, start: float, end: float) -> Disturbance | None:
+        """Components whose process started anew inside the window, from a second after it began (`COMPONENT_START`);
+        not in the window after one that had such a restart: a component that restarts window after window crashes,
+        and a config that makes it crash is the config's to answer for (the verdict rolls it back)."""
+        inside = f"{max(math.floor(end - start) - 1, 1)}s"
+        starts = self.by_label(f"sum by (component) (changes({COMPONENT_START}{self._sel()}[{inside}]))", "component",
+                               end)
+        found = restart_disturbance({name: round(n) for name, n in starts.items() if math.isfinite(n)})
+        excused = None if self._restarted_before else found
+        self._restarted_before = found is not None
+        return excused
 
     def _cluster(self, w: str, start: float, end: float) -> tuple[dict[str, BrokerWindow], int]:
         """Each broker's figures over the window (by broker id; none where the brokers do not export them), and the

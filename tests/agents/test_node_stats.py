@@ -3,7 +3,10 @@ node's CPU."""
 
 import json
 import os
+import subprocess
+import time
 
+import pytest
 from prometheus_client import CollectorRegistry
 
 from agents.filebeat.registry import registry_offsets
@@ -35,8 +38,35 @@ def test_component_cpu_follows_the_pid_file(tmp_path):
     registry = CollectorRegistry()
     registry.register(ProcessCpuCollector({"self": alive, "gone": gone, "garbage": garbage,
                                            "missing": tmp_path / "none.json"}))
-    samples = {s.labels["component"]: s.value for m in registry.collect() for s in m.samples}
+    samples = {s.labels["component"]: s.value for m in registry.collect() for s in m.samples
+               if s.name == "pipetune_component_cpu_seconds_total"}
     assert set(samples) == {"self"} and samples["self"] > 0
+
+
+def test_a_components_start_time_changes_when_it_restarts(tmp_path):
+    # the daemon holds through a window in which a component restarted that it did not restart
+    pid_file = tmp_path / "filebeat.json"
+    registry = CollectorRegistry()
+    registry.register(ProcessCpuCollector({"filebeat": pid_file}))
+
+    def started_s() -> float | None:
+        return registry.get_sample_value("pipetune_component_start_time_seconds", {"component": "filebeat"})
+    assert started_s() is None  # no process: no series
+    first = subprocess.Popen(["sleep", "30"])
+    second = None
+    try:
+        pid_file.write_text(json.dumps({"pid": first.pid}))
+        first_s = started_s()
+        assert abs(first_s - time.time()) < 2.0  # the boot time is a whole second
+        time.sleep(1.0)
+        second = subprocess.Popen(["sleep", "30"])
+        pid_file.write_text(json.dumps({"pid": second.pid}))  # as a restarted component writes it
+        assert started_s() - first_s == pytest.approx(1.0, abs=0.5)
+    finally:
+        for process in (first, second):
+            if process is not None:
+                process.kill()
+                process.wait()
 
 
 def _node_samples(collector: NodeCpuCollector) -> dict[str, float]:

@@ -345,6 +345,39 @@ def test_a_window_in_which_leaders_moved_and_replicas_fell_behind_is_disturbed_n
     assert str(found) == "leader change: broker 1 leads 16 → 24 partitions; under-replicated partitions: 24 on broker 1"
 
 
+def test_a_component_that_started_anew_inside_the_window_disturbs_it_and_one_restarted_before_does_not(prometheus):
+    """An operator who restarts Filebeat to load a hand edit stops its shipping for a while: the window measures that
+    restart, not the config. pipetune's own restarts end before its windows start; a component that restarts in
+    window after window crashes, and is judged."""
+    exporter, telemetry = prometheus
+    registry = CollectorRegistry()
+    records = Counter("pipetune_records", "", registry=registry)
+    _sources(registry, 0, 0)
+    started = Gauge("pipetune_component_start_time_seconds", "", ["component"], registry=registry)
+    started.labels("filebeat").set(500.0)
+    exporter.registry = registry
+    time.sleep(1.5)
+    _scraped_after(telemetry, "pipetune_records_total", time.time())
+    started.labels("filebeat").set(1_000.0)  # restarted by pipetune's change, which ends as the window starts
+    start_s = time.time()
+    _scraped_after(telemetry, "pipetune_records_total", start_s + 2.5)  # the process as it was, inside the window
+    records.inc(10)
+    _scraped_after(telemetry, "pipetune_records_total", time.time())
+    steady_s = time.time()
+    assert telemetry.window(start_s, steady_s).disturbance is None
+    started.labels("filebeat").set(2_000.0)  # the operator's restart
+    _scraped_after(telemetry, "pipetune_records_total", time.time())
+    _scraped_after(telemetry, "pipetune_records_total", time.time())
+    found = telemetry.window(start_s, time.time()).disturbance
+    assert found is not None and str(found) == "restarted outside pipetune: filebeat started 1 time in the window"
+    start_s = time.time()  # the next window: it restarts again, as a component that crashes does
+    _scraped_after(telemetry, "pipetune_records_total", start_s + 2.5)
+    started.labels("filebeat").set(3_000.0)
+    _scraped_after(telemetry, "pipetune_records_total", time.time())
+    _scraped_after(telemetry, "pipetune_records_total", time.time())
+    assert telemetry.window(start_s, time.time()).disturbance is None  # judged: the verdict may roll it back
+
+
 def test_a_window_without_the_agents_sources_is_telemetry_missing_naming_them(prometheus):
     exporter, telemetry = prometheus
 

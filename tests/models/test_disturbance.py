@@ -1,14 +1,15 @@
 """A window the Kafka cluster disturbed, read from what each broker's exporter said over it: a broker that stopped
 answering, leaders that moved, partitions under-replicated or offline. A steady cluster, or a lag rise alone, is no
 disturbance. A node's clock that stepped in the window disturbs it too; one that drifted within what its P95 bears
-does not."""
+does not. A component that started anew in it (not restarted by pipetune) disturbs it too."""
 
 from __future__ import annotations
 
 import math
 
 from models.clock_offset import ClockMove
-from models.disturbance import MISSED_SCRAPES, BrokerWindow, Cause, clock_disturbance, combined, disturbance
+from models.disturbance import (MISSED_SCRAPES, BrokerWindow, Cause, clock_disturbance, combined, disturbance,
+                                restart_disturbance)
 
 STEADY = {b: BrokerWindow(leaders_from=n, leaders_to=n) for b, n in (("1", 16), ("2", 18), ("3", 17))}
 
@@ -92,3 +93,11 @@ def test_the_window_after_a_clock_step_says_the_step_was_found_as_the_window_bef
     assert found.causes == (Cause.CLOCK_STEP,) and found.nodes == ("node-2",)
     assert str(found) == ("clock step: node node-2's clock moved -2000 ms (± 2 ms) as the window before ended (the "
                           "probe applies its new offset a second or so later), its events' latencies with it")
+
+
+def test_a_component_that_started_anew_in_the_window_disturbs_it_naming_the_component():
+    assert restart_disturbance({}) is None and restart_disturbance({"filebeat": 0}) is None
+    found = restart_disturbance({"filebeat": 1, "logstash": 0})
+    assert found is not None and found.causes == (Cause.RESTARTED,)
+    assert str(found) == "restarted outside pipetune: filebeat started 1 time in the window"
+    assert "filebeat started 2 times" in str(restart_disturbance({"filebeat": 2}))
