@@ -111,9 +111,9 @@ def main() -> None:
         probe.run(stop, bookkeeping)
     finally:
         probe.close()  # commits the consumer's offsets: the checkpoint holds exactly what came before them
-        if checkpoint:
+        if tracker and checkpoint:  # --manifests and --reports go together
             with probe.lock:
-                ledger.save(checkpoint, time.time())
+                tracker.hand_over(checkpoint, time.time())
 
 
 if __name__ == "__main__":

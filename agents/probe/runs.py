@@ -46,6 +46,15 @@ class RunTracker:
             if earlier is None or not earlier.final:  # a run finished before this probe started stays done
                 self.ledger.add_manifest(manifest)
 
+    def hand_over(self, checkpoint: Path, now: float) -> None:
+        """As the probe stops: every run's report at `now`, then the arrivals of the runs still open at that same
+        `now` saved for the next process (`Ledger.save`). A run that turned final since the last pass is reported
+        here, by the process that holds its arrivals: saved at a later moment than its last report, it was in
+        neither, and the next process reported all 20,000 events of a bench.live run lost."""
+        self.scan()
+        self.write_reports(now)
+        self.ledger.save(checkpoint, now)
+
     def write_reports(self, now: float) -> list[RunReport]:
         """Write the report of every open run, and of a final run when late arrivals changed it.
 

@@ -86,6 +86,27 @@ def test_a_recreated_probe_carries_on_counting_an_open_run(tmp_path):
     assert after.arrivals("other") == 1
 
 
+def test_a_run_that_turned_final_as_the_probe_stopped_is_reported_by_the_process_that_counted_it(tmp_path):
+    # the agent restarted the probe 10 s after a run ended, as its grace period ran out: the next process found
+    # the run final, none of its arrivals carried over, and reported all 20,000 events lost (bench.live)
+    manifests, reports = tmp_path / "manifests", tmp_path / "reports"
+    manifests.mkdir()
+    ledger = Ledger(late_after_s=5.0)
+    tracker = RunTracker(ledger, ProbeMetrics(), manifests, reports)
+    (manifests / "run-a.json").write_text(json.dumps({"run_id": "run-a", "events": 3, "first_seq": 0, "last_seq": 2,
+                                                      "started_at": 1000.0, "duration_s": 10.0}))
+    tracker.scan()
+    for seq in range(3):
+        ledger.record(f"run-a-{seq:08d}", 1005.0)
+    tracker.write_reports(now=1014.0)  # the last pass: the run is still open
+    tracker.hand_over(reports / "ledger.checkpoint", now=1015.5)  # stopped just after its grace period ran out
+    after = Ledger.load(reports / "ledger.checkpoint", late_after_s=5.0)
+    RunTracker(after, ProbeMetrics(), manifests, reports).scan()
+    assert after.manifests() == []  # the next process leaves the finished run alone
+    report = read_report(reports, "run-a")
+    assert (report.received, report.lost_events, report.final) == (3, 0, True)
+
+
 def test_a_finished_run_is_not_carried_over_and_a_missing_checkpoint_is_a_fresh_ledger(tmp_path):
     ledger = Ledger(late_after_s=5.0)
     ledger.add_manifest(_manifest())
