@@ -7,6 +7,7 @@ them); a restarted component writes a new one, so the pid is read again at every
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from dataclasses import dataclass
@@ -36,16 +37,26 @@ def cpu_seconds(pid: int) -> float | None:
     return None if fields is None else (int(fields[11]) + int(fields[12])) / _TICKS_PER_S
 
 
+def start_ticks(pid: int) -> int | None:
+    """The kernel's start time of a live process (None once it exited): with the pid, it names one process."""
+    fields = _stat_fields(pid)
+    # A zombie has exited: it only waits to be reaped, so it does not count as running. starttime is stat's field
+    # 22, 20 after the command name: clock ticks after boot.
+    return None if fields is None or fields[0] == "Z" else int(fields[19])
+
+
+@functools.cache
+def _boot_s() -> int:
+    """When the node booted, epoch seconds (/proc/stat's btime, a whole second)."""
+    lines = Path("/proc/stat").read_text().splitlines()
+    return next(int(line.split()[1]) for line in lines if line.startswith("btime"))
+
+
 def start_time_s(pid: int) -> float | None:
     """When a live process started, epoch seconds (the boot time's whole second plus clock ticks), None if it is
     gone."""
-    fields = _stat_fields(pid)
-    if fields is None:
-        return None
-    boot_s = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
-                  if line.startswith("btime"))
-    # starttime is stat's field 22, 20 after the command name: clock ticks after boot
-    return boot_s + int(fields[19]) / _TICKS_PER_S
+    ticks = start_ticks(pid)
+    return None if ticks is None else _boot_s() + ticks / _TICKS_PER_S
 
 
 def read_pid(pid_file: Path) -> int | None:
@@ -71,10 +82,12 @@ class ProcessCpuCollector(Collector):
                                     "When a pipeline component's process started, epoch seconds", labels=["component"])
         for component, pid_file in self.pid_files.items():
             pid = read_pid(pid_file)
-            seconds = cpu_seconds(pid) if pid is not None else None
-            start_s = start_time_s(pid) if pid is not None else None
-            if seconds is not None and start_s is not None:
+            if pid is None:
+                continue
+            seconds, start_s = cpu_seconds(pid), start_time_s(pid)
+            if seconds is not None:
                 cpu.add_metric([component], seconds)
+            if start_s is not None:
                 started.add_metric([component], start_s)
         yield cpu
         yield started

@@ -15,6 +15,7 @@ import docker
 import docker.errors
 
 from agents.adapter import atomic_write
+from agents.process_stats import start_ticks
 
 STARTED_AS = "PIPETUNE_STARTED_AS"  # the environment variable naming a component process the agent started
 
@@ -33,17 +34,6 @@ def started_as(token: str) -> int | None:
         except (OSError, ProcessLookupError):
             continue  # gone, or not ours to read
     return None
-
-
-def start_ticks(pid: int) -> int | None:
-    """The kernel's start time of a live process (None once it exited): with the pid, it names one process."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat.rsplit(")", 1)[1].split()
-    # A zombie has exited: it only waits to be reaped, so it does not count as running.
-    return None if fields[0] == "Z" else int(fields[19])
 
 
 class ProcessRuntime:

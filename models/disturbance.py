@@ -116,7 +116,7 @@ def clock_disturbance(moves: Mapping[str, ClockMove], p95_s: float, resolution_s
 
 def restart_disturbance(starts: Mapping[str, int]) -> Disturbance | None:
     """The window's disturbance from how many times each component's process started anew in it (by component, as
-    `pipetune_component_start_time_seconds` changed), when pipetune made no change that restarts it; None when
+    `pipetune_component_start_time_seconds` changed inside it, where pipetune's own restarts never fall); None when
     none did."""
     restarted = {name: n for name, n in sorted(starts.items()) if n > 0}
     if not restarted:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from agents.runtimes import start_ticks
+from agents.process_stats import start_ticks
 
 
 class TestbedError(RuntimeError):

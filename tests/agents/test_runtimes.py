@@ -7,7 +7,8 @@ import subprocess
 import sys
 import time
 
-from agents.runtimes import STARTED_AS, ProcessRuntime, start_ticks
+from agents.process_stats import start_ticks
+from agents.runtimes import STARTED_AS, ProcessRuntime
 
 SLEEPER = (sys.executable, "-c", "import time; print('up', flush=True); time.sleep(120)")
 
