@@ -67,8 +67,7 @@ from controller.telemetry import PrometheusTelemetry, TelemetryMissing
 from models.budget import BudgetLimits, CostReference, CpuBudget, budgeted, within_limits
 from models.policy import Policy
 from models.observation import Observation
-from models.presets import preset
-from models.scenario_study import scenario_config
+from models.presets import preset, preset_as_taken
 from models.space import PIPELINE_SPACE, Config, RuleError, check_rules
 from models.verdict import judge
 from prometheus_client.parser import text_string_to_metric_families
@@ -297,11 +296,11 @@ def spark_changes(decisions: list[dict], audit: dict[str, list[dict]], owned: di
 
 
 def in_components_order(name: str) -> tuple[Config, dict[str, list]]:
-    """Preset `name` as an agent takes it (`scenario_config`: where it breaks a component's rule with values it does
+    """Preset `name` as an agent takes it (`preset_as_taken`: where it breaks a component's rule with values it does
     not set, as the paper's Hybrid's 10 ms scan_frequency beside the default backoffs does, those are lowered into
     order); with the changes made, `{param: [preset's, measured]}` (none for a preset in order)."""
-    taken = scenario_config(name, [p.name for p in PIPELINE_SPACE])
-    return taken.config, {k: [a, b] for k, (a, b) in taken.moved.items()}
+    config, moved = preset_as_taken(name)
+    return config, {k: [a, b] for k, (a, b) in moved.items()}
 
 
 def behind_windows(spec: PipelineSpec, start: float, end: float, window_s: float) -> list[dict]:

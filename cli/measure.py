@@ -12,8 +12,8 @@ import yaml
 
 from cli.replay import build
 from models.observation import Observation
-from models.presets import PRESETS, preset
-from models.space import PIPELINE_SPACE, Config, ParamError
+from models.presets import PRESETS, preset_as_taken
+from models.space import Config, ParamError
 from replay.profiles import GENERATED, Profile, WorkloadSpec
 from testbed import lifecycle
 from testbed.harness import replay_and_observe
@@ -22,9 +22,11 @@ from testbed.processes import TestbedError
 
 
 def resolve_config(choice: str) -> Config:
-    """A preset name, or a YAML file holding `{preset: NAME, set: {param: value}}` or `{param: value}`."""
+    """A preset name, or a YAML file holding `{preset: NAME, set: {param: value}}` or `{param: value}`; as the agents
+    take it (`preset_as_taken`: the paper's Hybrid sets a 10 ms scan_frequency beside Filebeat's default backoffs,
+    which Filebeat's rule forbids), saying on stderr what was moved."""
     if choice in PRESETS:
-        return preset(choice)
+        return _taken(choice, {})
     path = Path(choice)
     if not path.is_file():
         raise typer.BadParameter(f"{choice!r} is neither a preset ({', '.join(PRESETS)}) nor a file",
@@ -35,9 +37,17 @@ def resolve_config(choice: str) -> Config:
             raise ValueError("expected a mapping")
         named = raw.get("preset", "defaults") if "set" in raw or "preset" in raw else "defaults"
         changes = raw.get("set", {}) if "set" in raw or "preset" in raw else raw
-        return PIPELINE_SPACE.config(changes, base=preset(named))
+        return _taken(named, changes)
     except (yaml.YAMLError, ValueError, KeyError) as err:
         raise typer.BadParameter(f"{path}: {err}", param_hint="--config") from None
+
+
+def _taken(named: str, changes: dict) -> Config:
+    config, moved = preset_as_taken(named, changes)
+    if moved:
+        typer.echo(f"{named}: out of its components' order with values it does not set; measured with "
+                   + ", ".join(f"{k} {a} -> {b}" for k, (a, b) in moved.items()), err=True)
+    return config
 
 
 def plot_series(observation: Observation, title: str, path: Path) -> None:

@@ -65,3 +65,16 @@ def preset(name: str, space: SearchSpace = PIPELINE_SPACE, base: Mapping[str, Va
     if name not in PRESETS:
         raise KeyError(f"unknown preset {name!r}; known: {', '.join(PRESETS)}")
     return space.config(PRESETS[name], base=base)
+
+
+def preset_as_taken(name: str, changes: Mapping[str, Value] | None = None) -> tuple[Config, dict[str, tuple[Value, Value]]]:
+    """Preset `name` with `changes` on top, as the components take it: where it breaks a component's order rule
+    with values neither sets (the paper's Hybrid: scan_frequency 10 ms beside the default max_backoff 10 s, which
+    an agent refuses), those are lowered into order, the nearest config the agents take; with the values moved,
+    `{param: (the preset's, the one taken)}` (empty for a preset in order)."""
+    written = PIPELINE_SPACE.config(dict(changes or {}), base=preset(name))
+    kept = {*PRESETS[name], *(changes or {})}
+    movable = [p.name for p in PIPELINE_SPACE if p.name not in kept and p.low is not None]
+    config = PIPELINE_SPACE.in_order(written, movable, {n: (PIPELINE_SPACE[n].low, PIPELINE_SPACE[n].high)
+                                                        for n in movable})
+    return config, written.diff(config)

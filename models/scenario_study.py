@@ -16,7 +16,7 @@ from typing import Collection, Mapping, Sequence
 import numpy as np
 
 from models.paper_scenarios import DRAIN_S, PAPER, repetition, run, summarise
-from models.presets import PRESETS, preset
+from models.presets import PRESETS, preset_as_taken
 from models.space import NOT_ABOVE, PIPELINE_SPACE, Config, Value
 from models.twin import Calibration, Twin
 
@@ -59,11 +59,7 @@ def scenario_config(name: str, taken: Collection[str]) -> ScenarioConfig:
     if name not in PRESETS:
         raise KeyError(f"unknown scenario {name!r}; known: {', '.join(REAL_SCENARIOS)}")
     changes = dict(PRESETS[name])
-    written = preset(name)
-    movable = [p.name for p in PIPELINE_SPACE if p.name not in changes and p.low is not None]
-    config = PIPELINE_SPACE.in_order(written, movable, {n: (PIPELINE_SPACE[n].low, PIPELINE_SPACE[n].high)
-                                                        for n in movable})
-    moved = written.diff(config)
+    config, moved = preset_as_taken(name)
     applied = {k: v for k, v in changes.items() if k in taken}
     skipped = {k: v for k, v in changes.items() if k not in taken}
     return ScenarioConfig(name, config, applied, skipped, {k: v for k, v in moved.items() if k in taken})

@@ -7,6 +7,8 @@ import pytest
 from typer.testing import CliRunner
 
 from cli.main import app
+from cli.measure import resolve_config
+from models.space import check_rules
 
 LOW_LATENCY = Path(__file__).resolve().parents[2] / "testbed" / "configs" / "low-latency.yaml"
 
@@ -14,6 +16,15 @@ LOW_LATENCY = Path(__file__).resolve().parents[2] / "testbed" / "configs" / "low
 def test_a_generated_profile_is_required() -> None:
     result = CliRunner().invoke(app, ["measure", "--profile", "trace"])
     assert result.exit_code == 2 and "--profile" in result.output and "mmpp" in result.output
+
+
+def test_the_papers_hybrid_is_measured_as_an_agent_takes_it_and_the_move_is_said(capsys):
+    # Hybrid's 10 ms scan_frequency beside Filebeat's default backoffs breaks Filebeat's rule: the agent answered
+    # 422 and `pipetune measure --config hybrid` stopped before measuring anything
+    hybrid = resolve_config("hybrid")
+    check_rules(hybrid)
+    assert hybrid["filebeat.scan_frequency"] == 0.01 and hybrid["filebeat.max_backoff"] == 0.01
+    assert "filebeat.max_backoff 10.0 -> 0.01" in capsys.readouterr().err
 
 
 @pytest.mark.slow
