@@ -87,7 +87,7 @@ MIN_THROUGHPUT_RATIO = 0.95  # autotune's default guardrail
 CALIBRATION = "local-filebeat-kafka-fitted"
 # A pipeline ending in a Spark job needs a twin with a Spark stage to screen with: the paper's topology is the one
 # whose learner tunes `spark.trigger.interval` (models.learning.TUNED_BY_TOPOLOGY); none is fitted to this machine.
-SPARK_CALIBRATION = "paper-2vcpu"
+SPARK_CALIBRATION = "paper-testbed"
 WAREHOUSE_COUNT = "pipetune_e2e_latency_seconds_count"  # the Spark job's events committed, by stage and node
 TABLE_WAIT_S = 300.0  # how long the table may take to hold what nginx logged, once the load stopped (a bound)
 
@@ -112,8 +112,8 @@ class Measured:
 
 
 def calibration(spec: PipelineSpec) -> str:
-    """The twin autotune screens candidates with: this machine's fitted Filebeat -> Kafka one, or the paper's (with a
-    Spark stage, so the learner tunes the job's trigger) when a Spark job ends the pipeline."""
+    """The twin autotune screens candidates with: this machine's fitted Filebeat -> Kafka one, or the paper testbed's
+    (Filebeat -> Kafka -> Spark, its Spark stage fitted to the testbed) when a Spark job ends the pipeline."""
     return SPARK_CALIBRATION if spec.spark is not None else CALIBRATION
 
 

@@ -149,10 +149,18 @@ def _request_budget(flag: str) -> RequestBudget | None:
                                             "a number of requests per second > 0"))
 
 
+def _default_calibration(live: LivePipeline | None, spec: PipelineSpec | None) -> str:
+    """The twin the learner screens with when none is named: the paper's node on the twin; live, the paper testbed's
+    when a Spark job ends the pipeline (its Spark stage the learner tunes), else this machine's Filebeat -> Kafka."""
+    if not live:
+        return "paper-2vcpu"
+    return "paper-testbed" if spec is not None and spec.spark is not None else "local-filebeat-kafka"
+
+
 def autotune_command(
     pipeline: str = typer.Option("twin", help="'twin' (the embedded simulated pipeline), a deployment FILE "
                                               "(docs/deploy.md) or a testbed pipeline FILE."),
-    calibration: Optional[str] = typer.Option(None, help=f"Twin calibration: one of {', '.join(available())}, or a YAML path (default: paper-2vcpu on the twin, local-filebeat-kafka live)."),
+    calibration: Optional[str] = typer.Option(None, help=f"Twin calibration: one of {', '.join(available())}, or a YAML path (default: paper-2vcpu on the twin; live, paper-testbed where a Spark job ends the pipeline, else local-filebeat-kafka)."),
     profile: str = typer.Option("burst", help=f"Workload: one of {', '.join(GENERATED_NAMES)}."),
     rate: float = typer.Option(300.0, help="Base offered load, events/s (the paper's ~300)."),
     windows: Optional[int] = typer.Option(None, help=f"Measurement windows to run (default: {TWIN_WINDOWS} on the twin; on a pipeline FILE, until SIGTERM or SIGINT)."),
@@ -206,7 +214,7 @@ def autotune_command(
                   "files, throughput what the probe consumes, backlog the files' unshipped events and the "
                   "consumer group's lag")
     try:
-        cal = load_calibration(calibration or ("local-filebeat-kafka" if live else "paper-2vcpu"))
+        cal = load_calibration(calibration or _default_calibration(live, spec))
     except (KeyError, FileNotFoundError, ValueError) as exc:
         raise typer.BadParameter(str(exc).splitlines()[0], param_hint="--calibration") from None
     policy = Policy(mode=mode, min_throughput_ratio=min_throughput_ratio, p95_ceiling_s=slo_p95, cpu_budget=budget,

@@ -32,7 +32,9 @@ PAPER_RATE_EPS = 300.0
 
 
 def scenarios_command(
-    calibration: str = typer.Option("paper-2vcpu", help=f"calibration name ({', '.join(available())}) or YAML path"),
+    calibration: Optional[str] = typer.Option(None, help=f"calibration name ({', '.join(available())}) or YAML "
+                                              "path (default: paper-2vcpu, the paper's node; paper-testbed, the "
+                                              "testbed's own pipeline, with --pipeline or --report)"),
     rate: float = typer.Option(300.0, help="offered load, events per second (Poisson)"),
     duration: Optional[float] = typer.Option(None, help="seconds of load per run (default: the paper's 180 on the "
                                                         f"twin, {REAL_DURATION_S:g} with --pipeline)"),
@@ -60,6 +62,8 @@ def scenarios_command(
     if fit_spark is not None and report is None:
         raise typer.BadParameter("needs --report FILE (a saved `scenarios --pipeline --json` document)",
                                  param_hint="--fit-spark")
+    # The real runs are of the testbed's pipeline, which has no Logstash: its twin is paper-testbed's.
+    calibration = calibration or ("paper-testbed" if pipeline is not None or report is not None else "paper-2vcpu")
     if report is not None:
         doc = report_command(report)
         if fit_spark is not None:

@@ -71,8 +71,9 @@ def measurements(doc: Mapping) -> list[tuple[str, Measurement]]:
 def fit_spark(doc: Mapping, base: Calibration, *, max_evals: int = 40,
               predict: Predictor | None = None) -> tuple[FitResult, list[ScenarioError]]:
     """Fit the Spark stage's coefficients of `base` to the document's real runs; each run's error before and after."""
-    if base.topology != "paper":
-        raise ValueError(f"calibration {base.name!r} has no Spark stage (topology {base.topology!r}; the paper's has)")
+    if base.topology not in ("paper", "filebeat-kafka-spark"):
+        raise ValueError(f"calibration {base.name!r} has no Spark stage (topology {base.topology!r}; the paper's and "
+                         "filebeat-kafka-spark's have)")
     points = measurements(doc)
     predict = predict or twin_predictor(float(doc["duration_s"]), float(doc["warmup_s"]))
     result = fit([m for _, m in points], base, predict, SPARK_COEFFICIENTS, max_evals=max_evals)

@@ -16,7 +16,7 @@ from typing import Any, Mapping
 
 import yaml
 
-TOPOLOGIES = ("paper", "filebeat-kafka")
+TOPOLOGIES = ("paper", "filebeat-kafka", "filebeat-kafka-spark")
 
 
 @dataclass(frozen=True)

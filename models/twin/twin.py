@@ -40,6 +40,7 @@ STAGES: dict[str, tuple[tuple[str, str, str], ...]] = {
     "filebeat-kafka": (("nginx->filebeat", "write", "read"), ("filebeat", "read", "sent"),
                        ("filebeat->kafka", "sent", "kafka"), ("kafka->sink", "kafka", "sink")),
 }
+STAGES["filebeat-kafka-spark"] = STAGES["filebeat-kafka"]  # the sink a Spark job's micro-batches
 
 
 class Twin:
@@ -55,12 +56,14 @@ class Twin:
         self.config = config
         self.stages = STAGES[calibration.topology]
         env.cpu.charge_many("writer", write_s, calibration.writer.cpu_per_event_s)
-        if calibration.topology == "paper":
+        if calibration.topology in ("paper", "filebeat-kafka-spark"):
             self.sink: SparkSink | ConsumerSink = SparkSink(env, config, float(rng.uniform()))
-            self.downstream: Logstash | DirectKafka = Logstash(env, config, self.sink)
         else:
             self.sink = ConsumerSink(env, config)
             self.sink.start(0.0)
+        if calibration.topology == "paper":
+            self.downstream: Logstash | DirectKafka = Logstash(env, config, self.sink)
+        else:
             self.downstream = DirectKafka(env, self.sink)
         self.queue = MemQueue(env, config)
         self.output = LumberjackOutput(env, config, self.queue, self.downstream)
