@@ -164,3 +164,15 @@ def test_the_end_summary_says_each_budgeted_cost_in_its_unit():
     line = _budget_line(BudgetReport(limits={"filebeat": 0.103, REQUESTS: 120.0}, used={"filebeat": 0.045,
                                      REQUESTS: 44.0}, units={"filebeat": "cores", REQUESTS: "req/s"}))
     assert "filebeat 0.045 of 0.103 cores" in line and "kafka_requests 44.000 of 120.000 req/s" in line
+
+
+def test_the_twin_a_live_run_screens_with_has_the_spark_stage_its_pipeline_ends_in():
+    from types import SimpleNamespace
+
+    from cli.autotune import _default_calibration
+
+    live = object()  # a live pipeline: only whether there is one counts
+    assert _default_calibration(None, None) == "paper-2vcpu"
+    assert _default_calibration(live, None) == "local-filebeat-kafka"  # an operator's deployment file
+    assert _default_calibration(live, SimpleNamespace(spark=None)) == "local-filebeat-kafka"
+    assert _default_calibration(live, SimpleNamespace(spark=object())) == "paper-testbed"
