@@ -40,7 +40,7 @@ def test_measure_writes_the_promised_json_and_the_plot_beside_it(testbed, testbe
     assert {"p50_s", "p95_s", "p99_s", "offered_eps", "throughput_eps", "lost_events", "duplicate_events",
             "config"} <= set(measured)
     assert measured["lost_events"] == 0 and measured["offered_eps"] == pytest.approx(300, rel=0.05)
-    assert 0 < measured["p50_s"] <= measured["p95_s"]
+    assert 0 < measured["p50_s"] <= measured["p95_s"], result.output
     png = runs / f"measure-{measured['run_id']}.png"
     assert png.read_bytes()[:4] == b"\x89PNG" and str(png) in " ".join(result.output.split())
     assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]
