@@ -8,6 +8,7 @@ from typer.testing import CliRunner
 
 from cli.main import app
 from cli.measure import resolve_config
+from testbed.harness import prime
 from models.space import check_rules
 
 LOW_LATENCY = Path(__file__).resolve().parents[2] / "testbed" / "configs" / "low-latency.yaml"
@@ -29,6 +30,10 @@ def test_the_papers_hybrid_is_measured_as_an_agent_takes_it_and_the_move_is_said
 
 @pytest.mark.slow
 def test_measure_writes_the_promised_json_and_the_plot_beside_it(testbed, testbed_file, tmp_path, monkeypatch):
+    # A log new to Filebeat waits for its next scan, and the probe's latency series for a stage is born with its
+    # first event: a whole first run arriving in one scrape reads as no increase (p50 NaN), so prime the testbed as
+    # the benches do. Alone, without it, this test failed 5 of 7 times; after other tests it passed.
+    prime(testbed, resolve_config(str(LOW_LATENCY)))
     monkeypatch.chdir(tmp_path)  # where a user would have run it from: nothing may land here
     runs = tmp_path / "runs"
     runs.mkdir()
