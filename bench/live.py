@@ -85,8 +85,8 @@ from testbed.spark_sink import Ledger, job_settings, ledger, logged_request_ids,
 console = Console()
 MIN_THROUGHPUT_RATIO = 0.95  # autotune's default guardrail
 CALIBRATION = "local-filebeat-kafka-fitted"
-# A pipeline ending in a Spark job needs a twin with a Spark stage to screen with: the paper's topology is the one
-# whose learner tunes `spark.trigger.interval` (models.learning.TUNED_BY_TOPOLOGY); none is fitted to this machine.
+# A pipeline ending in a Spark job needs a twin with a Spark stage to screen with, whose learner tunes
+# `spark.trigger.interval` (models.learning.TUNED_BY_TOPOLOGY): the paper testbed's, its Spark stage fitted here.
 SPARK_CALIBRATION = "paper-testbed"
 WAREHOUSE_COUNT = "pipetune_e2e_latency_seconds_count"  # the Spark job's events committed, by stage and node
 TABLE_WAIT_S = 300.0  # how long the table may take to hold what nginx logged, once the load stopped (a bound)

@@ -11,6 +11,7 @@ from typing import Mapping
 
 import numpy as np
 
+from models.components import SPARK_SINK, TOPOLOGIES
 from models.space import PIPELINE_SPACE, Config
 from models.twin import Calibration
 from models.twin.fit import Coefficient, FitResult, Measurement, Predictor, fit, twin_predictor
@@ -71,7 +72,7 @@ def measurements(doc: Mapping) -> list[tuple[str, Measurement]]:
 def fit_spark(doc: Mapping, base: Calibration, *, max_evals: int = 40,
               predict: Predictor | None = None) -> tuple[FitResult, list[ScenarioError]]:
     """Fit the Spark stage's coefficients of `base` to the document's real runs; each run's error before and after."""
-    if base.topology not in ("paper", "filebeat-kafka-spark"):
+    if not TOPOLOGIES[base.topology].passes(SPARK_SINK):
         raise ValueError(f"calibration {base.name!r} has no Spark stage (topology {base.topology!r}; the paper's and "
                          "filebeat-kafka-spark's have)")
     points = measurements(doc)

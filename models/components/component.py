@@ -63,6 +63,10 @@ class Topology:
             upstream_point, upstream = point, component
         return stages
 
+    def passes(self, component: Component) -> bool:
+        """Whether events pass `component` on their way."""
+        return any(c is component for _, c in self.chain)
+
     def tuned(self) -> tuple[str, ...]:
         """The parameters that move a stage, in their components' order: what a learner tunes by default."""
         moving = {name for names in self.stage_params().values() for name in names}

@@ -16,7 +16,9 @@ from typing import Any, Mapping
 
 import yaml
 
-TOPOLOGIES = ("paper", "filebeat-kafka", "filebeat-kafka-spark")
+from models.components import TOPOLOGIES as COMPONENT_TOPOLOGIES
+
+TOPOLOGIES = tuple(COMPONENT_TOPOLOGIES)  # models.components says what each one chains
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from typing import Sequence
 import numpy as np
 
 from models.canary import LatencyHistogram
+from models.components import LOGSTASH, SPARK_SINK, TOPOLOGIES
 from models.observation import Observation
 from models.space import PIPELINE_SPACE, ChangeCost, Config
 from models.twin.calibration import Calibration
@@ -40,7 +41,7 @@ STAGES: dict[str, tuple[tuple[str, str, str], ...]] = {
     "filebeat-kafka": (("nginx->filebeat", "write", "read"), ("filebeat", "read", "sent"),
                        ("filebeat->kafka", "sent", "kafka"), ("kafka->sink", "kafka", "sink")),
 }
-STAGES["filebeat-kafka-spark"] = STAGES["filebeat-kafka"]  # the sink a Spark job's micro-batches
+STAGES["filebeat-kafka-spark"] = STAGES["filebeat-kafka"]  # the same stamps; its sink is a Spark job
 
 
 class Twin:
@@ -56,12 +57,13 @@ class Twin:
         self.config = config
         self.stages = STAGES[calibration.topology]
         env.cpu.charge_many("writer", write_s, calibration.writer.cpu_per_event_s)
-        if calibration.topology in ("paper", "filebeat-kafka-spark"):
+        topology = TOPOLOGIES[calibration.topology]
+        if topology.passes(SPARK_SINK):
             self.sink: SparkSink | ConsumerSink = SparkSink(env, config, float(rng.uniform()))
         else:
             self.sink = ConsumerSink(env, config)
             self.sink.start(0.0)
-        if calibration.topology == "paper":
+        if topology.passes(LOGSTASH):
             self.downstream: Logstash | DirectKafka = Logstash(env, config, self.sink)
         else:
             self.downstream = DirectKafka(env, self.sink)

@@ -3,7 +3,7 @@ pipeline reports."""
 
 import pytest
 
-from models.components import COMPONENTS, TOPOLOGIES, Component, Timer, Topology
+from models.components import COMPONENTS, KAFKA_CONSUMER, LOGSTASH, SPARK_SINK, TOPOLOGIES, Component, Timer, Topology
 from models.components.param import ParamError, param
 from models.presets import PRESETS, preset
 from models.space import PIPELINE_SPACE, RuleError, check_rules
@@ -86,3 +86,10 @@ _PAPER_FAST_SCAN = ("io-control", "hybrid", "ovat-1", "ovat-2", "ovat-3")
 @pytest.mark.parametrize("name", [n for n in PRESETS if n not in _PAPER_FAST_SCAN])
 def test_every_other_preset_keeps_the_components_rules(name: str):
     check_rules(preset(name))
+
+
+def test_a_topology_says_which_components_its_events_pass():
+    assert TOPOLOGIES["paper"].passes(LOGSTASH) and TOPOLOGIES["paper"].passes(SPARK_SINK)
+    assert not TOPOLOGIES["filebeat-kafka-spark"].passes(LOGSTASH)
+    assert TOPOLOGIES["filebeat-kafka-spark"].passes(SPARK_SINK)
+    assert TOPOLOGIES["filebeat-kafka"].passes(KAFKA_CONSUMER) and not TOPOLOGIES["filebeat-kafka"].passes(SPARK_SINK)
