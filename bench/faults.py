@@ -113,7 +113,7 @@ from models.space import PIPELINE_SPACE, Config
 from replay.profiles import Profile, WorkloadSpec
 from testbed import lifecycle, processes
 from testbed.agent import agent_dir, agent_url, client as agent_client, token_file
-from testbed.broker_loss import KILL_AFTER_S, acks_all, kill_broker, leader_of, restart_broker
+from testbed.broker_loss import KILL_AFTER_S, kill_broker, leader_of, restart_broker
 from testbed.calibration_design import LOW_LATENCY
 from testbed.endpoints import live_pipeline
 from testbed.faketime import FakeClock
@@ -731,7 +731,6 @@ def run_broker(injections: int, window_s: float, directory: Path) -> tuple[Fault
     try:
         pipeline = live_pipeline(spec)
         try:
-            acks_all(spec, pipeline)
             windows = Windows(pipeline)
             start = pipeline.current()
             learner = Alternating(*(PIPELINE_SPACE.config({"filebeat.backoff": b}, base=start) for b in BACKOFFS_S))

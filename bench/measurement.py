@@ -46,7 +46,7 @@ from agents.kafka.client import FILE as CONSUMER_PROPERTIES
 from agents.probe.events import HEARTBEAT_MARK, decode_record, heartbeat_of
 from bench.live import applicable, in_components_order
 from bench.result import RESULT_FILE, BenchResult
-from controller.telemetry import PrometheusTelemetry
+from controller.telemetry import PrometheusTelemetry, counted_in
 from models.presets import preset
 from models.space import PIPELINE_SPACE, Config
 from replay.engine import Workload, run
@@ -209,8 +209,8 @@ def measure(spec: PipelineSpec, name: str, config: Config, rate_eps: float, wind
         np.count_nonzero((canary_written > t_a) & (canary_written <= t_b))
 
     def p95(matchers: str) -> float:
-        return telemetry.scalar(f'histogram_quantile(0.95, sum by (le) (increase(pipetune_e2e_latency_seconds_bucket'
-                                f'{{stage="e2e",{matchers}}}[{w}])))', end)
+        buckets = counted_in(f'pipetune_e2e_latency_seconds_bucket{{stage="e2e",{matchers}}}', w)
+        return telemetry.scalar(f"histogram_quantile(0.95, sum by (le) ({buckets}))", end)
 
     canary_log, canary_file = (p95(f'source="canary",node="{node}"') for node in CANARY_NODES)
     return Row(spec.log.format, name, rate_eps, true_p95_s=_p95(true_latency),

@@ -3,7 +3,8 @@
 What is scraped: the probe's latency histograms (`pipetune_e2e_latency_seconds{stage, source, node}`)
 and the records it consumed, and each node agent's sources (`pipetune_source_*`: events appended to
 the harvested files, and the bytes not yet shipped) and Filebeat counters. A window is summarised with
-`increase()` over exactly the window, so percentiles are those of the events that arrived in it.
+`increase()` over exactly the window (a series born inside it counted whole, `counted_in`), so percentiles are
+those of the events that arrived in it.
 
 The offered load is what the sources appended and the throughput what the probe consumed, with or
 without a replay of pipetune's own: the daemon judges the operator's traffic as it judges the testbed's.
@@ -87,6 +88,14 @@ CONSUMED = ("sum({f}(pipetune_records_total[{w}])) or (sum({f}(pipetune_events_t
 NODE_CONSUMED = "sum({f}(" + NODE_RECORDS + "{s}[{w}]))"
 
 
+def counted_in(series: str, w: str) -> str:
+    """PromQL for what each of `series` counted in the window `w` ending at the query's time, counting whole a
+    series born inside it. The probe's latency and per-node series start at their first event: `increase()`
+    alone reads only what a series gained after its first scrape, and a burst that arrived within one scrape
+    interval of a node's first event would read as nothing (a P95 of NaN, a throughput of 0)."""
+    return f"((increase({series}[{w}]) and {series} offset {w}) or ({series} unless {series} offset {w}))"
+
+
 @dataclass(frozen=True)
 class Latency:
     """One latency source's figures over a window."""
@@ -150,6 +159,8 @@ class PrometheusTelemetry:
         """The records the probe consumed, of the telemetry's nodes when scoped, as `function` over `w`."""
         if self.nodes is None:
             return CONSUMED.format(f=function, w=w)
+        if function == "increase":
+            return f"sum({counted_in(NODE_RECORDS + self._sel(), w)})"
         return NODE_CONSUMED.format(f=function, s=self._sel(), w=w)
 
     def _of(self) -> str:
@@ -177,7 +188,7 @@ class PrometheusTelemetry:
         source = "canary" if self.latency_source == "canary" else "event_time"
         w = f"{max(round(end - start), 1)}s"
         of = self._sel(f'stage="{self.latency_stage}"', SOURCE_MATCHERS[source])
-        query = f"sum by (node, le) (increase({HISTOGRAM}_bucket{of}[{w}]))"
+        query = f"sum by (node, le) ({counted_in(HISTOGRAM + '_bucket' + of, w)})"
         result = self._ask(lambda: self.client.custom_query(query, params={"time": f"{end:.3f}"}))
         cumulative: dict[str, dict[float, float]] = {}
         for row in result:
@@ -228,14 +239,14 @@ class PrometheusTelemetry:
         w = f"{max(round(end - start), 1)}s"
         e2e_of = self._sel(f'stage="{self.latency_stage}"', SOURCE_MATCHERS[source])
         hops = self._sel(f'stage!~"e2e|{self.latency_stage}"', SOURCE_MATCHERS[source])
-        e2e = f'sum by (le) (increase({HISTOGRAM}_bucket{e2e_of}[{w}]))'
+        e2e = f"sum by (le) ({counted_in(HISTOGRAM + '_bucket' + e2e_of, w)})"
         quantile = {q: self.scalar(f"histogram_quantile({q}, {e2e})", end) for q in (0.5, 0.95, 0.99)}
-        count = self.scalar(f'sum(increase({HISTOGRAM}_count{e2e_of}[{w}]))', end)
-        total = self.scalar(f'sum(increase({HISTOGRAM}_sum{e2e_of}[{w}]))', end)
-        stages = f'sum by (le, stage) (increase({HISTOGRAM}_bucket{hops}[{w}]))'
+        count = self.scalar(f"sum({counted_in(HISTOGRAM + '_count' + e2e_of, w)})", end)
+        total = self.scalar(f"sum({counted_in(HISTOGRAM + '_sum' + e2e_of, w)})", end)
+        stages = f"sum by (le, stage) ({counted_in(HISTOGRAM + '_bucket' + hops, w)})"
         stage_p95 = self.by_label(f"histogram_quantile(0.95, {stages})", "stage", end)
-        stage_mean = self.by_label(f'sum by (stage) (increase({HISTOGRAM}_sum{hops}[{w}])) / '
-                                   f'sum by (stage) (increase({HISTOGRAM}_count{hops}[{w}]))', "stage", end)
+        stage_mean = self.by_label(f"sum by (stage) ({counted_in(HISTOGRAM + '_sum' + hops, w)}) / "
+                                   f"sum by (stage) ({counted_in(HISTOGRAM + '_count' + hops, w)})", "stage", end)
         rate = f"[{SERIES_RATE_WINDOW_S}s]"
         series = self.series(f'histogram_quantile(0.95, sum by (le) (rate({HISTOGRAM}_bucket{e2e_of}{rate})))',
                              start, end)

@@ -1,6 +1,6 @@
 """A Kafka broker lost and brought back on the testbed's cluster (issue 41, fault 2): the partition's leader found,
-killed with SIGKILL, started again and led again, and Filebeat made to wait for every in-sync replica. Shared by
-the fault's test and `bench.faults`."""
+killed with SIGKILL, started again and led again (Filebeat waits for every in-sync replica:
+testbed.filebeat_layout). Shared by the fault's test and `bench.faults`."""
 
 from __future__ import annotations
 
@@ -14,9 +14,7 @@ from confluent_kafka.admin import AdminClient
 
 from controller.live import LivePipeline
 from controller.pipelines import PipelineUnavailable
-from models.space import PIPELINE_SPACE
 from testbed import lifecycle, processes
-from testbed.filebeat_layout import filebeat_layout
 from testbed.kafka import brokers_ready
 from testbed.pipeline import PipelineSpec
 
@@ -30,19 +28,6 @@ def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None
         if time.monotonic() >= deadline:
             raise TimeoutError(f"{what} not within {timeout_s:g} s")
         time.sleep(0.5)
-
-
-def acks_all(spec: PipelineSpec, pipeline: LivePipeline) -> None:
-    """Filebeat's output waits for every in-sync replica (`required_acks: -1`, acks=all), set in its filebeat.yml by
-    hand as an operator would; a restart-costing change through the agent (which keeps that edit) makes Filebeat
-    read it."""
-    main = filebeat_layout(spec, spec.node_layouts()[0]).home_dir / "filebeat.yml"
-    main.write_text(main.read_text().replace("required_acks: 1\n", "required_acks: -1\n"))
-    start = pipeline.current()
-    report = pipeline.apply(PIPELINE_SPACE.config({"filebeat.queue.mem.events": 2 * start["filebeat.queue.mem.events"]},
-                                                  base=start))
-    if not (report.ok and "filebeat restarted" in report.message and "required_acks: -1\n" in main.read_text()):
-        raise RuntimeError(f"Filebeat not restarted on acks=all: {report.message}")
 
 
 def leader_of(spec: PipelineSpec) -> int:

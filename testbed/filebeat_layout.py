@@ -32,7 +32,7 @@ def filebeat_layout(spec: PipelineSpec, node: NodeLayout | None = None) -> Fileb
         paths += (idle_glob(node.log_path),)
     return FilebeatLayout(paths, spec.filebeat.input, spec.log.format == "multiline-json",
                           tuple(spec.bootstrap.split(",")), spec.filebeat.topic, node.filebeat_http_port,
-                          node.home / "filebeat", name=node.name)
+                          node.home / "filebeat", name=node.name, acks_all=spec.replication_factor > 1)
 
 
 def write_idle_files(log_path: Path, count: int, log_format: str, now_s: float | None = None) -> list[Path]:

@@ -47,6 +47,9 @@ class FilebeatLayout:
     http_port: int
     home_dir: Path
     name: str | None = None  # Filebeat's `name`, published as host.name (the probe's `node`); else the host's name
+    # Wait for every in-sync replica (`required_acks: -1`) where the topic is replicated: with the leader's ack
+    # alone, a leader that moves (the controller's preferred-leader rebalance) truncates what was acknowledged.
+    acks_all: bool = False
 
 
 _GO_PART = re.compile(r"([0-9]*\.?[0-9]+)(ns|us|µs|ms|s|m|h)")
@@ -139,7 +142,7 @@ def render_filebeat_config(layout: FilebeatLayout, config: Config) -> str:
         # output.kafka has no `pipelining`; that parameter only shapes the Logstash output.
         "output.kafka": {"hosts": list(layout.kafka_hosts), "topic": layout.topic, "version": "2.6.0",
                          "bulk_max_size": int(config["filebeat.output.bulk_max_size"]),
-                         "worker": int(config["filebeat.output.worker"]), "required_acks": 1},
+                         "worker": int(config["filebeat.output.worker"]), "required_acks": -1 if layout.acks_all else 1},
         "http": {"enabled": True, "host": "127.0.0.1", "port": layout.http_port},
         "path": {"home": str(layout.home_dir), "config": str(layout.home_dir),
                  "data": str(layout.home_dir / "data"), "logs": str(layout.home_dir / "logs")},

@@ -19,8 +19,9 @@ The contract telemetry reads (names as exported; counters carry Prometheus' `_to
 - `pipetune_node_records_total{node}`: the same records by the node their latencies carry ("" for a
   record that is not a JSON event): a pool's throughput. With sampling on, the records sampled out count
   for the node of the next event observed (the batch's last, at its end): the sum over nodes is exact,
-  each node's share an estimate. A node's series starts at its first record, and `increase()` misses
-  what its first scrape holds: the probe-wide total, there from the start at 0, stays its own counter.
+  each node's share an estimate. A node's series (and its latency series) starts at its first record:
+  the daemon counts a series born inside a window whole (controller.telemetry `counted_in`), where
+  `increase()` alone misses what its first scrape holds.
 - `pipetune_events_total`: events with a usable event time inside the window's range (neither untimed
   nor backfill; heartbeats not included). With sampling, each observed event adds the stride.
 - `pipetune_untimed_events_total`: events whose time is missing or unreadable (examples in the log).

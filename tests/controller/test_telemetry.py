@@ -86,9 +86,9 @@ def _scraped_after(telemetry: PrometheusTelemetry, metric: str, moment: float) -
         time.sleep(0.2)
 
 
-def _sources(registry: CollectorRegistry, events: int, backlog_bytes: int) -> None:
+def _sources(registry: CollectorRegistry, events: int, backlog_bytes: int, node: str = "edge-1") -> None:
     """The agent's metrics: `events` lines of 100 bytes appended, `backlog_bytes` not shipped."""
-    labels = {"path": "/var/log/nginx/access.log", "node": "edge-1"}
+    labels = {"path": "/var/log/nginx/access.log", "node": node}
     Counter("pipetune_source_events", "", list(labels), registry=registry).labels(**labels).inc(events)
     Counter("pipetune_source_bytes", "", list(labels), registry=registry).labels(**labels).inc(100 * events)
     Gauge("pipetune_source_backlog_bytes", "", list(labels), registry=registry).labels(**labels).set(backlog_bytes)
@@ -484,6 +484,43 @@ def test_a_pools_window_holds_only_its_own_nodes(prometheus):
     # a pool none of whose records the probe counted by node: nothing to judge, and the message says why
     with pytest.raises(TelemetryMissing, match="no samples of pipetune_node_records_total .* for nodes pool-c-1"):
         PrometheusTelemetry(telemetry.url, nodes=("pool-c-1",)).window(start_s, end_s)
+
+
+def test_a_nodes_series_born_inside_the_window_counts_whole(prometheus):
+    """The probe starts a node's latency and record series at its first event. A node whose first burst arrives
+    within one scrape interval (a quiet log's first lines after Filebeat's scan) is read with every event of it,
+    not as a window without events."""
+    exporter, telemetry = prometheus
+    node = "born-1"  # a name no other test uses: its series exist in no earlier registry
+
+    def fill(registry: CollectorRegistry):
+        latency = Histogram("pipetune_e2e_latency_seconds", "", ["stage", "source", "node"], buckets=BUCKETS,
+                            registry=registry)
+        records = Counter("pipetune_records", "", registry=registry)
+        node_records = Counter("pipetune_node_records", "", ["node"], registry=registry)
+        records.inc(0)
+        _sources(registry, 0, 0, node)
+
+        def counters() -> None:  # every series of the node is born here, between two scrapes
+            for _ in range(100):
+                latency.labels(stage="e2e", source="event_time", node=node).observe(0.3)
+            latency.labels(stage="filebeat_read", source="event_time", node=node).observe(0.04)
+            node_records.labels(node=node).inc(100)
+            records.inc(100)
+        return counters
+
+    start_s, end_s = _window(exporter, telemetry, fill, "pipetune_records_total")
+    pool = PrometheusTelemetry(telemetry.url, nodes=(node,))
+    window = pool.window(start_s, end_s)
+    assert 0.2 < window.p50_s <= window.p95_s <= 0.5
+    assert window.mean_s == pytest.approx(0.3) and window.stage_p95_s["filebeat_read"] <= 0.05
+    assert window.events_out == 100
+    assert sum(pool.node_histograms(start_s, end_s)[node].counts) == 100
+    # a window that starts after the node's series were born reads only what they gained inside it
+    later = time.time()
+    _scraped_after(telemetry, "pipetune_records_total", later + 0.5)
+    _scraped_after(telemetry, "pipetune_records_total", time.time())
+    assert pool.window(later, time.time()).events_out == 0
 
 
 def test_a_pools_nodes_are_names_a_deployment_allows():

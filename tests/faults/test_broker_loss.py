@@ -19,7 +19,7 @@ from models.policy import Policy
 from models.space import PIPELINE_SPACE
 from replay.profiles import Profile, WorkloadSpec
 from testbed import lifecycle
-from testbed.broker_loss import KILL_AFTER_S, acks_all, kill_broker, leader_of, restart_broker
+from testbed.broker_loss import KILL_AFTER_S, kill_broker, leader_of, restart_broker
 from testbed.endpoints import live_pipeline
 from testbed.harness import BackgroundLoad
 from testbed.pipeline import PipelineSpec, load_pipeline
@@ -51,7 +51,6 @@ def cluster(installed, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pip
 def test_the_leader_killed_while_a_change_is_judged_loses_nothing_and_the_window_is_not_judged(cluster, tmp_path):
     pipeline = live_pipeline(cluster)
     try:
-        acks_all(cluster, pipeline)
         candidate = PIPELINE_SPACE.config({"filebeat.backoff": 0.02}, base=pipeline.current())  # a live change
         learner = Scripted(candidate)
         store = StateStore(tmp_path / "state")

@@ -6,7 +6,7 @@ import os
 import pytest
 import yaml
 
-from agents.filebeat.render import render_filebeat_inputs
+from agents.filebeat.render import render_filebeat_config, render_filebeat_inputs
 from testbed.filebeat_layout import IDLE_LINES, filebeat_layout, idle_glob, write_idle_files
 from testbed.pipeline import MAX_IDLE_FILES, PipelineError, load_pipeline
 from testbed.probe import event_time_spec
@@ -63,6 +63,14 @@ def test_with_idle_files_the_input_globs_the_rotated_files_beside_the_live_log(t
              for name, spec in (("plain", plain), ("idle", idle))}
     assert paths["plain"] == [str(node.log_path)]
     assert paths["idle"] == [str(node.log_path), str(node.log_path) + ".*"]
+
+
+@pytest.mark.parametrize("brokers, acks", [(1, 1), (3, -1)])
+def test_filebeat_waits_for_every_in_sync_replica_where_the_topic_is_replicated(tmp_path, brokers, acks):
+    """With the leader's ack alone, a leader that moves truncates acknowledged events (277 in a bench.fleet run)."""
+    spec = _spec(tmp_path).sized(1, brokers)
+    rendered = yaml.safe_load(render_filebeat_config(filebeat_layout(spec), spec.start_config()))
+    assert rendered["output.kafka"]["required_acks"] == acks
 
 
 @pytest.mark.parametrize("count", [-1, MAX_IDLE_FILES + 1])
