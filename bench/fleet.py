@@ -38,7 +38,7 @@ from pathlib import Path
 import yaml
 from rich.console import Console
 
-from bench.live import canaries, write_trace
+from bench.live import canaries, start_state, write_trace
 from bench.peers import free_port
 from bench.result import RESULT_FILE, BenchResult
 from controller.daemon import Daemon
@@ -137,6 +137,11 @@ def tune(spec: PipelineSpec, args: argparse.Namespace, directory: Path) -> dict:
     """The daemon on the pool for `--tune-minutes`; each step's decision and canary outcome, as it goes."""
     from controller.ray_learner import start_ray  # Ray takes seconds to import: only when tuning
 
+    # A fresh run: a kept decision log and rollout would resume the last run's incumbent, promoted config and
+    # baselines on nodes `up` just started on the defaults (a rerun at 68ff40d did: 0 promotions, every canary
+    # judged against a baseline on the last run's config).
+    start_state(directory / "state", None)
+    (directory / "rollout.json").unlink(missing_ok=True)
     deployment = pool_deployment(spec, directory / "deployment.yaml")
     pool = pool_pipeline(deployment, deployment.pool(POOL), directory).pipeline
     assert isinstance(pool, CanaryPool)
