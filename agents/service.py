@@ -60,11 +60,11 @@ _REFUSED = {409: {"description": "the component is held (`held` names the key, f
             507: {"description": "no space left on a device (`path` names it); nothing written, the version not used"},
             502: {"description": "the component failed and was rolled back (`status: rolled_back`)"}}
 _CHANGE = _REFUSED | {
-    400: {"description": "the body is not JSON"},
+    400: {"description": "a body that cannot be read at all (bytes that are not text)"},
     409: {"description": "`version` not above `highest_version` or reused for other values (`field`: version), or "
                          "the component held (`held` names the key, file and line)"},
-    422: {"description": "a value out of range or unknown (`field`, `allowed`), or rejected by the component's own "
-                         "check (`status: rejected`)"}}
+    422: {"description": "a body that is not JSON, a value out of range or unknown (`field`, `allowed`), or rejected "
+                         "by the component's own check (`status: rejected`)"}}
 _ROLLBACK = _REFUSED | {409: {"description": "no earlier version, or the component held (`held`)"}}
 
 

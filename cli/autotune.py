@@ -149,12 +149,13 @@ def _request_budget(flag: str) -> RequestBudget | None:
                                             "a number of requests per second > 0"))
 
 
-def _default_calibration(live: LivePipeline | None, spec: PipelineSpec | None) -> str:
+def _default_calibration(described: Deployment | None) -> str:
     """The twin the learner screens with when none is named: the paper's node on the twin; live, the paper testbed's
-    when a Spark job ends the pipeline (its Spark stage the learner tunes), else this machine's Filebeat -> Kafka."""
-    if not live:
+    when a Spark job ends the pipeline (the deployment's latency is to its table; its Spark stage the learner
+    tunes), else this machine's Filebeat -> Kafka. Read from the deployment, whatever drives the load."""
+    if described is None:
         return "paper-2vcpu"
-    return "paper-testbed" if spec is not None and spec.spark is not None else "local-filebeat-kafka"
+    return "paper-testbed" if described.latency.stage == "warehouse" else "local-filebeat-kafka"
 
 
 def autotune_command(
@@ -175,7 +176,7 @@ def autotune_command(
     state_dir: Optional[Path] = typer.Option(None, help="State directory; an existing one is resumed (default: a new one under ~/.cache/pipetune/runs)."),
     ray_address: Optional[str] = typer.Option(None, help="Join this Ray cluster instead of starting a local one."),
     seed: int = typer.Option(0, help="Seed of the workload and the learner."),
-    plot: Optional[Path] = typer.Option(None, help="PNG of P95 over time with changes marked (default: in the state dir)."),
+    plot: Optional[Path] = typer.Option(None, help="PNG of P95 over time with changes marked (default: in the state dir; with several pools, one in each pool's)."),
     json_path: Optional[Path] = typer.Option(None, "--json", help="Write the run's figures as JSON here."),
     api_port: Optional[int] = typer.Option(None, help="Serve the REST API and status page on this port while tuning."),
     api_host: str = typer.Option("127.0.0.1", help="Address the API binds (off loopback: --api-tls-cert/--api-tls-key or --api-insecure-http)."),
@@ -214,7 +215,7 @@ def autotune_command(
                   "files, throughput what the probe consumes, backlog the files' unshipped events and the "
                   "consumer group's lag")
     try:
-        cal = load_calibration(calibration or _default_calibration(live, spec))
+        cal = load_calibration(calibration or _default_calibration(described))
     except (KeyError, FileNotFoundError, ValueError) as exc:
         raise typer.BadParameter(str(exc).splitlines()[0], param_hint="--calibration") from None
     policy = Policy(mode=mode, min_throughput_ratio=min_throughput_ratio, p95_ceiling_s=slo_p95, cpu_budget=budget,
@@ -223,9 +224,13 @@ def autotune_command(
     directory = state_dir or Path.home() / ".cache" / "pipetune" / "runs" / time.strftime("%Y%m%d-%H%M%S")
     if described is not None and len(described.pool_specs()) > 1:
         live.close()  # it asked every agent once; each pool gets a pipeline over its own nodes
+        if plot is not None:
+            raise typer.BadParameter("one PNG per pool: with several pools each is autotune.png in the pool's state "
+                                     "directory (pools/NAME/)", param_hint="--plot")
         _autotune_pools(described, spec, PoolsSetup(policy, strategy, cal, seed, WorkloadSpec(profile, rate, seed=seed),
                                                      window, windows, directory, ray_address, on_exit),
-                        api=(token, api_host, api_port, scheme, api_ssl) if api_port is not None else None)
+                        api=(token, api_host, api_port, scheme, api_ssl) if api_port is not None else None,
+                        json_path=json_path)
         return
     driven = Driven.direct(live, live.node_versions) if live else None
     pool, managers = DEFAULT_POOL, None  # the twin takes every parameter
@@ -351,9 +356,10 @@ class PoolsSetup:
 
 
 def _autotune_pools(deployment: Deployment, spec: PipelineSpec | None, setup: PoolsSetup,
-                    api: tuple[str, str, int, str, dict] | None) -> None:
+                    api: tuple[str, str, int, str, dict] | None, json_path: Path | None) -> None:
     """Every pool of `deployment` in this process: a daemon each, in a thread of its own, its learner a Ray
-    actor of its own, its state in `pools/NAME` of the state directory; one line per decision, pool first."""
+    actor of its own, its state in `pools/NAME` of the state directory; one line per decision, pool first; at the
+    end each pool's plot in its directory and, with `json_path`, every pool's windows and figures."""
     from controller.ray_learner import node_for, start_ray
 
     err.print(f"[dim]starting Ray{' at ' + setup.ray_address if setup.ray_address else ''}; "
@@ -382,11 +388,17 @@ def _autotune_pools(deployment: Deployment, spec: PipelineSpec | None, setup: Po
     span_s = (setup.windows or TWIN_WINDOWS) * setup.window_s
     numbers = WindowNumbers(setup.windows)
     background = BackgroundLoad(spec, replace(setup.workload, duration_s=span_s)) if spec else None
+    decided: dict[str, deque[Decision]] = {run.name: deque(maxlen=KEPT_WINDOWS) for run in runs}
+
+    def on_decision(pool: str, decision: Decision) -> None:
+        decided[pool].append(decision)
+        err.print(pool_line(pool, decision, numbers), markup=False, highlight=False, soft_wrap=True)
+
     with background or nullcontext(), stop_on_signals(runner.stop):
-        runner.start(setup.windows, on_decision=lambda pool, d: err.print(pool_line(pool, d, numbers),
-                                                                          markup=False, highlight=False, soft_wrap=True))
+        runner.start(setup.windows, on_decision=on_decision)
         while not runner.join(1.0):
             pass  # wakes every second so a signal is handled at once
+    figures = {}
     for run in runs:
         if setup.on_exit == "revert" and run.daemon is not None and run.started_from is not None:
             err.print(pool_line(run.name, run.daemon.revert(run.started_from), numbers),
@@ -396,6 +408,15 @@ def _autotune_pools(deployment: Deployment, spec: PipelineSpec | None, setup: Po
         said = (f"ended: {run.error}" if run.error else "never answered: nothing tuned" if daemon is None else
                 f"{daemon.window} windows, rollbacks {daemon.rollbacks}, seconds in guardrail violation "
                 f"{daemon.violation_s:g}, decision log {run.store.dir / 'decisions.jsonl'}")
+        if decided[run.name]:
+            plot_path = new_plot_path(run.store.dir)
+            plot_run(decided[run.name], plot_path, None, f"pool {run.name!r}")
+            said += f", plot {plot_path}"
         err.print(f"pool {run.name}: {said}")
+        figures[run.name] = {"windows": [vars(d) for d in decided[run.name]], "error": run.error,
+                             "rollbacks": daemon.rollbacks if daemon else 0,
+                             "violation_s": daemon.violation_s if daemon else 0.0, "state_dir": str(run.store.dir)}
+    if json_path:
+        json_path.write_text(json.dumps({"pools": figures}, indent=1, default=str))
     if any(run.error for run in runs):
         raise typer.Exit(1)

@@ -473,6 +473,7 @@ class CanaryPool:
         judged yet is taken back. What was found and done is kept in `recovered` for the decision log."""
         phase = self.state.phase
         if phase is Phase.STEADY:
+            self._adopt_what_the_nodes_run()
             return
         changed = Config(self.state.promoted).diff(Config(self.state.candidate or {}))
         found = (f"version {self.state.version + 1} ({', '.join(f'{k} {a} → {b}' for k, (a, b) in changed.items())}) "
@@ -482,6 +483,27 @@ class CanaryPool:
         except PipelineUnavailable as err:  # held until the node answers: `observe` finishes it then
             done = str(err)
         self.state.recovered = f"the daemon restarted in the middle of a rollout: found {found}; {done}"
+        self._save()
+
+    def _adopt_what_the_nodes_run(self) -> None:
+        """A pool resumed steady whose nodes all run one config other than the promoted one (changed outside its
+        rollout while the daemon was stopped: redeployed, restarted on their files, edited by hand) takes that config
+        as its promoted version: a canary taken back to the stored one would stand apart from its controls, and no
+        later canary would start from a common baseline (a bench.fleet rerun on a kept state: 0 of 7 judged)."""
+        try:
+            running = [dict(self.nodes[node].current()) for node in self._order()]
+        except PipelineUnavailable:
+            return  # a node that does not answer is the rollout's to wait for, as found
+        if any(config != running[0] for config in running) or running[0] == self.state.promoted:
+            return
+        changed = Config(self.state.promoted).diff(Config(running[0]))
+        self.state.promoted, self.state.version = running[0], self.state.version + 1
+        self.state.known = [*[c for c in self.state.known if c != running[0]][-(KNOWN_CONFIGS - 1):], running[0]]
+        self.state.baseline_ratios = []  # of the stored version, not of this one
+        self.state.nodes = [NodeVersion(node, self.state.version, NodeState.PROMOTED) for node in self._order()]
+        self.state.recovered = (f"every node runs a config other than the promoted version {self.state.version - 1} "
+                                f"({', '.join(f'{k} {b} where it was {a}' for k, (a, b) in changed.items())}): changed "
+                                f"outside the rollout, taken as version {self.state.version}")
         self._save()
 
     def _finish(self, why_canary: str) -> tuple[str, dict[str, ApplyReport]]:

@@ -34,7 +34,7 @@ class BreachKind(StrEnum):
     BEHIND = "behind"  # output fell behind input
     BACKLOG = "backlog"  # backlog grew faster than tolerated
     CEILING = "ceiling"  # P95 above the policy's ceiling
-    BUDGET = "budget"  # a component's CPU above its budget
+    BUDGET = "budget"  # a running cost above its budget: a component's CPU, or Kafka's Produce requests
 
     @property
     def throughput(self) -> bool:

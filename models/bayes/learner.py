@@ -28,8 +28,9 @@ It is Bayesian optimisation with Gaussian processes (scikit-learn), made safe an
 - Pre-screening (optional). The best few candidates are simulated on a twin (`TwinScreen`) and only
   one it expects to keep up is proposed (`rules.screen_pick`).
 
-`_search` makes one window's decision from the rules in `rules`, each a named function. Every number is in
-`LearnerSettings`; docs/learner.md describes the learner in full.
+`_search` makes one window's decision from the rules in `rules`, each a named function. Every number of its own
+is in `LearnerSettings` (those it shares with the daemon and the screen are where they act: `LOAD_SHIFT`,
+`SPARE_MAX`, `SCREEN_STEP`); docs/learner.md describes the learner in full.
 """
 
 from __future__ import annotations

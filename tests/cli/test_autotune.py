@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 PIPETUNE = str(Path(sys.executable).with_name("pipetune"))
+PAPER = Path(__file__).parents[2] / "testbed" / "paper.yaml"  # the paper's pipeline, ending in a Spark job
 
 
 def _run(*args, timeout=600):
@@ -167,12 +168,11 @@ def test_the_end_summary_says_each_budgeted_cost_in_its_unit():
 
 
 def test_the_twin_a_live_run_screens_with_has_the_spark_stage_its_pipeline_ends_in():
-    from types import SimpleNamespace
-
+    """Whether autotune drives the testbed's replay or not (`--load none`): the deployment says where it ends."""
     from cli.autotune import _default_calibration
+    from testbed.endpoints import deployment
+    from testbed.pipeline import load_pipeline
 
-    live = object()  # a live pipeline: only whether there is one counts
-    assert _default_calibration(None, None) == "paper-2vcpu"
-    assert _default_calibration(live, None) == "local-filebeat-kafka"  # an operator's deployment file
-    assert _default_calibration(live, SimpleNamespace(spark=None)) == "local-filebeat-kafka"
-    assert _default_calibration(live, SimpleNamespace(spark=object())) == "paper-testbed"
+    assert _default_calibration(None) == "paper-2vcpu"
+    assert _default_calibration(deployment(load_pipeline())) == "local-filebeat-kafka"
+    assert _default_calibration(deployment(load_pipeline(PAPER))) == "paper-testbed"

@@ -111,8 +111,9 @@ def test_one_daemon_runs_every_pool_of_a_deployment(tmp_path, three_agents, ray_
     (tmp_path / "edge-1.token").write_text(TOKEN)
     state = tmp_path / "state"
     result = runner.invoke(app, ["autotune", "--pipeline", str(path), "--windows", "2", "--window", "0.2",
-                                 "--state-dir", str(state)])
+                                 "--state-dir", str(state), "--json", str(tmp_path / "run.json")])
     assert result.exit_code == 0, result.output
+    figures = json.loads((tmp_path / "run.json").read_text())["pools"]
     pools = load_pool_dirs(state)
     assert [(p.name, p.nodes) for p in pools] == [("edge", ("node-1", "node-2")), ("core", ("node-3",))]
     for pool in pools:
@@ -121,6 +122,8 @@ def test_one_daemon_runs_every_pool_of_a_deployment(tmp_path, three_agents, ray_
         assert len(decisions) >= 2 and {d["action"] for d in decisions} == {"frozen"}
         assert "Prometheus" in decisions[-1]["reason"]
         assert json.loads((pool.directory / "status.json").read_text())["pipeline"] == pool.name
+        assert (pool.directory / "autotune.png").read_bytes()[:4] == b"\x89PNG"
+        assert len(figures[pool.name]["windows"]) >= 2 and figures[pool.name]["rollbacks"] == 0
     said = " ".join(result.output.split())
     # the warm-up window, unreadable too, is recorded as well: three windows each
     assert "pools: edge (node-1, node-2); core (node-3)" in said and "pool core: 3 windows" in said

@@ -262,6 +262,29 @@ def test_a_restart_finishes_a_promotion_judged_better(tmp_path):
     assert _versions(restarted)["node-4"] == (1, NodeState.PROMOTED)
 
 
+def test_a_restart_that_finds_every_node_on_another_config_takes_it_as_promoted(tmp_path):
+    """The nodes were reset while the daemon was stopped (redeployed on their files): a canary taken back goes back to
+    what its controls run, not to the stored promoted config, so a later canary starts where its controls stand."""
+    pool, nodes, windows, _ = _pool(tmp_path, loads=[1.0])
+    _window(pool)
+    pool.realize(FASTER)
+    _window(pool)  # promoted everywhere
+    for node in nodes.values():
+        node.config = DEFAULTS
+    restarted = CanaryPool(nodes, windows, pool.plan, tmp_path / "rollout.json", max_windows=1)
+    assert restarted.current() == DEFAULTS and "changed outside the rollout, taken as version 2" in \
+        restarted.state.recovered and _versions(restarted) == {name: (2, NodeState.PROMOTED) for name in NODES}
+    nodes["node-1"].slow_on = SLOWER
+    _window(restarted)
+    restarted.realize(SLOWER)
+    assert _trial(restarted)[-1].kind is OutcomeKind.REVERTED
+    assert nodes["node-1"].config == DEFAULTS and "no common baseline" not in restarted.state.judgement
+    # nodes that do not agree are the rollout's to bring together: the stored promoted config stands
+    for name, node in nodes.items():
+        node.config = FASTER if name == "node-2" else SLOWER
+    assert CanaryPool(nodes, windows, pool.plan, tmp_path / "rollout.json", max_windows=1).current() == DEFAULTS
+
+
 def test_a_restart_reverts_a_canary_not_yet_judged(tmp_path):
     pool, nodes, windows, _ = _pool(tmp_path, loads=[1.0])
     _window(pool)
