@@ -414,9 +414,8 @@ class CanaryPool:
             if self._judge_step(last, window, promoted, [n for n in step if n not in promoted]):
                 return reports
             last = window
-        known = [c for c in self.state.known if c != dict(candidate)][-(KNOWN_CONFIGS - 1):]
         self.state = replace(self.state, promoted=dict(candidate), version=version, candidate=None,
-                             phase=Phase.STEADY, known=[*known, dict(candidate)], baseline_ratios=[])
+                             phase=Phase.STEADY, known=self._known_with(dict(candidate)), baseline_ratios=[])
         self._save()
         return reports
 
@@ -498,13 +497,16 @@ class CanaryPool:
             return
         changed = Config(self.state.promoted).diff(Config(running[0]))
         self.state.promoted, self.state.version = running[0], self.state.version + 1
-        self.state.known = [*[c for c in self.state.known if c != running[0]][-(KNOWN_CONFIGS - 1):], running[0]]
+        self.state.known = self._known_with(running[0])
         self.state.baseline_ratios = []  # of the stored version, not of this one
-        self.state.nodes = [NodeVersion(node, self.state.version, NodeState.PROMOTED) for node in self._order()]
         self.state.recovered = (f"every node runs a config other than the promoted version {self.state.version - 1} "
                                 f"({', '.join(f'{k} {b} where it was {a}' for k, (a, b) in changed.items())}): changed "
                                 f"outside the rollout, taken as version {self.state.version}")
-        self._save()
+        self._set(self._order(), self.state.version, NodeState.PROMOTED)
+
+    def _known_with(self, config: dict) -> list[dict]:
+        """The configs the pool ran in full, `config` the latest, at most `KNOWN_CONFIGS`."""
+        return [*[c for c in self.state.known if c != config][-(KNOWN_CONFIGS - 1):], config]
 
     def _finish(self, why_canary: str) -> tuple[str, dict[str, ApplyReport]]:
         """Every node on one config from a rollout left half done (see `_recover`): what was done and where the nodes
