@@ -219,6 +219,8 @@ class Daemon:
             self._record(Decision(window=self.window, t_s=self.t_s, config=dict(self.pipeline.current()),
                                   observed=_unobserved(0.0), action=Action.RECOVER, reason=rollout.recovered,
                                   rollout=rollout))
+        elif rollout is None:  # a pool's rollout reads its nodes itself (`CanaryPool`)
+            self._adopt_a_change_made_while_stopped()
         self.t_s += self.window_s
         try:
             self.pipeline.observe(self.window_s)
@@ -226,6 +228,36 @@ class Daemon:
             self._record(self._unavailable(err))
         except Exception as err:  # the loop goes on, as after any window's
             self._failed(err)
+
+    def _adopt_a_change_made_while_stopped(self) -> None:
+        """A resumed daemon whose pipeline runs a config it did not leave in force (an operator's edit or a
+        redeploy while it was stopped) takes that config as its incumbent, to be measured afresh, and records so:
+        held to the stored incumbent, its first decision would have been to go back to it, undoing the edit with
+        no word of it. The stored incumbent's windows stay in what the learner knows; a return to it is then a
+        change the learner proposes for a gain it names. Left in force means the last decision's config, or that
+        config with the decision's change (a change whose apply failed left the config as it was)."""
+        if self.store is None or self.incumbent is None:
+            return
+        last = next(self.store.decisions_newest_first(), None)
+        if last is None:
+            return
+        before = PIPELINE_SPACE.config(last["config"])
+        after = PIPELINE_SPACE.config({k: to for k, (_, to) in last.get("change", {}).items()}, base=before)
+        try:
+            running = self.pipeline.current()
+        except PipelineUnavailable:  # nothing to compare with: the first window it can read holds, as any does
+            return
+        if running in (before, after):
+            return
+        changed = ", ".join(f"{k} {a} → {b}" for k, (a, b) in _change(after, running).items())
+        reason = (f"the pipeline runs a config pipetune did not leave in force ({changed}): changed while the daemon "
+                  f"was stopped; it is the incumbent now, to be measured afresh (the stored incumbent, P95 "
+                  f"{self.incumbent.p95_s:.3f} s, stays in what the learner knows)")
+        log.warning("%s: %s", self.name, reason)
+        self.incumbent = None
+        self.store.forget_incumbent()
+        self._record(Decision(window=self.window, t_s=self.t_s, config=dict(running), observed=_unobserved(0.0),
+                              action=Action.RECOVER, reason=reason))
 
     def _sync(self) -> None:
         """Adopt what people changed in the state directory since the last decision."""

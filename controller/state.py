@@ -66,7 +66,7 @@ class Action(StrEnum):
     PAUSED = "paused"  # a person paused the tuner
     REVERT = "revert"  # stopping with --on-exit revert: the config the daemon started from is back
     ERROR = "error"  # the window ended in an unexpected error: recorded, and the next window goes on
-    RECOVER = "recover"  # started after a kill mid-rollout: what it found half done, and how it put one config back
+    RECOVER = "recover"  # on start: a rollout cut short by a kill mended, or a config changed while stopped adopted
 
 
 class NodeRolloutReport(BaseModel):
@@ -382,6 +382,10 @@ class StateStore:
 
     def save_incumbent(self, incumbent: Incumbent) -> None:
         self._write("incumbent.json", incumbent.report().model_dump())
+
+    def forget_incumbent(self) -> None:
+        """No incumbent from now on: the next window's config becomes it (the pipeline changed under the daemon)."""
+        (self.dir / "incumbent.json").unlink(missing_ok=True)
 
     def load_incumbent(self) -> Incumbent | None:
         path = self.dir / "incumbent.json"

@@ -297,6 +297,39 @@ def test_state_survives_a_restart_of_the_daemon(tmp_path):
     assert store.load_status()["learner"]["observations"] == 5  # the four resumed and the one measured since
 
 
+class HoldsTheIncumbent(Scripted):
+    """A converged learner: it keeps whatever config the daemon holds as its incumbent."""
+
+    def suggest(self, context):
+        return Suggestion(context.incumbent, "converged: keep the incumbent")
+
+
+def test_a_config_changed_while_the_daemon_was_stopped_is_adopted_and_said_not_undone(tmp_path):
+    tuned = PIPELINE_SPACE.config({**preset("defaults"), "filebeat.backoff": 0.1})
+    daemon, _ = _daemon(HoldsTheIncumbent(), store=StateStore(tmp_path), start=tuned)
+    for _ in range(3):
+        daemon.step()
+    assert StateStore(tmp_path).load_incumbent().config == tuned
+    edited = PIPELINE_SPACE.config({**tuned, "filebeat.backoff": 0.5})  # an operator's edit while it was stopped
+    again, pipeline = _daemon(HoldsTheIncumbent(), store=StateStore(tmp_path), start=edited)
+    again.resume()
+    recovered = StateStore(tmp_path).decisions()[-1]
+    assert recovered["action"] == "recover" and "filebeat.backoff 0.1 → 0.5" in recovered["reason"]
+    decision = again.step()
+    assert decision.action == "hold" and pipeline.current() == edited  # held to the stored one it went back
+    assert again.incumbent.config == edited and StateStore(tmp_path).load_incumbent().config == edited
+
+
+def test_a_resume_on_the_config_pipetune_left_in_force_records_nothing_more(tmp_path):
+    candidate = PIPELINE_SPACE.config({**preset("defaults"), "filebeat.backoff": 0.2})
+    daemon, pipeline = _daemon(Scripted(candidate), store=StateStore(tmp_path))
+    assert daemon.step().action == "explore"  # the candidate applied, not measured yet: then the daemon stops
+    for left in (pipeline.current(), preset("defaults")):  # the candidate in force, or its apply undone
+        decisions = len(StateStore(tmp_path).decisions())
+        _daemon(HoldsTheIncumbent(), store=StateStore(tmp_path), start=left)
+        assert len(StateStore(tmp_path).decisions()) == decisions
+
+
 def test_resume_judges_a_window_stored_without_its_verdict(tmp_path):
     store = StateStore(tmp_path)
     config = preset("defaults")
