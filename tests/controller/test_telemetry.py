@@ -146,8 +146,8 @@ def test_the_latency_source_is_the_one_the_deployment_names(prometheus):
 
 def test_the_warehouse_stage_is_the_latency_when_the_deployment_names_it(prometheus):
     """A Spark job's `warehouse` stage (testbed/spark_job.py: write -> the micro-batch committed) beside the probe's
-    `e2e`: with `latency_stage="warehouse"` the window's percentiles and each node's histogram are the table's, and
-    the other stages stay per-stage figures."""
+    `e2e`: with `latency_stage="warehouse"` the window's percentiles, its throughput and each node's histogram are the
+    table's (a job behind the topic reads behind), and the other stages stay per-stage figures."""
     exporter, telemetry = prometheus
 
     def fill(registry: CollectorRegistry):
@@ -160,10 +160,11 @@ def test_the_warehouse_stage_is_the_latency_when_the_deployment_names_it(prometh
         _sources(registry, 0, 0)
 
         def counters() -> None:
-            for _ in range(100):
+            for i in range(100):
                 latency.labels(stage="e2e", source="event_time", node="edge-1").observe(0.008)
-                latency.labels(stage="warehouse", source="event_time", node="edge-1").observe(3.0)
-                latency.labels(stage="warehouse_commit", source="event_time", node="edge-1").observe(0.8)
+                if i < 40:  # the Spark job committed 40 of the 100 records the probe consumed from the topic
+                    latency.labels(stage="warehouse", source="event_time", node="edge-1").observe(3.0)
+                    latency.labels(stage="warehouse_commit", source="event_time", node="edge-1").observe(0.8)
             records.inc(100)
         return counters
 
@@ -175,6 +176,8 @@ def test_the_warehouse_stage_is_the_latency_when_the_deployment_names_it(prometh
     assert 2.0 < to_table.p95_s <= 5.0 and 2.0 < to_table.p50_s <= 5.0
     assert set(to_table.stage_p95_s) == {"warehouse_commit"}
     assert 0.5 < to_table.stage_p95_s["warehouse_commit"] <= 1.0
+    assert to_table.events_out == pytest.approx(0.4 * to_kafka.events_out, rel=0.05)  # the rows, not the records
+    assert to_table.throughput_eps == pytest.approx(0.4 * to_kafka.throughput_eps, rel=0.05)
     counts = table.node_histograms(start_s, end_s)["edge-1"].counts  # increase() extrapolates: ~100, not exactly
     assert counts[BUCKETS.index(5.0)] == sum(counts) > 0  # every one in (2, 5] s
     with pytest.raises(ValueError, match="latency stage warehouse: only events reach the table"):
