@@ -19,7 +19,7 @@ from agents.probe.events import MERGED, PUBLISH_CONSUME
 from controller.agent_changes import by_component, owned_params
 from controller.clocks import NodeClocks
 from controller.pipelines import ApplyReport, PipelineUnavailable
-from controller.telemetry import TelemetrySource
+from controller.telemetry import SINK_SPAN, TelemetrySource
 from models.disturbance import clock_disturbance, combined
 from models.observation import Observation
 from models.space import Config, Value
@@ -38,7 +38,7 @@ TWIN_STAGES = {"filebeat_read": "nginx->filebeat", "filebeat_publish": "filebeat
 # stage is the job's span from Kafka's append to the batch committed, which its trigger moves; the probe's consume
 # is then a side reader's, off that way, and no stage of the pipeline's. Read as the sink, it hid the job's seconds
 # from the learner, which then saw no gain in any Spark setting (bench.live on the paper pipeline: 3 Spark changes).
-WAREHOUSE_STAGES = TWIN_STAGES | {"kafka_consume": None, "kafka_commit": "kafka->sink"}
+WAREHOUSE_STAGES = TWIN_STAGES | {"kafka_consume": None, SINK_SPAN: "kafka->sink"}
 
 
 def _twin_stages(by_stage: dict[str, float], latency_stage: str) -> dict[str, float]:

@@ -54,6 +54,9 @@ HISTOGRAM = "pipetune_e2e_latency_seconds"
 # The stage whose latency the learner optimises: the probe's end to end (written -> consumed from Kafka), or, for a
 # pipeline ending in a Spark job (testbed/spark_job.py), to the micro-batch committed into the table.
 LATENCY_STAGES = ("e2e", "warehouse")
+# A Spark job's span from Kafka's append to its batch committed (testbed/spark_job.py): the time an event spends in
+# the micro-batch sink, whose rows are a warehouse window's output.
+SINK_SPAN = "kafka_commit"
 SERIES_RATE_WINDOW_S = 5  # per-second series are rates over this many seconds
 NODE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")  # a deployment's node names (controller.deployment.NodeSpec)
 LatencySource = Literal["event_time", "canary", "worst"]
@@ -284,6 +287,7 @@ class PrometheusTelemetry:
             raise TelemetryMissing(f"telemetry (Prometheus at {self.url}): {', '.join(gaps)} restarted in the window "
                                    f"or not scraped at its end: its counts miss part of it, nothing to judge")
         latency = self._latency(start, end)
+        sink_held = 0.0
         if self.latency_stage == "warehouse":
             # What the pipeline carried is what reached the table. The probe consumes the topic, before the Spark job:
             # counted there, a job that fell behind read as keeping up (a batch limit of 7 records at 485 ev/s kept
@@ -293,6 +297,8 @@ class PrometheusTelemetry:
                 raise TelemetryMissing(f"telemetry (Prometheus at {self.url}): no samples of {HISTOGRAM}_count"
                                        f'{{stage="warehouse"}} (the Spark job\'s /metrics){self._of()} in the window: '
                                        f"nothing committed to the table yet{self._down(end)}")
+            # Its rows come a batch at a time: what the job holds (Little's law) a window's end may cut off
+            sink_held = appended / seconds * _num(latency.stage_mean_s.get(SINK_SPAN, latency.mean_s))
         # Every latency is read from the probe's histograms, whose first bucket is a millisecond wide (canaries are
         # stamped in ms too); the pipeline's own event times may be coarser, as coarse as 1 s.
         clock_s = 0.0 if self.latency_source == "canary" else \
@@ -345,6 +351,7 @@ class PrometheusTelemetry:
             kafka_bytes_in_per_s=bytes_in / seconds if math.isfinite(bytes_in) else None, series=series,
             latency_resolution_s=resolution_s,
             disturbance=combined(disturbance(brokers, offline, lag_rise), self._restarts(start, end)),
+            sink_held_events=sink_held if math.isfinite(sink_held) else 0.0,
         )
 
     def _restarts(self, start: float, end: float) -> Disturbance | None:

@@ -60,6 +60,10 @@ class Observation:
     # What the Kafka cluster did in the window that its figures measure instead of the config (a broker lost,
     # leaders moved, replicas out of sync): such a window is not judged. None: a steady cluster, or one not read.
     disturbance: Disturbance | None = None
+    # Events a micro-batch sink (a Spark job) holds at the window's end while it keeps up, where the window's output
+    # is what it committed (live: the offered rate × the mean time an event spends in it, Little's law): its output
+    # comes a batch at a time, so a window's end may cut one. 0: the output is counted as it flows (the probe's).
+    sink_held_events: float = 0.0
 
     @property
     def throughput_ratio(self) -> float:

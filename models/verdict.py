@@ -122,10 +122,17 @@ def _shortfall_events(observation: Observation) -> float:
     return (observation.offered_eps - observation.throughput_eps) * observation.duration_s
 
 
+def _held_events(observation: Observation, config: Config | None) -> float:
+    """What the window's end may cut out of the output of a pipeline that keeps up: what `config` holds in its
+    buffers (None: unknown, nothing excused) and what a micro-batch sink holds (`Observation.sink_held_events`)."""
+    held = buffered_events(config, observation.offered_eps) if config is not None else 0.0
+    return held + observation.sink_held_events
+
+
 def _allowed_shortfall_events(observation: Observation, policy: Policy, config: Config) -> float:
-    """The shortfall a window that keeps up may show (`Observation.shortfall_allowed`), with what `config` holds
-    in its buffers excused."""
-    return observation.shortfall_allowed(policy.min_throughput_ratio, buffered_events(config, observation.offered_eps))
+    """The shortfall a window that keeps up may show (`Observation.shortfall_allowed`), with what it holds
+    excused (`_held_events`)."""
+    return observation.shortfall_allowed(policy.min_throughput_ratio, _held_events(observation, config))
 
 
 def drain(observation: Observation, policy: Policy, config: Config, settled_events: float | None = None) -> Drain:
@@ -142,7 +149,7 @@ def drain(observation: Observation, policy: Policy, config: Config, settled_even
     surplus = -_shortfall_events(observation)
     share = 1.0 - policy.min_throughput_ratio
     tolerated = share * observation.offered_eps * observation.duration_s
-    buffered = buffered_events(config, observation.offered_eps)
+    buffered = _held_events(observation, config)
     if surplus <= min(buffered, tolerated):
         return Drain.NONE
     if observation.p95_s > QUEUE_TAIL_RATIO * observation.p50_s:
@@ -197,7 +204,7 @@ def judge(observation: Observation, policy: Policy, config: Config | None, previ
     found: list[Breach] = []
     min_ratio = policy.min_throughput_ratio
     duration_s = observation.duration_s
-    buffered = buffered_events(config, observation.offered_eps) if config is not None else 0.0
+    buffered = _held_events(observation, config)
     allowed = observation.shortfall_allowed(min_ratio, buffered)
     shortfall = _shortfall_events(observation)
     if shortfall > allowed:

@@ -86,12 +86,19 @@ def _scraped_after(telemetry: PrometheusTelemetry, metric: str, moment: float) -
         time.sleep(0.2)
 
 
-def _sources(registry: CollectorRegistry, events: int, backlog_bytes: int, node: str = "edge-1") -> None:
-    """The agent's metrics: `events` lines of 100 bytes appended, `backlog_bytes` not shipped."""
+def _sources(registry: CollectorRegistry, events: int, backlog_bytes: int, node: str = "edge-1"):
+    """The agent's metrics: `events` lines of 100 bytes appended, `backlog_bytes` not shipped; returns a function
+    that appends more."""
     labels = {"path": "/var/log/nginx/access.log", "node": node}
-    Counter("pipetune_source_events", "", list(labels), registry=registry).labels(**labels).inc(events)
-    Counter("pipetune_source_bytes", "", list(labels), registry=registry).labels(**labels).inc(100 * events)
+    appended = Counter("pipetune_source_events", "", list(labels), registry=registry).labels(**labels)
+    appended_bytes = Counter("pipetune_source_bytes", "", list(labels), registry=registry).labels(**labels)
     Gauge("pipetune_source_backlog_bytes", "", list(labels), registry=registry).labels(**labels).set(backlog_bytes)
+
+    def append(more: int) -> None:
+        appended.inc(more)
+        appended_bytes.inc(100 * more)
+    append(events)
+    return append
 
 
 def _window(exporter: Exporter, telemetry: PrometheusTelemetry, fill, probe_counter: str) -> tuple[float, float]:
@@ -157,9 +164,10 @@ def test_the_warehouse_stage_is_the_latency_when_the_deployment_names_it(prometh
         for stage in ("e2e", "warehouse", "warehouse_commit"):
             latency.labels(stage=stage, source="event_time", node="edge-1")
         records.inc(0)
-        _sources(registry, 0, 0)
+        append = _sources(registry, 0, 0)
 
         def counters() -> None:
+            append(100)
             for i in range(100):
                 latency.labels(stage="e2e", source="event_time", node="edge-1").observe(0.008)
                 if i < 40:  # the Spark job committed 40 of the 100 records the probe consumed from the topic
@@ -178,6 +186,10 @@ def test_the_warehouse_stage_is_the_latency_when_the_deployment_names_it(prometh
     assert 0.5 < to_table.stage_p95_s["warehouse_commit"] <= 1.0
     assert to_table.events_out == pytest.approx(0.4 * to_kafka.events_out, rel=0.05)  # the rows, not the records
     assert to_table.throughput_eps == pytest.approx(0.4 * to_kafka.throughput_eps, rel=0.05)
+    # what the job holds, that a window's end may cut off: the offered rate × an event's 3 s in it (Little's law)
+    assert to_table.sink_held_events == pytest.approx(to_table.offered_eps * to_table.mean_s)
+    assert to_table.sink_held_events > 0
+    assert to_kafka.sink_held_events == 0  # the probe's records are counted as they flow
     counts = table.node_histograms(start_s, end_s)["edge-1"].counts  # increase() extrapolates: ~100, not exactly
     assert counts[BUCKETS.index(5.0)] == sum(counts) > 0  # every one in (2, 5] s
     with pytest.raises(ValueError, match="latency stage warehouse: only events reach the table"):

@@ -51,6 +51,16 @@ def test_the_same_deficit_with_small_buffers_is_falling_behind():
     assert "92.0% of input" in breach.message and "8 events its buffers hold" in breach.message
 
 
+def test_a_micro_batch_cut_off_by_the_window_end_is_what_the_sink_holds_not_falling_behind():
+    small = _config(min_events=4, pipelining=0)  # Filebeat holds next to nothing: the batches are the sink's
+    cut = replace(_window(out_eps=920.0), sink_held_events=1000.0 * 1.5)  # a Spark job holds ~1.5 s of events
+    assert judge(cut, Policy(), small).ok
+    assert drain(replace(cut, throughput_eps=1080.0), Policy(), small) is Drain.NONE  # the batch the next one ships
+    # trusted up to the policy's share again: a job that carries a few records a batch is behind, however long
+    # its events wait in it
+    assert not judge(replace(cut, throughput_eps=500.0, sink_held_events=1000.0 * 40), Policy(), small).ok
+
+
 def test_a_window_shipping_more_than_came_in_beyond_what_its_config_buffers_is_draining_a_backlog():
     # 3000 events buffered, trusted up to 5 % (1500) on top of the 5 % share: up to 10 % ahead is batching
     assert drain(_window(out_eps=1090.0), Policy(), _config()) is Drain.NONE
