@@ -18,8 +18,8 @@ CHANGED = PIPELINE_SPACE.config({"kafka.broker.num.io.threads": 4})  # live: no 
 class StopsDuring(TwinPipeline):
     """The twin; `stop` is set (as a signal handler would) while the `at`-th window is being measured."""
 
-    def __init__(self, at: int) -> None:
-        super().__init__(preset("defaults"), _steady_load(), load("paper-2vcpu"), seed=1)
+    def __init__(self, at: int, start=None) -> None:
+        super().__init__(start or preset("defaults"), _steady_load(), load("paper-2vcpu"), seed=1)
         self.at, self.observed, self.daemon = at, 0, None
 
     def observe(self, seconds):
@@ -29,8 +29,8 @@ class StopsDuring(TwinPipeline):
         return super().observe(seconds)
 
 
-def _stopping_daemon(at: int, store: StateStore, learner=None) -> tuple[Daemon, StopsDuring]:
-    pipeline = StopsDuring(at)
+def _stopping_daemon(at: int, store: StateStore, learner=None, start=None) -> tuple[Daemon, StopsDuring]:
+    pipeline = StopsDuring(at, start)
     pipeline.daemon = Daemon(pipeline, learner or Scripted(CHANGED), Policy(), window_s=WINDOW_S, store=store)
     return pipeline.daemon, pipeline
 
@@ -65,9 +65,9 @@ def test_revert_puts_the_starting_config_back_and_records_it(tmp_path):
 
 
 def test_a_restarted_daemon_continues_the_window_numbering(tmp_path):
-    first, _ = _stopping_daemon(3, StateStore(tmp_path))
+    first, pipeline = _stopping_daemon(3, StateStore(tmp_path))
     first.run(None)
-    again, _ = _stopping_daemon(4, StateStore(tmp_path), Scripted())
+    again, _ = _stopping_daemon(4, StateStore(tmp_path), Scripted(), start=pipeline.current())  # as it was left
     assert again.resume() == 2
     again.run(None)
     assert [d["window"] for d in StateStore(tmp_path).decisions()] == [0, 1, 2, 3, 4]
