@@ -1,9 +1,10 @@
 """The end of the pipeline: a Spark-like micro-batch sink, or a plain Kafka consumer.
 
 - Spark Structured Streaming (`Trigger.ProcessingTime(interval)`): a micro-batch takes every record
-  in Kafka at its start, and ends `batch_latency_s` (job scheduling, Hive insert and commit) plus its
-  CPU later; the next starts at the next interval boundary, or at once if the batch overran it;
-  interval 0 starts the next batch as soon as one ends, re-polling an idle source every poll_delay_s.
+  in Kafka at its start, up to `maxOffsetsPerTrigger` of them, and ends `batch_latency_s` (job scheduling,
+  Hive insert and commit) plus its CPU later; the next starts at the next interval boundary, or at once if
+  the batch overran it; interval 0 starts the next batch as soon as one ends, re-polling an idle source
+  every poll_delay_s. Records a limit left behind wait for the next batch, as in Spark.
 - Kafka consumer (fetch.min.bytes / fetch.max.wait.ms, Kafka consumer configs): the broker answers a
   fetch when it has fetch.min.bytes for it or fetch.max.wait.ms has passed; the consumer processes
   the records, then fetches again.
@@ -41,12 +42,17 @@ class _Sink:
                 bisect.insort(self.waiting, segment)
         self.notify(min((segment[0] for segment in segments), default=math.inf))
 
-    def _ready(self, upto_s: float) -> tuple[int, int]:
-        """How many waiting segments, and records, were appended by `upto_s`."""
+    def _ready(self, upto_s: float, limit: float = math.inf) -> tuple[int, int]:
+        """How many waiting segments, and records, were appended by `upto_s`, at most `limit` records: the
+        segment the limit falls in is split, its records beyond the limit left waiting."""
         k = n = 0
         for append_s, lo, hi in self.waiting:
-            if append_s > upto_s:
+            if append_s > upto_s or n >= limit:
                 break
+            if n + hi - lo > limit:
+                cut = lo + int(limit - n)
+                self.waiting[k:k + 1] = [(append_s, lo, cut), (append_s, cut, hi)]
+                hi = cut
             k += 1
             n += hi - lo
         return k, n
@@ -85,6 +91,7 @@ class SparkSink(_Sink):
 
     def configure(self, config: Config) -> None:
         self.interval_s = float(config["spark.trigger.interval"])
+        self.max_records = int(config["spark.maxOffsetsPerTrigger"])
 
     def _boundary(self, t_s: float) -> float:
         """The first trigger time at or after `t_s` (idle re-polls when the interval is 0)."""
@@ -101,7 +108,7 @@ class SparkSink(_Sink):
             return
         env = self.env
         t = env.clock.now
-        segments, n = self._ready(t)
+        segments, n = self._ready(t, self.max_records)
         if n == 0:
             self.busy = False
             if self.waiting:  # every waiting record is appended after t: start at the first's boundary

@@ -62,6 +62,16 @@ def test_zero_wait_above_its_round_trip_cap_falls_behind_and_its_backlog_grows()
     assert twin.observe(0.0, 60.0).backlog_total > twin.observe(0.0, 30.0).backlog_total + 3000
 
 
+def test_a_spark_batch_takes_at_most_max_offsets_per_trigger_records_and_a_low_limit_falls_behind() -> None:
+    testbed = load("paper-testbed").scaled(jitter_cv=0.0)
+    arrivals = poisson(300, 60)
+    windows = {limit: run(config("baseline", spark__maxOffsetsPerTrigger=limit), arrivals, 60.0, cal=testbed)
+               .observe(20.0, 60.0) for limit in (7, 20_000, 10_000_000)}
+    assert windows[7].throughput_eps < 0.2 * windows[7].offered_eps  # a few records a ~0.6 s batch
+    assert windows[20_000].throughput_eps > 0.95 * windows[20_000].offered_eps  # a limit no batch reaches: as none
+    assert windows[20_000].p95_s == windows[10_000_000].p95_s
+
+
 def test_zero_wait_sends_one_request_per_event() -> None:
     twin = run(config("zero-wait"), poisson(200, 20), 20.0, cal=CAL)
     sent = twin.stamps.sent[np.isfinite(twin.stamps.sent)]
