@@ -144,25 +144,33 @@ def metrics_text(settings: JobSettings) -> str:
 
 @dataclass(frozen=True)
 class Ledger:
-    """The table by request_id: how many rows it holds, and each request_id's count."""
+    """The table by request_id: how many rows it holds, each request_id's count, and for one there more than once the
+    Kafka records its rows came from (none listed: one record each)."""
 
     rows: int
     counts: dict[str, int]
+    kafka_records: dict[str, int] = field(default_factory=dict)
 
     def check(self, logged: list[str]) -> "LedgerCheck":
-        """Every request_id of `logged` (nginx's) against the table."""
+        """Every request_id of `logged` (nginx's) against the table: missing, written more than once by the job
+        (rows beyond its Kafka records), in Kafka more than once (the shipper resent it: at-least-once)."""
         missing = sorted({rid for rid in logged if rid not in self.counts})
-        duplicated = {rid: self.counts[rid] for rid in set(logged) if self.counts.get(rid, 0) > 1}
-        return LedgerCheck(len(set(logged)), missing, duplicated)
+        records = {rid: self.kafka_records.get(rid, 1) for rid in set(logged) if self.counts.get(rid, 0) > 1}
+        duplicated = {rid: self.counts[rid] - k + 1 for rid, k in records.items() if self.counts[rid] > k}
+        resent = {rid: k for rid, k in records.items() if k > 1}
+        return LedgerCheck(len(set(logged)), missing, duplicated, resent)
 
 
 @dataclass(frozen=True)
 class LedgerCheck:
-    """Requests nginx logged that the table misses, or holds more than once."""
+    """Requests nginx logged that the table misses, holds more than once of one Kafka record (`duplicated`: the
+    job's; rows of each, counted as one per record), or holds from more than one Kafka record (`resent`: records of
+    each; the shipper's at-least-once, not the job's)."""
 
     logged: int
     missing: list[str]
     duplicated: dict[str, int]
+    resent: dict[str, int] = field(default_factory=dict)
 
     @property
     def exact(self) -> bool:
@@ -172,7 +180,8 @@ class LedgerCheck:
 def ledger(settings: JobSettings, timeout_s: float = 60.0) -> Ledger:
     """The table's ledger, read through the job's own session (the embedded metastore admits one JVM)."""
     doc = json.loads(_get(settings, "/ledger", timeout_s=timeout_s))
-    return Ledger(int(doc["rows"]), {str(k): int(v) for k, v in doc["request_ids"].items()})
+    return Ledger(int(doc["rows"]), {str(k): int(v) for k, v in doc["request_ids"].items()},
+                  {str(k): int(v) for k, v in doc.get("kafka_records", {}).items()})
 
 
 def logged_request_ids(log_path: Path, from_byte: int = 0, uri: str | None = None) -> list[str]:

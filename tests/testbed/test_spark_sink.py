@@ -80,6 +80,15 @@ def test_the_ledger_names_what_is_missing_and_what_is_there_twice():
     assert table.check(["a", "x"]).exact
 
 
+def test_a_request_in_kafka_twice_is_the_shippers_resend_and_two_rows_of_one_record_the_jobs_duplicate():
+    # r: two rows from two Kafka records (Filebeat sent it twice); j: two rows of one record; m: three rows of two
+    table = Ledger(rows=8, counts={"r": 2, "j": 2, "m": 3, "a": 1}, kafka_records={"r": 2, "j": 1, "m": 2})
+    check = table.check(["r", "j", "m", "a"])
+    assert check.duplicated == {"j": 2, "m": 2} and check.resent == {"r": 2, "m": 2}
+    assert not check.exact
+    assert Ledger(rows=3, counts={"r": 2, "a": 1}, kafka_records={"r": 2}).check(["r", "a"]).exact  # the job's exact
+
+
 def test_logged_request_ids_reads_from_an_offset(tmp_path):
     log = tmp_path / "access.log"
     log.write_text('{"request_id":"old"}\n')
