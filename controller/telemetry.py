@@ -7,7 +7,8 @@ the harvested files, and the bytes not yet shipped) and Filebeat counters. A win
 those of the events that arrived in it.
 
 The offered load is what the sources appended and the throughput what the probe consumed (measured to a Spark
-table, the rows committed to it: what the `warehouse` histogram counts), with or without a replay of pipetune's own: the daemon judges the operator's traffic as it judges the testbed's.
+table, the rows committed to it: what the `warehouse` histogram counts), with or without a replay of pipetune's
+own: the daemon judges the operator's traffic as it judges the testbed's.
 The backlog is the sources' unshipped events and, given a `LagWatch`, the operator's consumer group lag.
 Latency is the deployment's `latency.source`: `event_time` (each event's own write time; a histogram
 without a `source` label, an older probe's, is that too), `canary` (the agents' canary lines), or

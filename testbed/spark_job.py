@@ -16,8 +16,8 @@ agents/probe/metrics.py) under stage `warehouse`, with the hops `spark_batch_sta
 starts) and `warehouse_commit` (the batch starts → committed), and both as one span, `kafka_commit` (the sink stage
 the learner models); the probe's own stages cover the hops before Kafka. They are served with the query's progress
 and a ledger of the table on `metrics.port`: `/metrics` (Prometheus), `/progress` (the query's `lastProgress`, with the micro-batch settings in force and the run they
-started), `/ledger` (every request_id in the table with its count, and for one there more than once, how many Kafka records
-it came from).
+started), `/ledger` (every request_id in the table with its count, and for one there more than once, how many
+Kafka records it came from).
 
 Its micro-batch settings (`trigger.interval.s`, `maxOffsetsPerTrigger`, `minOffsetsPerTrigger`, `maxTriggerDelay`,
 `spark.sql.shuffle.partitions`: what the agent tunes, agents/spark.py) are read again from the file on
@@ -172,8 +172,8 @@ class Sink:
         with self.table_lock:
             # the batch's session overwrote partitions; this session's listing of their files is stale until refreshed
             self.spark.catalog.refreshTable(self.table)
-            rows = self.spark.sql(f"SELECT request_id, count(*) AS n, count(DISTINCT kafka_partition, kafka_offset) AS k "
-                                  f"FROM {self.table} GROUP BY request_id").collect()
+            rows = self.spark.sql(f"SELECT request_id, count(*) AS n, count(DISTINCT kafka_partition, kafka_offset) "
+                                  f"AS k FROM {self.table} GROUP BY request_id").collect()
         ids = {row["request_id"]: row["n"] for row in rows if row["request_id"] is not None}
         records = {row["request_id"]: row["k"] for row in rows if row["request_id"] is not None and row["n"] > 1}
         return {"rows": sum(row["n"] for row in rows), "request_ids": ids, "kafka_records": records}

@@ -4,9 +4,9 @@ boundary and restarts it from its checkpoint (agents/spark.py).
 Only the trigger moves a latency stage the twin models, so it alone is tuned by default. The twin also takes at most
 `maxOffsetsPerTrigger` records a batch: a limit never makes a batch faster, but one too low for the load falls behind,
 and a twin screen says so. The per-trigger minimum, the trigger delay and the shuffle partitions are the job's other
-micro-batch settings the agent applies (declared here once, with their ranges, like every parameter). `minOffsetsPerTrigger` and `maxTriggerDelay` are the Kafka source's options since Spark 3.3: a
-trigger that finds fewer new records than the minimum skips its batch, until `maxTriggerDelay` has passed since the
-last one.
+micro-batch settings the agent applies (declared here once, with their ranges, like every parameter).
+`minOffsetsPerTrigger` and `maxTriggerDelay` are the Kafka source's options since Spark 3.3: a trigger that finds fewer
+new records than the minimum skips its batch, until `maxTriggerDelay` has passed since the last one.
 """
 
 from __future__ import annotations

@@ -47,12 +47,14 @@ class _Sink:
         segment the limit falls in is split, its records beyond the limit left waiting."""
         k = n = 0
         for append_s, lo, hi in self.waiting:
-            if append_s > upto_s or n >= limit:
+            if append_s > upto_s:
                 break
-            if n + hi - lo > limit:
+            if n + hi - lo > limit:  # the limit falls inside this segment
                 cut = lo + int(limit - n)
-                self.waiting[k:k + 1] = [(append_s, lo, cut), (append_s, cut, hi)]
-                hi = cut
+                if cut > lo:
+                    self.waiting[k:k + 1] = [(append_s, lo, cut), (append_s, cut, hi)]
+                    k, n = k + 1, n + cut - lo
+                break
             k += 1
             n += hi - lo
         return k, n
