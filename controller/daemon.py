@@ -235,7 +235,8 @@ class Daemon:
         held to the stored incumbent, its first decision would have been to go back to it, undoing the edit with
         no word of it. The stored incumbent's windows stay in what the learner knows; a return to it is then a
         change the learner proposes for a gain it names. Left in force means the last decision's config, or that
-        config with the decision's change (a change whose apply failed left the config as it was)."""
+        config with the decision's change (a change whose apply failed left the config as it was); a pipeline
+        started again on the stored incumbent (the twin's, on a resumed run) runs what the daemon holds already."""
         if self.store is None or self.incumbent is None:
             return
         last = next(self.store.decisions_newest_first(), None)
@@ -247,7 +248,7 @@ class Daemon:
             running = self.pipeline.current()
         except PipelineUnavailable:  # nothing to compare with: the first window it can read holds, as any does
             return
-        if running in (before, after):
+        if running in (before, after, self.incumbent.config):
             return
         changed = ", ".join(f"{k} {a} → {b}" for k, (a, b) in _change(after, running).items())
         reason = (f"the pipeline runs a config pipetune did not leave in force ({changed}): changed while the daemon "
