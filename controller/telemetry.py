@@ -335,8 +335,9 @@ class PrometheusTelemetry:
         series = {
             "t_s": [float(t) for t in range(math.ceil(start), math.floor(end) + 1)],
             "input_eps": self.series(f"sum(rate({APPENDED}{of}[{rate}]))", start, end),
-            "output_eps": self.series(self._consumed("rate", rate) if self.latency_stage == "e2e" else
-                                      f"sum(rate({HISTOGRAM}_count{self._table_sel()}[{rate}]))", start, end),
+            "output_eps": self.series(f"sum(rate({HISTOGRAM}_count{self._table_sel()}[{rate}]))"
+                                      if self.latency_stage == "warehouse" else self._consumed("rate", rate),
+                                      start, end),
             "p95_s": latency.p95_series_s,
         }
         return Observation(
@@ -352,7 +353,7 @@ class PrometheusTelemetry:
             kafka_bytes_in_per_s=bytes_in / seconds if math.isfinite(bytes_in) else None, series=series,
             latency_resolution_s=resolution_s,
             disturbance=combined(disturbance(brokers, offline, lag_rise), self._restarts(start, end)),
-            sink_held_events=sink_held if math.isfinite(sink_held) else 0.0,
+            sink_held_events=sink_held,
         )
 
     def _restarts(self, start: float, end: float) -> Disturbance | None:
