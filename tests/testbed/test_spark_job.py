@@ -40,9 +40,22 @@ def test_the_ledger_reads_a_partition_a_rerun_batch_replaced_after_an_earlier_re
     spark.sql(table_ddl("rerun"))
     sink = Sink(spark, "rerun")
     sink.write(_batch(spark, ["a", "b"]), 0)
-    assert sink.ledger() == {"rows": 2, "request_ids": {"a": 1, "b": 1}}
+    assert sink.ledger() == {"rows": 2, "request_ids": {"a": 1, "b": 1}, "kafka_records": {}}
     sink.write(_batch(spark, ["a", "c"]), 0)  # the rerun: same batch id, what the offset log replays
-    assert sink.ledger() == {"rows": 2, "request_ids": {"a": 1, "c": 1}}
+    assert sink.ledger() == {"rows": 2, "request_ids": {"a": 1, "c": 1}, "kafka_records": {}}
+
+
+@pytest.mark.slow
+def test_the_ledger_tells_a_request_resent_in_a_second_record_from_a_record_written_twice(spark):
+    """Filebeat's resend is one request_id in two Kafka records; the job's duplicate is two rows of one record."""
+    from testbed.spark_job import Sink, table_ddl
+    spark.sql(table_ddl("resent"))
+    sink = Sink(spark, "resent")
+    sink.write(_batch(spark, ["a", "b"]), 0)
+    sink.write(_batch(spark, ["c", "a"]), 1)  # "a" again from offset 1: a second record
+    assert sink.ledger()["kafka_records"] == {"a": 2}
+    sink.write(_batch(spark, ["a"]), 2)  # "a" from offset 0 once more: a row of a record already in the table
+    assert sink.ledger() == {"rows": 5, "request_ids": {"a": 3, "b": 1, "c": 1}, "kafka_records": {"a": 2}}
 
 
 def test_the_file_reads_as_the_micro_batch_settings_and_names_a_key_spark_would_not_take():
