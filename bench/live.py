@@ -28,7 +28,11 @@ defaults lowered to its scan frequency (said on the console and in the result), 
 
     python -m bench.live [--pipeline FILE] [--rate 1000] [--tune-minutes 15] [--window 30]
                          [--measure 45] [--rounds 2] [--load replay|none] [--trace FILE]
-                         [--policy FILE] [--out docs/evidence/live]
+                         [--policy FILE] [--strategy pipetune] [--out docs/evidence/live]
+
+`--strategy NAME` tunes with another strategy than pipetune's learner (random, ovat, optuna-tpe, optuna-gp), its final
+config measured side by side under its name: `random` changes the config every window, so a short run on the paper
+pipeline with Filebeat's knobs pinned makes a version of the Spark job a window, each checked by the table's ledger.
 
 `--policy FILE` is the operator's policy the tuning run starts with (models.policy.Policy as JSON, what `PUT /policy`
 takes: pins, bounds, the parameters tuned): e.g. Filebeat's knobs held where the operator trusts them, so the learner
@@ -69,6 +73,7 @@ from models.policy import Policy
 from models.observation import Observation
 from models.presets import preset, preset_as_taken
 from models.space import PIPELINE_SPACE, Config, RuleError, check_rules
+from models.strategies import STRATEGIES
 from models.verdict import judge
 from prometheus_client.parser import text_string_to_metric_families
 from replay.arrivals import Schedule
@@ -88,6 +93,8 @@ CALIBRATION = "local-filebeat-kafka-fitted"
 # A pipeline ending in a Spark job needs a twin with a Spark stage to screen with, whose learner tunes
 # `spark.trigger.interval` (models.learning.TUNED_BY_TOPOLOGY): the paper testbed's, its Spark stage fitted here.
 SPARK_CALIBRATION = "paper-testbed"
+# a static strategy's "final" config is one of the presets measured beside it already
+LEARNING_STRATEGIES = tuple(s for s in STRATEGIES if s not in ("defaults", "hybrid", "latency"))
 WAREHOUSE_COUNT = "pipetune_e2e_latency_seconds_count"  # the Spark job's events committed, by stage and node
 TABLE_WAIT_S = 300.0  # how long the table may take to hold what nginx logged, once the load stopped (a bound)
 
@@ -143,7 +150,8 @@ def tune(pipeline: Path, args: argparse.Namespace, directory: Path, load: list[s
     out = directory / "tune.json"
     argv = [sys.executable, "-m", "cli", "autotune", "--pipeline", str(pipeline), *load,
             "--rate", str(args.rate), "--windows", str(windows), "--window", str(args.window),
-            "--calibration", twin, "--seed", str(args.seed), "--state-dir", str(directory / "state"),
+            "--calibration", twin, "--seed", str(args.seed), "--strategy", args.strategy,
+            "--state-dir", str(directory / "state"),
             "--plot", str(directory / "tune.png"), "--json", str(out)]
     subprocess.run(argv, check=True)
     return json.loads(out.read_text())
@@ -394,8 +402,9 @@ def summarise(rows: list[Measured]) -> dict[str, dict]:
             for name, rs in by_name.items()}
 
 
-def budget_figures(rows: list[Measured], summary: dict[str, dict], budget: CpuBudget | None) -> dict | None:
-    """pipetune's CPU on each of its fresh windows against the CPU budget it tuned under, set as the tuning run sets
+def budget_figures(rows: list[Measured], summary: dict[str, dict], budget: CpuBudget | None,
+                   tuned: str = "pipetune") -> dict | None:
+    """The tuned config's CPU (the row `tuned`) on each of its fresh windows against the CPU budget it tuned under, set as the tuning run sets
     it but by the defaults measured side by side (`summarise`: their median CPU at their median load): the same
     yardstick in the same run. None without a budget or a CPU reading of the defaults."""
     defaults = summary.get("defaults", {})
@@ -404,7 +413,7 @@ def budget_figures(rows: list[Measured], summary: dict[str, dict], budget: CpuBu
     reference = CostReference(defaults["offered_eps"], defaults["cpu_cores"], len(defaults["p95_rounds_s"]))
     windows = [{"round": r.round, "offered_eps": r.offered_eps, "cpu_cores": r.cpu_cores,
                 "limits_cores": BudgetLimits(budget, None, reference).at(r.offered_eps)}
-               for r in rows if r.name == "pipetune"]
+               for r in rows if r.name == tuned]
     return {"budget": budget.model_dump(mode="json"), "reference_eps": reference.offered_eps,
             "reference_cores": dict(reference.costs), "windows": windows,
             "within": sum(within_limits(w["cpu_cores"], w["limits_cores"]) for w in windows)}
@@ -441,7 +450,7 @@ def run_checks(result: dict) -> list[tuple[bool, str]]:
     table, duplicated, across at least 10 changes of the Spark job), the decision log against the agent's audit."""
     summary, reference, goal = result["summary"], result["reference"], result["goal_reference_over_pipetune"]
     if reference in summary:
-        equal = abs(summary["pipetune"]["throughput_eps"] / summary[reference]["throughput_eps"] - 1) <= 0.05
+        equal = abs(summary[result["tuned"]]["throughput_eps"] / summary[reference]["throughput_eps"] - 1) <= 0.05
         ratio = result["p95_reference_over_pipetune"]
         checks = [(ratio >= goal and equal, f"P95 {ratio:.1f}x lower than {reference} (goal >= {goal:g}x) at "
                                             f"{'equal' if equal else 'UNEQUAL'} throughput")]
@@ -475,7 +484,7 @@ def run_checks(result: dict) -> list[tuple[bool, str]]:
                                    for part, cores in w["cpu_cores"].items() if part in w["limits_cores"])
                          for w in budget["windows"])
         checks.append((budget["within"] == len(budget["windows"]) > 0,
-                       f"pipetune's CPU within the budget it tuned under in {budget['within']} of "
+                       f"{result['tuned']}'s CPU within the budget it tuned under in {budget['within']} of "
                        f"{len(budget['windows'])} fresh windows, set by the defaults' side by side (cores: {used})"))
     logged, matched = result["changes_logged"], result["changes_in_agent_audit"]
     checks.append((logged == matched, f"decision-log changes found in the agent's audit: {matched} of {logged} "
@@ -579,6 +588,9 @@ def main(argv: list[str] | None = None) -> None:
                                               f"{SPARK_CALIBRATION} when a Spark job ends the pipeline)")
     parser.add_argument("--policy", type=Path, help="the operator's policy the tuning run starts with (JSON, as PUT "
                                                    "/policy takes it: pins, bounds, tuned)")
+    parser.add_argument("--strategy", choices=LEARNING_STRATEGIES, default="pipetune",
+                        help="the tuning run's strategy, its final config measured side by side under its name "
+                             "(random changes the config every window: the table's ledger across many changes)")
     parser.add_argument("--out", type=Path, default=Path("docs/evidence/live"))
     args = parser.parse_args(argv)
     started = BenchResult.start("bench.live", argv)
@@ -642,7 +654,7 @@ def main(argv: list[str] | None = None) -> None:
             console.print("[yellow]hybrid: out of Filebeat's order with the values it does not set; measured with "
                           + ", ".join(f"{k} {a} → {b}" for k, (a, b) in reordered.items()) + "[/]")
         contenders = applicable({"defaults": preset("defaults"), "hybrid": hybrid,
-                                 "latency": preset("latency"), "pipetune": final})
+                                 "latency": preset("latency"), args.strategy: final})
         rows = measure_side_by_side(spec, contenders, args)
         with agent.client(spec) as client:  # the side by side's changes of the job too: the table stayed exact?
             whole = {name: client.audit(name)[seen[name]:] for name in spark_components(owned)}
@@ -658,7 +670,8 @@ def main(argv: list[str] | None = None) -> None:
     reference, goal = ("hybrid", 5.0) if spec.spark is not None else ("defaults", 10.0)
     result = {
         "rate_eps": args.rate, "began": began, "tune_s": ended - began, "window_s": args.window, "summary": summary,
-        "p95_defaults_over_pipetune": summary["defaults"]["p95_s"] / summary["pipetune"]["p95_s"],
+        "tuned": args.strategy,  # the row of the tuning run's final config; the ratios below are of it
+        "p95_defaults_over_pipetune": summary["defaults"]["p95_s"] / summary[args.strategy]["p95_s"],
         "longest_behind_streak_windows": longest_streak([row["behind"] for row in timeline]),
         "behind_windows": sum(row["behind"] for row in timeline), "windows": len(timeline),
         "unobserved_windows": sum(row["unobserved"] for row in timeline),
@@ -667,9 +680,9 @@ def main(argv: list[str] | None = None) -> None:
         "duplicated_events_side_by_side": sum(m["duplicated"] for m in summary.values()),
         "latency_stage": deployment(spec).latency.stage, "calibration": args.calibration, "hybrid_reordered": reordered,
         "policy": policy.model_dump(mode="json") if policy is not None else None,
-        "cpu_budget": budget_figures(rows, summary, (policy or Policy()).cpu_budget),
+        "cpu_budget": budget_figures(rows, summary, (policy or Policy()).cpu_budget, args.strategy),
         "reference": reference, "goal_reference_over_pipetune": goal,
-        "p95_reference_over_pipetune": (summary[reference]["p95_s"] / summary["pipetune"]["p95_s"]
+        "p95_reference_over_pipetune": (summary[reference]["p95_s"] / summary[args.strategy]["p95_s"]
                                         if reference in summary else math.nan),
         "spark_changes": spark_changes(decisions, audit, owned) if spec.spark is not None else None,
         "spark_versions_whole_bench": sum(e["event"] == "change_started" for es in whole.values() for e in es),

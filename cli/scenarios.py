@@ -50,24 +50,25 @@ def scenarios_command(
                                                   "ev/s (default: the lowest at which the twin's Zero-Wait falls "
                                                   "behind; 0: none)"),
     warmup: float = typer.Option(REAL_WARMUP_S, help="with --pipeline, seconds of each run's load before its window"),
-    report: Optional[Path] = typer.Option(None, "--report", help="print a saved `--pipeline --json` document's tables "
-                                          "again (no runs)"),
-    fit_spark: Optional[Path] = typer.Option(None, "--fit-spark", help="with --report: fit the twin's Spark stage "
-                                             "(of --calibration) to its real runs, print the twin's P95 error per "
-                                             "scenario before and after, write the calibration here"),
+    report: Optional[list[Path]] = typer.Option(None, "--report", help="print a saved `--pipeline --json` "
+                                                "document's tables again (no runs); repeat it for several"),
+    fit_to: Optional[Path] = typer.Option(None, "--fit", help="with --report: fit the twin (of --calibration: its "
+                                          "Spark stage and request round trip) to the documents' real runs, print "
+                                          "its P95 error per run before and after and whether it picks the real "
+                                          "runs' winner and collapse, write the calibration here"),
 ) -> None:
     """Run Baseline, Zero-Wait, Micro-Batching, I/O Control, Hybrid, the OVAT variants and the burst
     check on the twin and print a Table-9-style comparison with the paper's figures; with --pipeline,
     the scenarios on the running testbed too, beside the twin's and the paper's."""
-    if fit_spark is not None and report is None:
+    if fit_to is not None and not report:
         raise typer.BadParameter("needs --report FILE (a saved `scenarios --pipeline --json` document)",
-                                 param_hint="--fit-spark")
+                                 param_hint="--fit")
     # The real runs are of the testbed's pipeline, which has no Logstash: its twin is paper-testbed's.
-    calibration = calibration or ("paper-testbed" if pipeline is not None or report is not None else "paper-2vcpu")
-    if report is not None:
-        doc = report_command(report)
-        if fit_spark is not None:
-            fit_command(doc, calibration, fit_spark)
+    calibration = calibration or ("paper-testbed" if pipeline is not None or report else "paper-2vcpu")
+    if report:
+        docs = [report_command(path) for path in report]
+        if fit_to is not None:
+            fit_command(docs, calibration, fit_to)
         return
     names = [n.strip() for n in only.split(",") if n.strip()] or [s.name for s in SCENARIOS] + ["burst"]
     try:
@@ -196,26 +197,47 @@ def report_command(path: Path) -> dict:
     return doc
 
 
-def fit_command(doc: dict, calibration: str, out: Path) -> None:
-    """`--fit-spark`: the Spark stage of `calibration` fitted to the document's real runs, the error per run."""
-    from models.scenario_fit import fit_spark, median_abs
+def fit_command(docs: list[dict], calibration: str, out: Path) -> None:
+    """`--fit`: the twin of `calibration` fitted to the documents' real runs; the error per run, the verdicts."""
+    from models.scenario_fit import agreements, fit_scenarios, median_abs
     from testbed.calibration_design import calibration_yaml
 
     try:
-        result, errors = fit_spark(doc, load(calibration))
+        base = load(calibration)
     except (KeyError, ValueError) as err:
         raise typer.BadParameter(str(err), param_hint="--calibration") from None
-    table = Table(title=f"the twin's P95 against the real runs: {calibration} and its Spark stage fitted "
-                        f"({', '.join(f'{k.split(chr(95) * 2)[1]} {v:.3g}' for k, v in result.values.items())})")
-    for column in ("scenario", "ev/s", "real P95 s", "twin P95 s", "error", "fitted P95 s", "error"):
-        table.add_column(column, justify="left" if column == "scenario" else "right")
-    for e in errors:
-        table.add_row(e.scenario, f"{e.rate_eps:g}", f"{e.real_p95_s:.2f}", f"{e.base_p95_s:.2f}",
-                      f"{e.base_error:+.0%}", f"{e.fitted_p95_s:.2f}", f"{e.fitted_error:+.0%}")
     console = Console(width=max(Console().width, 150))
+    try:
+        with console.status(f"fitting {calibration} to the real runs of {len(docs)} document(s): each evaluation runs "
+                            "the twin once per run (minutes)"):
+            result, errors = fit_scenarios(docs, base)
+    except (KeyError, ValueError) as err:  # a calibration without Spark, documents that cannot be fitted together
+        raise typer.BadParameter(str(err), param_hint="--calibration, --report") from None
+    table = Table(title=f"the twin's P95 against the real runs: {calibration} and fitted "
+                        f"({', '.join(f'{k.split(chr(95) * 2)[1]} {v:.3g}' for k, v in result.values.items())})")
+    for column in ("scenario", "ev/s", "real P95 s", "twin P95 s", "error", "fitted P95 s", "error", "kept up: real",
+                   "twin", "fitted"):
+        table.add_column(column, justify="left" if column == "scenario" else "right")
+    for i, e in enumerate(errors):
+        point = e.run.measurement
+        last_of_its_comparison = i + 1 == len(errors) or errors[i + 1].run.comparison != e.run.comparison
+        table.add_row(e.run.scenario, f"{point.rate_eps:g}", f"{point.p95_s:.2f}", f"{e.base_p95_s:.2f}",
+                      f"{e.base_error:+.0%}", f"{e.fitted_p95_s:.2f}", f"{e.fitted_error:+.0%}",
+                      *("yes" if up else "[red]NO[/]" for up in (e.run.keeps_up, e.base_keeps_up, e.fitted_keeps_up)),
+                      end_section=last_of_its_comparison)
     console.print(table)
     console.print(f"median |error|: {median_abs([e.base_error for e in errors]):.0%} before, "
                   f"{median_abs([e.fitted_error for e in errors]):.0%} after ({result.evaluations} evaluations)")
+    for fitted in (False, True):
+        found = agreements(errors, fitted)
+        console.print(f"{'fitted' if fitted else 'before the fit'}: same winner in "
+                      f"{sum(a.same_winner for a in found)} of {len(found)} comparisons, same collapse in "
+                      f"{sum(a.same_collapse for a in found)}")
+        for a in found:
+            if not (a.same_winner and a.same_collapse):
+                console.print(f"  {a.rate_eps:g} ev/s: winner real {' = '.join(a.real_winners) or 'none'}, twin "
+                              f"{' = '.join(a.twin_winners) or 'none'}; fell behind: real "
+                              f"{', '.join(a.real_behind) or 'none'}, twin {', '.join(a.twin_behind) or 'none'}")
     out.write_text(calibration_yaml(result.calibration, result.values, len(errors), result.loss))
     console.print(f"calibration written to {out}")
 

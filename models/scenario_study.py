@@ -128,8 +128,8 @@ class Collapse:
             return f"Zero-Wait kept up on the twin at every rate tried ({', '.join(f'{r:g}' for r in self.tried)})"
         ratios = self.tried[self.rate_eps]
         return (f"{self.rate_eps:g} ev/s: the lowest rate tried at which the twin's Zero-Wait falls behind (output "
-                f"{ratios['zero-wait']:.0%} of offered; one event per request and no pipelining caps Filebeat near "
-                f"300 ev/s) while Baseline keeps up ({ratios['baseline']:.0%})")
+                f"{ratios['zero-wait']:.0%} of offered: one event per request, each waiting for the one before, caps "
+                f"what Filebeat ships) while Baseline keeps up ({ratios['baseline']:.0%})")
 
 
 def collapse_rate(calibration: Calibration, arrivals, rates_eps: Sequence[float] = COLLAPSE_RATES_EPS,

@@ -51,6 +51,7 @@ def run_design(spec: PipelineSpec, names: Sequence[str], rates_eps: Sequence[flo
 def calibration_yaml(calibration: Calibration, fitted: dict[str, float], points: int, loss: float) -> str:
     """The calibration as YAML shaped like `models/calibrations/*.yaml`, with a header naming the fit."""
     header = "".join(f"#   {key.replace('__', '.')} = {value:.4g}\n" for key, value in fitted.items())
-    return (f"# Fitted by `pipetune calibrate` to {points} measurements (mean squared log error {loss:.3f}):\n"
+    return (f"# Fitted to {points} real runs (`pipetune calibrate` or `scenarios --fit`; mean absolute log error of "
+            f"P95 plus throughput {loss:.3f}):\n"
             f"{header}# every other value is the base calibration's.\n"
             + yaml.safe_dump(asdict(calibration), sort_keys=False))

@@ -149,7 +149,8 @@ def _result(**over):
     row = {"p95_s": 1.0, "throughput_eps": 300.0}
     result = {"summary": {"defaults": row, "hybrid": {"p95_s": 6.0, "throughput_eps": 297.0},
                           "pipetune": {"p95_s": 1.0, "throughput_eps": 300.0}},
-              "reference": "hybrid", "goal_reference_over_pipetune": 5.0, "p95_reference_over_pipetune": 6.0,
+              "tuned": "pipetune", "reference": "hybrid", "goal_reference_over_pipetune": 5.0,
+              "p95_reference_over_pipetune": 6.0,
               "ledger_tuning": {"expected": 9000, "lost": 0, "duplicates": 0}, "longest_behind_streak_windows": 1,
               "behind_windows": 1, "windows": 30, "unobserved_windows": 0, "lost_events_side_by_side": 0,
               "duplicated_events_side_by_side": 0, "spark_changes": {"logged": 12, "versions": 11},
@@ -182,6 +183,17 @@ def test_the_paper_pipelines_checks_are_against_hybrid_and_the_tables_ledger():
 def test_each_paper_check_is_missed_on_its_own_failure(over, failing):
     checks = live.run_checks(_result(**over))
     assert [i for i, (ok, _) in enumerate(checks) if not ok] == [failing]
+
+
+def test_a_tuning_run_of_another_strategy_is_judged_on_its_own_row_and_a_static_one_is_refused(capsys):
+    """`--strategy random` changes the config every window (the table's ledger across many changes of the job); its
+    final config is measured under its name, and the checks read that row."""
+    summary = {"hybrid": {"p95_s": 6.0, "throughput_eps": 297.0}, "random": {"p95_s": 2.0, "throughput_eps": 250.0}}
+    ok, text = live.run_checks(_result(summary=summary, tuned="random", p95_reference_over_pipetune=3.0))[0]
+    assert not ok and "at equal throughput" not in text  # random's 250 ev/s against Hybrid's 297: not equal
+    with pytest.raises(SystemExit):
+        live.main(["--strategy", "hybrid"])  # a preset measured beside it already
+    assert "--strategy: invalid choice: 'hybrid'" in capsys.readouterr().err
 
 
 def test_a_reference_the_agent_refused_is_a_missed_check_saying_so():

@@ -46,7 +46,7 @@ def test_real_runs_name_the_option_at_fault(tmp_path: Path) -> None:
         (["--pipeline", "paper", "--collapse-rate", "-5"], "--collapse-rate"),
         (["--rate", "0"], "--rate"),
         (["--reps", "0"], "--reps"),
-        (["--fit-spark", str(tmp_path / "fitted.yaml")], "--fit-spark"),
+        (["--fit", str(tmp_path / "fitted.yaml")], "--fit"),
         (["--report", str(tmp_path / "nowhere.json")], "--report"),
     ]
     for argv, named in cases:
@@ -65,3 +65,38 @@ def test_a_paper_testbed_not_running_is_named(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump(raw))
     result = CliRunner().invoke(app, ["scenarios", "--pipeline", str(path), "--duration", "20"])
     assert result.exit_code == 2 and "not running" in result.output and "testbed up" in result.output
+
+
+def _saved_study(path: Path, rate_eps: float, duration_s: float = 6.0) -> Path:
+    """A `scenarios --pipeline --json` document of Baseline and Zero-Wait at `rate_eps`: Zero-Wait the lower P95."""
+    def side(p95_s: float) -> dict:
+        return {"p95_s": p95_s, "mean_s": p95_s / 2, "offered_eps": rate_eps, "throughput_eps": rate_eps,
+                "out_in": 1.0, "keeps_up": True}
+
+    rows = {name: {"real": side(p95_s) | {"behind_end_events": 0, "window_s": duration_s - 2, "reps": 1},
+                   "twin": side(p95_s), "paper": {}, "twin_p95_error": 0.0}
+            for name, p95_s in (("baseline", 3.5), ("zero-wait", 2.7))}
+    doc = {"pipeline": "paper", "latency": "to the table", "duration_s": duration_s, "warmup_s": 2.0, "reps": 1,
+           "calibration": "paper-testbed", "twin_reps": 1, "median_abs_twin_p95_error": 0.0,
+           "scenarios": {"baseline": {"applied": {"spark.trigger.interval": 1.0}, "skipped": {}, "moved": {}},
+                         "zero-wait": {"applied": {"spark.trigger.interval": 1.0, "filebeat.output.bulk_max_size": 1,
+                                                   "filebeat.queue.mem.flush.timeout": 0.0}, "skipped": {},
+                                       "moved": {}}},
+           "comparisons": [{"rate_eps": rate_eps, "kind": "chosen", "scenarios": rows}]}
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_saved_studies_print_again_and_the_twin_fitted_to_them_says_its_error_winner_and_collapse(tmp_path):
+    from models.twin import load
+
+    low, high = _saved_study(tmp_path / "low.json", 100.0), _saved_study(tmp_path / "high.json", 200.0)
+    fitted = tmp_path / "fitted.yaml"
+    result = CliRunner().invoke(app, ["scenarios", "--report", str(low), "--report", str(high), "--fit", str(fitted)])
+    assert result.exit_code == 0, result.output
+    assert result.output.count("winner (lowest P95 among those keeping up)") == 2  # each document's tables again
+    assert "median |error|" in result.output and "same winner in" in result.output and "of 2 comparisons" in result.output
+    assert "#   network.rtt_s = " in fitted.read_text() and load(str(fitted)).name == "paper-testbed"  # round trip too
+    other = _saved_study(tmp_path / "longer.json", 200.0, duration_s=20.0)
+    result = CliRunner().invoke(app, ["scenarios", "--report", str(low), "--report", str(other), "--fit", str(fitted)])
+    assert result.exit_code == 2 and "different lengths" in result.output and "--report" in result.output
