@@ -13,15 +13,14 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from models.paper_scenarios import (BURST_FACTOR, BURST_SCENARIOS, PAPER, PAPER_BURST, SCENARIOS, burst_window_s,
+from models.paper_scenarios import (BURST_FACTOR, BURST_SCENARIOS, PAPER, PAPER_BURST, PAPER_OVAT_REFERENCE_P95_S,
+                                    SCENARIOS, burst_window_s,
                                     run_study)
 from models.scenario_study import REAL_SCENARIOS, twin_beside_real, verdicts
 from models.scenario_study import collapse_rate as find_collapse
 from models.twin import available, load
 from replay.profiles import Profile, WorkloadSpec, build_schedule
 
-# Table 10 compares OVAT variants with its own Hybrid runs (P95 29.06 s), not with Baseline.
-PAPER_OVAT_REFERENCE_P95_S = 29.06
 SAME_WITHIN = 0.03  # relative P95 change counted as "no change" when comparing directions
 
 
@@ -175,9 +174,13 @@ def real_command(pipeline: Path, cal, rate: float, duration: float, reps: int, w
 
 def print_real(doc: dict, console: Console) -> None:
     """A real study's tables and verdicts (`--pipeline`'s, or a saved `--json` document's with `--report`)."""
+    labels = {s.name: s.label for s in SCENARIOS}
     for comparison in doc["comparisons"]:
         console.print(real_table(comparison, doc))
         console.print(real_verdict(comparison))
+        for name, moved in comparison.get("ovat_vs_hybrid", {}).items():
+            console.print(f"{labels[name]} against Hybrid: " + ", ".join(
+                f"{side} {direction(value)} ({value:+.0%})" for side, value in moved.items()))
     error = doc["median_abs_twin_p95_error"]
     console.print(f"median |twin P95 - real P95| / real P95 over every run: "
                   f"{'-' if error is None else f'{error:.0%}'}. Real figures are one window per run on a shared 2-core "

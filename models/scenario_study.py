@@ -15,7 +15,7 @@ from typing import Collection, Mapping, Sequence
 
 import numpy as np
 
-from models.paper_scenarios import DRAIN_S, PAPER, repetition, run, summarise
+from models.paper_scenarios import DRAIN_S, PAPER, PAPER_OVAT_REFERENCE_P95_S, repetition, run, summarise
 from models.presets import PRESETS, preset_as_taken
 from models.space import NOT_ABOVE, PIPELINE_SPACE, Config, Value
 from models.twin import Calibration, Twin
@@ -185,7 +185,28 @@ def verdicts(rows: Mapping[str, Mapping], kind: str) -> dict:
         out["behind"][side] = sorted(name for name, f in figures.items() if not f["keeps_up"])
     if kind == "paper" and set(REAL_SCENARIOS) <= set(rows):
         out["winner"]["paper"] = [paper_winner()]
+    out["ovat_vs_hybrid"] = ovat_vs_hybrid(rows, kind)
     return out
+
+
+def ovat_vs_hybrid(rows: Mapping[str, Mapping], kind: str) -> dict[str, dict[str, float]]:
+    """The paper's sensitivity analysis: each OVAT variant's P95 relative to Hybrid's (P95 / Hybrid's - 1), real and
+    twin, run beside it; and the paper's against its own Hybrid runs of Table 10, at its own rate."""
+    if "hybrid" not in rows:
+        return {}
+    out = {}
+    for name in (n for n in rows if n.startswith("ovat")):
+        out[name] = {side: _relative(rows[name][side]["p95_s"], rows["hybrid"][side]["p95_s"])
+                     for side in ("real", "twin")}
+        if kind == "paper":
+            out[name]["paper"] = _relative(PAPER[name]["p95_s"], PAPER_OVAT_REFERENCE_P95_S)
+    return out
+
+
+def _relative(value: float | None, reference: float | None) -> float:
+    """value / reference - 1; nan unless both are finite and the reference positive (a saved NaN reads as None)."""
+    finite = all(isinstance(v, (int, float)) and math.isfinite(v) for v in (value, reference))
+    return value / reference - 1 if finite and reference > 0 else math.nan
 
 
 def median_abs_error(comparisons: Sequence[Mapping]) -> float:

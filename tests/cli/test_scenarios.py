@@ -67,15 +67,17 @@ def test_a_paper_testbed_not_running_is_named(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "not running" in result.output and "testbed up" in result.output
 
 
-def _saved_study(path: Path, rate_eps: float, duration_s: float = 6.0) -> Path:
-    """A `scenarios --pipeline --json` document of Baseline and Zero-Wait at `rate_eps`: Zero-Wait the lower P95."""
+def _saved_study(path: Path, rate_eps: float, duration_s: float = 6.0,
+                 p95s_s: tuple[tuple[str, float], ...] = (("baseline", 3.5), ("zero-wait", 2.7))) -> Path:
+    """A `scenarios --pipeline --json` document of the scenarios `p95s_s` at `rate_eps`, each with its P95 real and
+    twin alike (by default Baseline and Zero-Wait, Zero-Wait the lower)."""
     def side(p95_s: float) -> dict:
         return {"p95_s": p95_s, "mean_s": p95_s / 2, "offered_eps": rate_eps, "throughput_eps": rate_eps,
                 "out_in": 1.0, "keeps_up": True}
 
     rows = {name: {"real": side(p95_s) | {"behind_end_events": 0, "window_s": duration_s - 2, "reps": 1},
                    "twin": side(p95_s), "paper": {}, "twin_p95_error": 0.0}
-            for name, p95_s in (("baseline", 3.5), ("zero-wait", 2.7))}
+            for name, p95_s in p95s_s}
     doc = {"pipeline": "paper", "latency": "to the table", "duration_s": duration_s, "warmup_s": 2.0, "reps": 1,
            "calibration": "paper-testbed", "twin_reps": 1, "median_abs_twin_p95_error": 0.0,
            "scenarios": {"baseline": {"applied": {"spark.trigger.interval": 1.0}, "skipped": {}, "moved": {}},
@@ -100,3 +102,14 @@ def test_saved_studies_print_again_and_the_twin_fitted_to_them_says_its_error_wi
     other = _saved_study(tmp_path / "longer.json", 200.0, duration_s=20.0)
     result = CliRunner().invoke(app, ["scenarios", "--report", str(low), "--report", str(other), "--fit", str(fitted)])
     assert result.exit_code == 2 and "different lengths" in result.output and "--report" in result.output
+
+
+def test_a_saved_studys_ovat_variants_are_set_against_its_hybrid(tmp_path):
+    saved = _saved_study(tmp_path / "ovat.json", 300.0, p95s_s=(("hybrid", 2.0), ("ovat-1", 2.02), ("ovat-2", 2.5)))
+    doc = json.loads(saved.read_text())
+    doc["comparisons"][0]["kind"] = "paper"
+    saved.write_text(json.dumps(doc))
+    result = CliRunner().invoke(app, ["scenarios", "--report", str(saved)])
+    assert result.exit_code == 0, result.output
+    assert "OVAT-1 (scan 1s) against Hybrid: real same (+1%), twin same (+1%), paper lower (-11%)" in result.output
+    assert "OVAT-2 (bulk 2048) against Hybrid: real higher (+25%), twin higher (+25%), paper lower (-13%)" in result.output

@@ -81,6 +81,17 @@ def test_a_comparison_says_each_sides_winner_and_who_fell_behind():
     assert median_abs_error([doc]) == pytest.approx(0.4)  # |3-4|/4, |2.5-9|/9, |2.8-2|/2
 
 
+def test_each_ovat_variant_is_set_against_hybrid_run_beside_it_and_the_papers_against_its_own():
+    """The paper's sensitivity analysis (Table 10): OVAT-1 (scan 1 s) against Hybrid, real, twin and paper."""
+    real = {"hybrid": [_run(2.0, 300)], "ovat-1": [_run(2.1, 300)]}
+    twin = {"scenarios": {"hybrid": _twin_row(2.5, 300), "ovat-1": _twin_row(2.5, 300)}}
+    moved = compare(300.0, "paper", real, twin)["ovat_vs_hybrid"]
+    assert moved["ovat-1"]["real"] == pytest.approx(0.05) and moved["ovat-1"]["twin"] == 0.0
+    assert moved["ovat-1"]["paper"] == pytest.approx(25.92 / 29.06 - 1)  # Table 10's own Hybrid, not Table 9's
+    assert "paper" not in compare(1000.0, "chosen", real, twin)["ovat_vs_hybrid"]["ovat-1"]
+    assert compare(300.0, "paper", {"ovat-1": real["ovat-1"]}, twin)["ovat_vs_hybrid"] == {}  # no Hybrid beside
+
+
 def test_the_twins_zero_wait_collapses_just_above_the_papers_rate():
     """One event per request, no pipelining: the twin's Filebeat carries about 300 ev/s in Zero-Wait."""
     found = collapse_rate(load("paper-2vcpu"), lambda rate, seed: build_schedule(
