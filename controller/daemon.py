@@ -274,18 +274,19 @@ class Daemon:
         live = [o for o in (self.store.overrides() if self.store else []) if o.id not in self._vetoed]
         return max(live, key=lambda o: o.created_at) if live else None
 
-    def step(self) -> Decision:
+    def step(self, last: bool = False) -> Decision:
         """Measure one window and act on it. An unexpected error is recorded as the window's decision and the
-        next window goes on; the same one `ERROR_WINDOWS` windows in a row raises `PersistentError`."""
+        next window goes on; the same one `ERROR_WINDOWS` windows in a row raises `PersistentError`. `last`: the
+        run's last window, after which no window judges a change (`_decide`)."""
         self.t_s += self.window_s  # the window passes whether or not it can be read
         try:
-            decision = self._step()
+            decision = self._step(last)
         except Exception as err:  # anything but PipelineUnavailable, on which _step holds
             return self._failed(err)
         self._failing = ("", 0)
         return decision
 
-    def _step(self) -> Decision:
+    def _step(self, last: bool) -> Decision:
         """collect → not ready? record → judge → decide → realize → record (the Flink autoscaler's
         runScalingLogic reads alike)."""
         self._sync()
@@ -300,7 +301,7 @@ class Daemon:
         if collected.outcome is not None and collected.outcome.kind is OutcomeKind.EXTENDED:
             return self._record(self._on_trial(collected))
         verdict = self._judge(collected)
-        choice = self._decide(collected, verdict)
+        choice = self._decide(collected, verdict, last)
         target = self.space.hold(choice.target, collected.config) if self.space else choice.target
         decision = self._realize(collected.config, target, self._decision(collected, choice, verdict.messages))
         return self._record(decision, choice.vetoed)
@@ -448,8 +449,10 @@ class Daemon:
         if self.store:
             self.store.save_incumbent(self.incumbent)
 
-    def _decide(self, collected: Collected, verdict: Verdict) -> Choice:
-        """The config to run next, and why; writes nothing (what it vetoes, `_record` writes down)."""
+    def _decide(self, collected: Collected, verdict: Verdict, last: bool = False) -> Choice:
+        """The config to run next, and why; writes nothing (what it vetoes, `_record` writes down). On the run's
+        `last` window the run ends on its incumbent, the config its summary calls final: a candidate applied then, or
+        one not yet judged better, would be left in force unmeasured or unjudged."""
         inc, config = self.incumbent, collected.config
         offered_eps = collected.observation.offered_eps
         context = Context(offered_eps, inc.config if inc else None, dict(self._restart_pauses_s), self._limits)
@@ -476,6 +479,9 @@ class Daemon:
                           f"override {override.id} ({override.reason}), {override.remaining_s():.0f}s left")
         if person_hold is not None:
             return Choice(config, person_hold, f"{person_hold} by a person: the config is held")
+        if last and inc is not None and self.policy.enforce(inc.config) != config and self.policy.mode != "advise":
+            return Choice(self.policy.enforce(inc.config), Action.RETURN, "the run's last window: back to the "
+                          "incumbent, the run's final config (the candidate in force was not judged better)")
         if inc is not None and inc.config != config and inc.figure_at(context.offered_eps) is None:
             moved = f"offered load moved {inc.offered_eps:.0f} → {context.offered_eps:.0f} ev/s"
             if self._dwell + 1 < AWAY_WINDOWS:
@@ -510,6 +516,9 @@ class Daemon:
                 reason = f"another window of the candidate, which is not the incumbent yet: {reason}"
         elif candidate == incumbent:
             action = Action.RETURN  # not "explore": the change ends a search ("converged: … keep the incumbent")
+        elif last:  # as when stopping: no window is left to measure it
+            return Choice(config, Action.HOLD, f"the run's last window: no window left to judge the learner's "
+                                               f"candidate ({reason})", suggestion.predicted)
         else:
             action = Action.EXPLORE
         return Choice(candidate, action, reason, suggestion.predicted)
@@ -669,7 +678,7 @@ class Daemon:
         while (windows is None or done < windows) and not self.stop.is_set():
             self.stop.wait(max(0.0, wall_s_per_window - (time.monotonic() - started)))
             started = time.monotonic()
-            decision = self.step()
+            decision = self.step(last=windows is not None and done + 1 == windows)
             done += 1
             if on_decision:
                 on_decision(decision)

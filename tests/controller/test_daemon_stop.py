@@ -99,3 +99,24 @@ def test_the_restart_budget_remembers_only_the_last_hour():
     assert daemon.run(40) == 40
     assert daemon.metrics.restarts._value.get() == 40
     assert len(daemon._restart_times) <= RESTART_BUDGET_S / window_s
+
+
+def _bounded(learner) -> tuple[Daemon, TwinPipeline]:
+    pipeline = TwinPipeline(preset("defaults"), _steady_load(), load("paper-2vcpu"), seed=1)
+    return Daemon(pipeline, learner, Policy(), window_s=WINDOW_S), pipeline
+
+
+def test_a_bounded_run_ends_on_its_incumbent_the_config_its_summary_calls_final():
+    """`run(windows)`: no window would judge a change made on the last one, so the run ends on its incumbent (`autotune
+    --windows N` keeps the config in force and reports the incumbent as final): a candidate judged no better goes
+    back, one judged better stays, and the learner's next candidate is never applied."""
+    defaults, never = preset("defaults"), PIPELINE_SPACE.config({"filebeat.output.bulk_max_size": 512})
+    slower = PIPELINE_SPACE.config({**defaults, "filebeat.backoff": 3.0, "filebeat.max_backoff": 10.0})
+    faster = PIPELINE_SPACE.config({**defaults, "filebeat.queue.mem.flush.timeout": 0.1})
+    for candidate, action in ((slower, "return"), (faster, "hold")):
+        decisions = []
+        daemon, pipeline = _bounded(Scripted(candidate, never))
+        assert daemon.run(2, on_decision=decisions.append) == 2
+        assert [d.action for d in decisions] == ["explore", action], [d.reason for d in decisions]
+        assert decisions[-1].reason.startswith("the run's last window")
+        assert pipeline.current() == daemon.incumbent.config == (defaults if candidate is slower else faster)
