@@ -404,9 +404,9 @@ def summarise(rows: list[Measured]) -> dict[str, dict]:
 
 def budget_figures(rows: list[Measured], summary: dict[str, dict], budget: CpuBudget | None,
                    tuned: str = "pipetune") -> dict | None:
-    """The tuned config's CPU (the row `tuned`) on each of its fresh windows against the CPU budget it tuned under, set as the tuning run sets
-    it but by the defaults measured side by side (`summarise`: their median CPU at their median load): the same
-    yardstick in the same run. None without a budget or a CPU reading of the defaults."""
+    """The tuned config's CPU (the row `tuned`) on each of its fresh windows against the CPU budget it tuned under,
+    set as the tuning run sets it but by the defaults measured side by side (`summarise`: their median CPU at their
+    median load): the same yardstick in the same run. None without a budget or a CPU reading of the defaults."""
     defaults = summary.get("defaults", {})
     if budget is None or not defaults.get("cpu_cores"):
         return None

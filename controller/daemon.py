@@ -449,7 +449,7 @@ class Daemon:
         if self.store:
             self.store.save_incumbent(self.incumbent)
 
-    def _decide(self, collected: Collected, verdict: Verdict, last: bool = False) -> Choice:
+    def _decide(self, collected: Collected, verdict: Verdict, last: bool) -> Choice:
         """The config to run next, and why; writes nothing (what it vetoes, `_record` writes down). On the run's
         `last` window the run ends on its incumbent, the config its summary calls final: a candidate applied then, or
         one not yet judged better, would be left in force unmeasured or unjudged."""

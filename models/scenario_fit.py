@@ -13,7 +13,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from models.components import SPARK_SINK, TOPOLOGIES
-from models.scenario_study import KEEPS_UP, winners
+from models.scenario_study import keeps_up, winners
 from models.space import PIPELINE_SPACE, Config
 from models.twin import Calibration
 from models.twin.fit import Coefficient, FitResult, Measurement, Predictor, fit, twin_predictor
@@ -32,8 +32,8 @@ SCENARIO_COEFFICIENTS: tuple[Coefficient, ...] = SPARK_COEFFICIENTS + (ROUND_TRI
 
 
 @dataclass(frozen=True)
-class RealRun:
-    """A scenario's real run read back from a document: the comparison it was run in (the documents' comparisons
+class SavedRun:
+    """A scenario's real run read back from a saved document: the comparison it was run in (the documents' comparisons
     numbered in order: the scenarios run together at one rate), and whether it kept up."""
 
     scenario: str
@@ -47,7 +47,7 @@ class ScenarioError:
     """One real run against the twin before and after the fit: P95 s, (twin - real) / real, and whether each kept
     up (output at least KEEPS_UP of the offered rate)."""
 
-    run: RealRun
+    run: SavedRun
     base_p95_s: float
     fitted_p95_s: float
     base_keeps_up: bool
@@ -91,20 +91,17 @@ def applied_configs(doc: Mapping) -> dict[str, Config]:
         raise ValueError(f"the document has no {err} (saved by `pipetune scenarios --pipeline --json`?)") from None
 
 
-def real_runs(docs: Sequence[Mapping]) -> list[RealRun]:
+def saved_runs(docs: Sequence[Mapping]) -> list[SavedRun]:
     """Every scenario at every rate of the documents whose figures are finite."""
     out = []
-    comparison = 0
-    for doc in docs:
-        configs = applied_configs(doc)
-        for rate in doc["comparisons"]:
-            for name, row in rate["scenarios"].items():
-                real = row["real"]
-                if all(isinstance(real.get(k), (int, float)) and math.isfinite(real[k]) and real[k] > 0
-                       for k in ("p95_s", "throughput_eps", "offered_eps")):
-                    point = Measurement(configs[name], rate["rate_eps"], real["p95_s"], real["throughput_eps"])
-                    out.append(RealRun(name, comparison, point, real["throughput_eps"] >= KEEPS_UP * real["offered_eps"]))
-            comparison += 1
+    comparisons = [(applied_configs(doc), compared) for doc in docs for compared in doc["comparisons"]]
+    for number, (configs, compared) in enumerate(comparisons):
+        for name, row in compared["scenarios"].items():
+            real = row["real"]
+            if all(isinstance(real.get(k), (int, float)) and math.isfinite(real[k]) and real[k] > 0
+                   for k in ("p95_s", "throughput_eps", "offered_eps")):
+                point = Measurement(configs[name], compared["rate_eps"], real["p95_s"], real["throughput_eps"])
+                out.append(SavedRun(name, number, point, keeps_up(real["throughput_eps"], real["offered_eps"])))
     if not out:
         raise ValueError("the documents hold no real run with a finite P95, throughput and offered rate")
     return out
@@ -120,14 +117,14 @@ def fit_scenarios(docs: Sequence[Mapping], base: Calibration, *, max_evals: int 
     if len(windows) != 1:
         raise ValueError("the documents ran windows of different lengths (" + ", ".join(
             f"{d:g} s after {w:g} s" for d, w in sorted(windows)) + "): fit them apart")
-    runs = real_runs(docs)
+    runs = saved_runs(docs)
     ((duration_s, warmup_s),) = windows
     predict = predict or twin_predictor(duration_s, warmup_s)
     result = fit([r.measurement for r in runs], base, predict, SCENARIO_COEFFICIENTS, max_evals=max_evals)
 
-    def predicted(calibration: Calibration, run: RealRun) -> tuple[float, bool]:
+    def predicted(calibration: Calibration, run: SavedRun) -> tuple[float, bool]:
         p95_s, throughput_eps = predict(calibration, run.measurement.config, run.measurement.rate_eps)
-        return p95_s, throughput_eps >= KEEPS_UP * run.measurement.rate_eps
+        return p95_s, keeps_up(throughput_eps, run.measurement.rate_eps)
 
     errors = []
     for run in runs:

@@ -95,9 +95,9 @@ def summarise_real(runs: Sequence[RealRun]) -> dict[str, float]:
     return out
 
 
-def twin_keeps_up(row: Mapping[str, float]) -> bool:
-    """A twin run keeps up when its sustained output is at least KEEPS_UP of what was offered."""
-    return row["sustained_throughput_eps"] >= KEEPS_UP * row["offered_eps"]
+def keeps_up(output_eps: float, offered_eps: float) -> bool:
+    """A run keeps up when its output is at least KEEPS_UP of what was offered."""
+    return output_eps >= KEEPS_UP * offered_eps
 
 
 def winners(rows: Mapping[str, Mapping[str, float]], keeps_up: Mapping[str, bool]) -> list[str]:

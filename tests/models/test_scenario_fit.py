@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from models.scenario_fit import (SCENARIO_COEFFICIENTS, ScenarioError, agreements, applied_configs, fit_scenarios,
-                                 real_runs)
+                                 saved_runs)
 from models.twin import load
 
 SCENARIOS = {"baseline": {"applied": {"spark.trigger.interval": 1.0}, "skipped": {}, "moved": {}},
@@ -41,10 +41,10 @@ def _capped_by_the_round_trip(calibration, config, rate_eps):
 def test_the_runs_are_read_as_the_configs_the_agents_applied():
     configs = applied_configs(DOC)
     assert configs["hybrid"]["filebeat.max_backoff"] == 0.01 and configs["hybrid"]["filebeat.backoff"] == 0.01
-    [run] = real_runs([DOC])
+    [run] = saved_runs([DOC])
     assert run.scenario == "baseline" and run.measurement.rate_eps == 300.0 and run.measurement.p95_s == 8.0
     assert run.keeps_up and run.comparison == 0
-    assert [r.comparison for r in real_runs([DOC, _doc_at(900.0, 600.0)])] == [0, 1, 1]
+    assert [r.comparison for r in saved_runs([DOC, _doc_at(900.0, 600.0)])] == [0, 1, 1]
     with pytest.raises(ValueError, match="no 'scenarios'"):
         applied_configs({"comparisons": []})
 
@@ -72,7 +72,7 @@ def test_the_fit_lengthens_the_batch_cost_and_the_round_trip_to_what_the_real_ru
 
 
 def test_the_winner_is_among_those_keeping_up_and_a_tie_counts_as_the_same():
-    [baseline, zero_wait] = real_runs([_doc_at(900.0, 900.0)])  # both keep up; Zero-Wait's 4 s the lower
+    [baseline, zero_wait] = saved_runs([_doc_at(900.0, 900.0)])  # both keep up; Zero-Wait's 4 s the lower
     errors = [ScenarioError(baseline, 3.0, 8.0, True, True), ScenarioError(zero_wait, 3.05, 4.0, True, False)]
     [before] = agreements(errors, fitted=False)
     assert before.real_winners == ["zero-wait"] and set(before.twin_winners) == {"baseline", "zero-wait"}
