@@ -250,3 +250,19 @@ def test_pipetunes_cpu_is_judged_on_each_fresh_window_by_the_budget_the_defaults
 def test_the_side_by_side_shows_each_contenders_filebeat_cpu():
     summary = live.summarise([_measured("defaults", 1, 0.04), _measured("defaults", 2, 0.06)])
     assert summary["defaults"]["cpu_cores"] == {"filebeat": pytest.approx(0.05)}
+
+
+def test_where_the_papers_zero_wait_falls_behind_the_tuned_config_must_keep_up():
+    """At a rate where Zero-Wait (measured side by side on a pipeline ending in Spark) falls behind, a check says
+    whether the tuned config keeps up; where Zero-Wait keeps up, there is no such check."""
+    row = {"offered_eps": 1750.0, "p95_s": 2.0, "out_in": 1.0}
+    collapsed = {"offered_eps": 1750.0, "throughput_eps": 1400.0, "p95_s": 14.0, "out_in": 0.8}
+    kept = _result()["summary"] | {"zero-wait": collapsed, "pipetune": row | {"throughput_eps": 1740.0}}
+    ok, text = live.run_checks(_result(summary=kept))[-2]
+    assert ok and text.startswith("at 1750 ev/s the paper's Zero-Wait falls behind (out/in 80%, P95 14 s); "
+                                  "pipetune keeps up")
+    behind = kept | {"pipetune": row | {"throughput_eps": 1500.0, "out_in": 0.86}}
+    ok, text = live.run_checks(_result(summary=behind))[-2]
+    assert not ok and "pipetune falls behind too (out/in 86%" in text
+    fine = kept | {"zero-wait": collapsed | {"throughput_eps": 1745.0}}
+    assert not any("Zero-Wait" in text for _, text in live.run_checks(_result(summary=fine)))
