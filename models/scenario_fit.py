@@ -13,7 +13,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from models.components import SPARK_SINK, TOPOLOGIES
-from models.scenario_study import keeps_up, winners
+from models.scenario_study import keeps_up, real_keeps_up, winners
 from models.space import PIPELINE_SPACE, Config
 from models.twin import Calibration
 from models.twin.fit import Coefficient, FitResult, Measurement, Predictor, fit, twin_predictor
@@ -101,7 +101,7 @@ def saved_runs(docs: Sequence[Mapping]) -> list[SavedRun]:
             if all(isinstance(real.get(k), (int, float)) and math.isfinite(real[k]) and real[k] > 0
                    for k in ("p95_s", "throughput_eps", "offered_eps")):
                 point = Measurement(configs[name], compared["rate_eps"], real["p95_s"], real["throughput_eps"])
-                out.append(SavedRun(name, number, point, keeps_up(real["throughput_eps"], real["offered_eps"])))
+                out.append(SavedRun(name, number, point, real_keeps_up(real)))
     if not out:
         raise ValueError("the documents hold no real run with a finite P95, throughput and offered rate")
     return out

@@ -4,7 +4,8 @@ rate, and one window read from the testbed's Prometheus as the daemon reads its 
 of the deployment's `LivePipeline`, the latency to the warehouse table when a Spark job ends the pipeline).
 
 After the load the run waits (bounded) until the table holds every request nginx logged, so the next scenario starts
-on an empty pipeline; what is still missing then is the run's `behind_end_events`.
+on an empty pipeline; what is still missing then is the run's `behind_end_events`. Whether the backlog before the
+table grew over the window is the tuning run's rule (`models.verdict.judge`, the warm-up as the window before).
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from contextlib import closing
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
-from models.scenario_study import RealRun, ScenarioConfig, compare, median_abs_error, scenario_config
+from models.policy import Policy
+from models.scenario_study import KEEPS_UP, RealRun, ScenarioConfig, compare, median_abs_error, scenario_config
+from models.verdict import BreachKind, judge
 from replay.engine import Workload, run
 from replay.profiles import Profile, WorkloadSpec, build_schedule
 from replay.sinks import SinkSpec
@@ -96,6 +99,8 @@ def run_scenario(spec: PipelineSpec, scenario: ScenarioConfig, settings: RealSet
             raise TestbedError(f"the load into {url} failed: {failed[0] if failed else 'did not end'}")
         time.sleep(2.5 * spec.prometheus.scrape_interval_s)  # the window's last scrape
         window = telemetry.window(start, end)
+        # the tuning run's rule on a growing backlog (the warm-up the window before): a queue building upstream
+        verdict = judge(window, Policy(min_throughput_ratio=KEEPS_UP), None, previous=telemetry.window(began, start))
         # the output window shifted by the median latency (as testbed.harness.observe_run does): a pipeline that
         # keeps up then shows output = offered, whatever its latency
         lag = min(window.p50_s if math.isfinite(window.p50_s) else 0.0, settings.drain_s)
@@ -110,7 +115,8 @@ def run_scenario(spec: PipelineSpec, scenario: ScenarioConfig, settings: RealSet
             behind = _behind(telemetry, appended_0, output_0, output, time.time())
     return RealRun(p95_s=window.p95_s, mean_s=window.mean_s, offered_eps=window.offered_eps,
                    throughput_eps=committed / window.duration_s if math.isfinite(committed) else 0.0,
-                   behind_end_events=behind, window_s=window.duration_s)
+                   behind_end_events=behind, window_s=window.duration_s,
+                   backlog_grew=any(b.kind is BreachKind.BACKLOG for b in verdict.breaches))
 
 
 def _behind(telemetry, appended_0: float, output_0: float, output: str, at: float) -> int:
@@ -136,7 +142,8 @@ def run_study(spec: PipelineSpec, configs: Mapping[str, ScenarioConfig], setting
             runs.setdefault(name, []).append(result)
             say(f"  {name} at {settings.rate_eps:g} ev/s, rep {rep + 1}: P95 {result.p95_s:.3f} s, mean "
                 f"{result.mean_s:.3f} s, {result.throughput_eps:.0f} of {result.offered_eps:.0f} ev/s into the table, "
-                f"{result.behind_end_events} behind after the drain")
+                f"{result.behind_end_events} behind after the drain"
+                + (", its backlog grew over the window" if result.backlog_grew else ""))
     return runs
 
 

@@ -49,6 +49,13 @@ def test_the_runs_are_read_as_the_configs_the_agents_applied():
         applied_configs({"comparisons": []})
 
 
+def test_a_saved_run_whose_backlog_grew_in_most_repetitions_is_read_as_falling_behind():
+    doc = _doc_at(1750.0, 1750.0)
+    doc["comparisons"][0]["scenarios"]["zero-wait"]["real"]["backlog_grew"] = 1.0
+    baseline, zero_wait = saved_runs([doc])
+    assert baseline.keeps_up and not zero_wait.keeps_up
+
+
 def test_a_calibration_without_spark_or_documents_of_other_windows_are_refused():
     with pytest.raises(ValueError, match="no Spark stage"):
         fit_scenarios([DOC], load("local-filebeat-kafka"))

@@ -9,7 +9,7 @@ import pytest
 
 from models.paper_scenarios import PAPER
 from models.scenario_study import (KEEPS_UP, REAL_SCENARIOS, RealRun, collapse_rate, compare, median_abs_error,
-                                   scenario_config, summarise_real, winners)
+                                   real_keeps_up, scenario_config, summarise_real, winners)
 from models.space import check_rules
 from models.twin import load
 from replay.profiles import WorkloadSpec, build_schedule
@@ -62,6 +62,19 @@ def test_real_repetitions_are_summarised_by_their_median():
     row = summarise_real([_run(1.0, 300), _run(9.0, 100), _run(2.0, 290)])
     assert row["p95_s"] == 2.0 and row["throughput_eps"] == 290 and row["reps"] == 3
     assert row["keeps_up"] == (290 / 300 >= KEEPS_UP)
+
+
+def test_a_real_run_whose_backlog_grew_falls_behind_though_its_shifted_output_kept_pace():
+    """Zero-Wait at 1,750 ev/s read 100 % out/in over the window shifted by its median latency while its queue grew
+    in Filebeat: the tuning run's backlog rule says it fell behind; over repetitions, when most of them did."""
+    grew = RealRun(p95_s=31.9, mean_s=24.9, offered_eps=1750.0, throughput_eps=1757.0, behind_end_events=0,
+                   window_s=35.0, backlog_grew=True)
+    assert not grew.keeps_up and _run(2.6, 1750.0, 1750.0).keeps_up
+    assert summarise_real([grew, _run(7.1, 1750.0, 1750.0)])["keeps_up"]  # one of two: no majority
+    row = summarise_real([grew, grew, _run(7.1, 1750.0, 1750.0)])
+    assert row["backlog_grew"] == pytest.approx(2 / 3) and not row["keeps_up"]
+    # a document saved before the backlog was read: its output alone
+    assert real_keeps_up({"throughput_eps": 1750.0, "offered_eps": 1750.0})
 
 
 def _twin_row(p95: float, sustained: float) -> dict:
