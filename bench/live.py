@@ -83,7 +83,7 @@ from replay.profiles import Profile, WorkloadSpec, build_schedule
 from replay.sinks import SinkSpec
 from testbed import agent, lifecycle
 from testbed.endpoints import deployment, write_deployment
-from testbed.harness import new_run_id, replay_and_observe, wait_for_report
+from testbed.harness import new_run_id, replay_and_observe, wait_for_report, window_verdict
 from testbed.pipeline import DEFAULT_PIPELINE, PipelineSpec, load_pipeline, pipeline_file
 from testbed.prometheus import prometheus_url
 from testbed.spark_sink import Ledger, job_settings, ledger, logged_request_ids, metrics_text
@@ -302,9 +302,7 @@ def send_and_observe(spec: PipelineSpec, schedule: Schedule, warmup_s: float) ->
     observed = replace(latency, offered_eps=schedule.events / schedule.duration_s,
                        throughput_eps=committed / length if math.isfinite(committed) else 0.0,
                        events_in=result.events, events_out=round(committed) if math.isfinite(committed) else 0)
-    verdict = judge(telemetry.window(result.started_at + warmup_s, ended_at),
-                    Policy(min_throughput_ratio=MIN_THROUGHPUT_RATIO), None,
-                    previous=telemetry.window(result.started_at, result.started_at + warmup_s))
+    verdict = window_verdict(telemetry, result.started_at, result.started_at + warmup_s, ended_at, MIN_THROUGHPUT_RATIO)
     return Sent(observed, (start, end), verdict.behind)
 
 

@@ -20,8 +20,10 @@ from agents.probe.ledger import RunReport
 from agents.probe.runs import read_report
 from controller.telemetry import PrometheusTelemetry
 from models.observation import Observation
+from models.policy import Policy
 from models.space import Config
 from models.twin.fit import Measurement
+from models.verdict import Verdict, judge
 from replay.arrivals import Schedule, steady
 from replay.engine import ReplayResult, Workload, run
 from replay.manifest import build_manifest, write_manifest
@@ -104,6 +106,15 @@ def observe_run(spec: PipelineSpec, live_run: LiveRun, scrape_s: float, warmup_s
                    throughput_eps=consumed / length if math.isfinite(consumed) else 0.0,
                    events_in=live_run.events, events_out=live_run.report.received,
                    lost_events=live_run.report.lost_events)
+
+
+def window_verdict(telemetry: PrometheusTelemetry, began: float, start: float, end: float,
+                   min_throughput_ratio: float) -> Verdict:
+    """The tuning run's verdict on [start, end] of a load that began at `began`, unshifted: the warm-up [began, start]
+    is the window before, so a backlog that grew over the window (a queue building before Kafka, which an output
+    window shifted by the median latency cannot show) breaks the backlog rule."""
+    return judge(telemetry.window(start, end), Policy(min_throughput_ratio=min_throughput_ratio), None,
+                 previous=telemetry.window(began, start))
 
 
 def replay_and_observe(spec: PipelineSpec, schedule: Schedule, warmup_s: float) -> tuple[LiveRun, Observation]:

@@ -18,15 +18,14 @@ from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
 from controller.telemetry import PrometheusTelemetry
-from models.policy import Policy
 from models.scenario_study import KEEPS_UP, RealRun, ScenarioConfig, compare, median_abs_error, scenario_config
-from models.verdict import BreachKind, judge
+from models.verdict import BreachKind
 from replay.engine import Workload, run
 from replay.profiles import Profile, WorkloadSpec, build_schedule
 from replay.sinks import SinkSpec
 from testbed import lifecycle
 from testbed.endpoints import deployment, live_pipeline
-from testbed.harness import new_run_id
+from testbed.harness import new_run_id, window_verdict
 from testbed.pipeline import PipelineSpec
 from testbed.prometheus import prometheus_url
 from testbed.processes import TestbedError
@@ -104,8 +103,7 @@ def run_scenario(spec: PipelineSpec, scenario: ScenarioConfig, settings: RealSet
         # the tuning run's rule on a growing backlog (the warm-up the window before): a queue building before Kafka,
         # the harvested files' unshipped events (the consumer group's lag has no samples yet in the warm-up)
         files = PrometheusTelemetry(prometheus_url(spec), latency_stage=deployment(spec).latency.stage)
-        verdict = judge(files.window(start, end), Policy(min_throughput_ratio=KEEPS_UP), None,
-                        previous=files.window(began, start))
+        verdict = window_verdict(files, began, start, end, KEEPS_UP)
         # the output window shifted by the median latency (as testbed.harness.observe_run does): a pipeline that
         # keeps up then shows output = offered, whatever its latency
         lag = min(window.p50_s if math.isfinite(window.p50_s) else 0.0, settings.drain_s)

@@ -268,16 +268,3 @@ def test_where_the_papers_zero_wait_falls_behind_the_tuned_config_must_keep_up()
     fine = kept | {"zero-wait": collapsed | {"behind_rounds": 0}}
     assert not any("Zero-Wait" in text for _, text in live.run_checks(_result(summary=fine)))
 
-
-def test_a_window_of_requests_is_behind_when_the_backlog_before_kafka_grows_though_the_table_keeps_pace():
-    """The side by side's verdict is the tuning run's: a window whose output matched its input but whose source
-    backlog grew past the tolerated shortfall (Zero-Wait's queue in Filebeat) is behind."""
-    from models.observation import Observation
-    from models.verdict import judge
-    base = dict(duration_s=35.0, offered_eps=1750.0, throughput_eps=1750.0, p50_s=20.0, p95_s=30.0, p99_s=31.0, mean_s=20.0)
-    warmup = Observation(**(base | {"duration_s": 10.0}), backlog_events={"source": 10_000})
-    window = Observation(**base, backlog_events={"source": 40_000})
-    policy = live.Policy(min_throughput_ratio=live.MIN_THROUGHPUT_RATIO)
-    assert judge(window, policy, None, previous=warmup).behind
-    steady = Observation(**base, backlog_events={"source": 10_200})
-    assert not judge(steady, policy, None, previous=warmup).behind
