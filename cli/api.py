@@ -141,15 +141,18 @@ def _nodes(names: list[str] | None, versions: dict[str, dict | None]) -> str:
 
 
 def _space_rows(space: dict | None, config: dict) -> list[tuple[str, str]]:
-    """What the learner tunes, grouped by the agent's component that applies it, and what it holds and why."""
+    """What the learner tunes, grouped by the agent's component that applies it, what it holds and why, and how high
+    it takes the waits a lull sits out."""
     if not space:
         return [("tuned", "–")]
     by: dict[str, list[str]] = {}
     for param, appliers in space["tuned"].items():
         by.setdefault(", ".join(appliers), []).append(param)
     held = "; ".join(f"{param} {config.get(param, '–')} ({why})" for param, why in space["held"].items())
+    ceilings = ", ".join(f"{param} {value:g}" for param, value in space.get("ceilings", {}).items())
     return [("tuned", "; ".join(f"{', '.join(params)} by {who}" for who, params in by.items())),
-            ("held", held or "none")]
+            ("held", held or "none"),
+            ("at most", f"{ceilings} (as the run started: a lull's events wait them out)" if ceilings else "–")]
 
 
 def _rollout(rollout: dict | None) -> str:

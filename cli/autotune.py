@@ -317,6 +317,9 @@ def autotune_command(
     if space.held:
         err.print("held, not tuned: " + "; ".join(f"{k} {final[k]:.4g} ({why})" if isinstance(final[k], float) else
                                                   f"{k} {final[k]} ({why})" for k, why in space.held.items()))
+    if space.ceilings:
+        err.print("at most as the run started (a lull's events wait them out): "
+                  + ", ".join(f"{k} {v:g}" for k, v in space.ceilings.items()))
     err.print(_budget_line(daemon.status(decisions[-1] if decisions else None).budget))
     err.print(f"rollbacks {daemon.rollbacks}, seconds in guardrail violation {daemon.violation_s:g} "
               f"of {daemon.t_s:g} {'wall-clock' if live else 'simulated'}")

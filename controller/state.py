@@ -243,6 +243,9 @@ class TunedSpaceReport(BaseModel):
     held: dict[str, str] = Field(description="parameter the learner would search -> why it is held instead")
     managed: list[str] | None = Field(description="every parameter some agent of the pool applies (null: the twin, "
                                                   "which takes all); any other is held at the running config's value")
+    ceilings: dict[str, float] = Field(default_factory=dict, description="a tuned wait every event of a lull sits "
+                                       "out (a steady load hides it) -> the highest value the learner gives it: the "
+                                       "run's starting value")
 
 
 class Status(BaseModel):

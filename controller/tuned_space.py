@@ -5,14 +5,19 @@ A deployment's `config:` (a preset, single values set) fills the parameters no a
 complete; searching them would log changes nothing puts in force. Each agent lists what its components take
 (`params_allowed` in `GET /components`), so the pool's space is known once its agents answer. The twin takes every
 parameter: its space is the topology's, nothing held.
+
+A tuned wait that a steady load hides and every event of a lull sits out (a flush timeout beside its batch,
+`max_backoff`) has a ceiling: the value the run started on, which the learner never goes above
+(`models.latency_bounds.lull_ceilings`). The report shows them.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from controller.state import TunedSpaceReport
+from models.latency_bounds import lull_ceilings
 from models.space import PIPELINE_SPACE, Config
 
 Managers = Mapping[str, tuple[str, ...]]  # parameter -> each agent's component that applies it, as "node/component"
@@ -25,13 +30,15 @@ class NothingToTune(ValueError):
 
 @dataclass(frozen=True)
 class TunedSpace:
-    """What a pool's learner searches and who applies each parameter; what it holds and why.
+    """What a pool's learner searches and who applies each parameter; what it holds and why; the highest value it
+    gives each wait a lull sits out.
 
     `managers` None: the twin, which takes every parameter (nothing is held)."""
 
     tuned: tuple[str, ...]
     held: Mapping[str, str]  # a parameter the topology tunes that no agent applies -> why it is held
     managers: Managers | None
+    ceilings: Mapping[str, float] = field(default_factory=dict)  # a tuned lull wait -> its value at the run's start
 
     def applies(self, name: str) -> bool:
         """Whether some agent of the pool applies parameter `name` (on the twin, every one)."""
@@ -45,18 +52,24 @@ class TunedSpace:
     def report(self) -> TunedSpaceReport:
         by = self.managers if self.managers is not None else dict.fromkeys(self.tuned, (TWIN,))
         return TunedSpaceReport(tuned={name: list(by[name]) for name in self.tuned}, held=dict(self.held),
-                                managed=None if self.managers is None else sorted(self.managers))
+                                managed=None if self.managers is None else sorted(self.managers),
+                                ceilings=dict(self.ceilings))
 
 
-def tuned_space(wanted: Sequence[str], managers: Managers | None, pool: str) -> TunedSpace:
-    """The space of `pool`: of `wanted` (the learner's parameters, in order) those some agent applies.
+def tuned_space(wanted: Sequence[str], managers: Managers | None, pool: str, start: Config) -> TunedSpace:
+    """The space of `pool`: of `wanted` (the learner's parameters, in order) those some agent applies, the waits a
+    lull sits out among them held at most at their value in `start`.
 
     `NothingToTune` when no agent applies any of them: a learner with nothing to search cannot decide."""
     if managers is None:
-        return TunedSpace(tuple(wanted), {}, None)
+        return TunedSpace(tuple(wanted), {}, None, _ceilings(wanted, start))
     tuned = tuple(name for name in wanted if name in managers)
     held = {name: f"no agent of pool {pool} manages it" for name in wanted if name not in managers}
     if not tuned:
         raise NothingToTune(f"pool {pool}: no agent of the pool manages any parameter the learner tunes "
                             f"({', '.join(wanted)}); its agents manage {', '.join(sorted(managers)) or 'nothing'}")
-    return TunedSpace(tuned, held, dict(managers))
+    return TunedSpace(tuned, held, dict(managers), _ceilings(tuned, start))
+
+
+def _ceilings(tuned: Sequence[str], start: Config) -> dict[str, float]:
+    return {name: value for name, value in lull_ceilings(start).items() if name in tuned}

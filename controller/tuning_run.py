@@ -47,7 +47,7 @@ class LearnerSetup:
     def space(self) -> TunedSpace:
         """What the learner searches: the policy's (else the topology's) parameters that some agent of the pool
         applies; `NothingToTune` when there is none."""
-        return tuned_space(tuned_names(self.policy, self.topology), self.managers, self.pool)
+        return tuned_space(tuned_names(self.policy, self.topology), self.managers, self.pool, self.start)
 
 
 def tuning_learner(setup: LearnerSetup, *, remote: bool, node_id: str | None = None) -> Learner:

@@ -12,6 +12,11 @@
   consumer's fetch wait each only as long as its batch (flush.min_events, batch.size, batch bytes,
   fetch.min.bytes) takes to fill at the offered load. A stage's latency moves with it one for one where the
   stage waits out its timers; the learner expects that beyond where it has measured.
+- Lull. A timer a filled batch ends sooner (Filebeat's flush timeout, a producer's linger, a consumer's fetch wait,
+  Logstash's batch delay) and what a growing wait grows to (`max_backoff`) cost nothing at a load that fills the
+  batch first or keeps the harvester reading, so no window prices raising them; in a lull every event waits them
+  out in full. The learner holds each at most at the value the run started on (`lull_ceilings`): the operator's own
+  worst case in a lull.
 
 On the twin, over random configs at light and near-capacity loads, every stage's P95 stayed above 1.1 × its
 floor and below 0.96 × its ceiling (tests/models/test_latency_bounds.py). The learner's models extrapolate
@@ -29,7 +34,7 @@ import numpy as np
 
 from models.components import COMPONENTS, TOPOLOGIES, Timer
 from models.learning import WHOLE_PIPELINE
-from models.space import PIPELINE_SPACE
+from models.space import PIPELINE_SPACE, Config
 from models.units import SECONDS_PER_UNIT
 
 ValueOf = Callable[[str], np.ndarray]  # a parameter's values, one per config in question
@@ -46,6 +51,11 @@ STAGE_INTERVALS: dict[str, str] = {stage: timer.param for stage, timer in _STAGE
 # and what it grows to.
 STAGE_LONGEST_WAITS: dict[str, tuple[str, ...]] = {stage: (timer.param, timer.grows_to)
                                                    for stage, timer in _STAGE_TIMERS if timer.grows_to is not None}
+# The parameters whose wait a steady load hides and a lull's events sit out in full: each timer a filled batch ends
+# sooner, and what each growing wait grows to.
+LULL_WAITS: tuple[str, ...] = tuple(dict.fromkeys(
+    [timer.param for timer in TIMERS.values() if timer.batch is not None]
+    + [timer.grows_to for timer in TIMERS.values() if timer.grows_to is not None]))
 # An access-log event as shipped (a JSON line and Filebeat's metadata), to count a threshold in bytes in events.
 EVENT_BYTES = 800
 
@@ -81,3 +91,12 @@ def stage_ceiling_s(stage: str, value_of: ValueOf) -> np.ndarray | float:
     if names is None:
         return np.inf
     return np.maximum.reduce([np.asarray(value_of(name), dtype=float) for name in names])
+
+
+def lull_ceilings(start: Config) -> dict[str, float]:
+    """The highest value the learner may give each of `LULL_WAITS`: its value in `start`, the config the run started on.
+
+    Without it the paper pipeline at 1,750 ev/s ended on a 48.5 s flush timeout beside `min_events` 105: no window
+    priced it (105 events fill in 0.09 s at the run's lightest load), and a lull's every event would wait it out
+    (the operator's file: 1 s)."""
+    return {name: float(start[name]) for name in LULL_WAITS if name in start}

@@ -239,12 +239,14 @@ def test_status_lists_what_is_tuned_by_which_agent_and_what_is_held_and_why(serv
     space = TunedSpaceReport(tuned={"filebeat.backoff": ["edge-1/filebeat"],
                                     "filebeat.scan_frequency": ["edge-1/filebeat"]},
                              held={"kafka.consumer.fetch.max.wait.ms": "no agent of pool default manages it"},
-                             managed=["filebeat.backoff", "filebeat.scan_frequency"])
+                             managed=["filebeat.backoff", "filebeat.scan_frequency", "filebeat.max_backoff"],
+                             ceilings={"filebeat.max_backoff": 4.5})
     store.save_status(Status(mode="auto", paused=False, tuned_space=space,
                              current_config={"kafka.consumer.fetch.max.wait.ms": 250}))
     shown = " ".join(cli(url, "status").output.replace("│", " ").split())  # a cell's wrapped lines joined
     assert "tuned filebeat.backoff, filebeat.scan_frequency by edge-1/filebeat" in shown
     assert "held kafka.consumer.fetch.max.wait.ms 250 (no agent of pool default manages it)" in shown
+    assert "at most filebeat.max_backoff 4.5 (as the run started: a lull's events wait them out)" in shown
 
 
 def test_status_shows_what_the_last_window_and_the_incumbent_cost(served) -> None:

@@ -91,6 +91,9 @@ def test_the_summary_lists_what_no_agent_manages_as_held(tmp_path, ray_session):
     assert result.exit_code == 0, said[-2000:]
     assert "held, not tuned: kafka.consumer.fetch.max.wait.ms 500 (no agent of pool default manages it)" in said
     assert "kafka.consumer" not in said.split("final config vs")[1].split("held, not tuned")[0]
+    # the waits a lull sits out, at most as Filebeat reads them from the operator's file, which sets neither
+    assert ("at most as the run started (a lull's events wait them out): filebeat.queue.mem.flush.timeout 1, "
+            "filebeat.max_backoff 10") in said
 
 
 @pytest.fixture

@@ -5,10 +5,11 @@ from functools import partial
 import numpy as np
 import pytest
 
-from models.latency_bounds import stage_ceiling_s, stage_floor_s, stage_wait_s
+from models.latency_bounds import lull_ceilings, stage_ceiling_s, stage_floor_s, stage_wait_s
 from models.learning import TUNED_BY_TOPOLOGY, WHOLE_PIPELINE, TunedCube
 from models.policy import Policy
 from models.presets import preset
+from models.space import PIPELINE_SPACE
 from models.twin import Twin, load, steady_arrivals
 
 # The ceiling counts a stage's waits only; the work on an event comes on top (tens of µs on the twin), which shows
@@ -74,3 +75,14 @@ def test_a_stage_waits_out_its_own_timers_in_seconds_each_only_until_its_batch_f
     # one byte is one event's worth; 80 kB is a hundred events of `EVENT_BYTES`
     assert wait_s(("kafka.consumer.fetch.max.wait.ms",)) == pytest.approx([1 / 300, 100 / 300])
     assert wait_s(("filebeat.output.bulk_max_size",)) == 0.0
+
+
+def test_the_waits_a_lull_sits_out_are_held_at_most_where_the_run_found_them():
+    start = PIPELINE_SPACE.config({"filebeat.queue.mem.flush.timeout": 0.25, "filebeat.max_backoff": 4.0,
+                                   "kafka.consumer.fetch.max.wait.ms": 100.0})
+    ceilings = lull_ceilings(start)
+    assert ceilings["filebeat.queue.mem.flush.timeout"] == 0.25 and ceilings["filebeat.max_backoff"] == 4.0
+    assert ceilings["kafka.consumer.fetch.max.wait.ms"] == 100.0
+    assert ceilings["logstash.pipeline.batch.delay"] == 50.0  # the default the file left
+    # intervals every event waits, at any load, are priced by the windows: no ceiling
+    assert not {"filebeat.backoff", "filebeat.scan_frequency", "spark.trigger.interval"} & set(ceilings)
