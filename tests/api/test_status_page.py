@@ -212,10 +212,11 @@ def test_status_page_shows_the_rollout_in_progress_of_the_pool_shown(chromium: P
 def test_status_page_shows_what_is_tuned_by_which_agent_what_is_held_and_the_cpu_budget(
         chromium: Path, pools_api, tmp_path: Path) -> None:
     url, stores, _ = pools_api
-    space = TunedSpaceReport(tuned={"filebeat.backoff": ["node-3/filebeat"]},
+    tuned = ["filebeat.backoff", "filebeat.max_backoff"]
+    space = TunedSpaceReport(tuned={name: ["node-3/filebeat"] for name in tuned},
                              held={"kafka.consumer.fetch.max.wait.ms": "no agent of pool core manages it"},
-                             managed=["filebeat.backoff"])
-    config = {"filebeat.backoff": 0.05, "kafka.consumer.fetch.max.wait.ms": 250}
+                             managed=tuned, ceilings={"filebeat.max_backoff": 10.0})
+    config = {"filebeat.backoff": 0.05, "filebeat.max_backoff": 2.5, "kafka.consumer.fetch.max.wait.ms": 250}
     budget = BudgetReport(limits={"filebeat": 0.1}, used={"filebeat": 0.09}, units={"filebeat": "cores"})
     stores["core"].save_status(Status(pipeline="core", mode="auto", paused=False, tuned_space=space,
                                       current_config=config, budget=budget))
@@ -224,5 +225,7 @@ def test_status_page_shows_what_is_tuned_by_which_agent_what_is_held_and_the_cpu
     rows = re.findall(r'<tr class="(tuned|held)" data-param="([^"]+)"><td>[^<]*</td><td>([^<]*)</td>'
                       r'<td>([^<]*)</td>', dom)
     assert rows == [("tuned", "filebeat.backoff", "0.05", "tuned by node-3/filebeat"),
+                    ("tuned", "filebeat.max_backoff", "2.5",
+                     "tuned by node-3/filebeat; at most 10, as the run started (a lull waits it out)"),
                     ("held", "kafka.consumer.fetch.max.wait.ms", "250", "held: no agent of pool core manages it")]
     assert '<div id="budget">filebeat 0.090 of 0.100 cores</div>' in dom
