@@ -65,14 +65,14 @@ def test_autotune_tunes_the_live_testbed_through_its_agent(from_defaults, testbe
     # noisy live windows (the pipetune learner may well hold through all of them): OVAT's proposals do not
     # depend on what it observes, so from the first window on it changes filebeat.scan_frequency, a grid
     # level per window (a rollback, were a window to breach a guardrail, is a change through the agent too).
-    result = _autotune("--pipeline", str(testbed_file), "--windows", "3", "--window", "15", "--rate", "300",
+    result = _autotune("--pipeline", str(testbed_file), "--windows", "2", "--window", "10", "--rate", "300",
                        "--profile", "steady", "--strategy", "ovat", "--json", str(out), "--state-dir", str(state))
     assert result.returncode == 0, result.stderr[-3000:]
     audit, owned = from_defaults.since(), from_defaults.owned
     windows = json.loads(out.read_text())["windows"]
-    assert len(windows) == 3 and len((state / "decisions.jsonl").read_text().splitlines()) == 3
+    assert len(windows) == 2 and len((state / "decisions.jsonl").read_text().splitlines()) == 2
     assert all(w["observed"]["offered_eps"] > 0 for w in windows)  # the background replay drove every window
-    assert changes_for_agent(windows, owned), "the daemon changed nothing in 3 windows"
+    assert changes_for_agent(windows, owned), "the daemon changed nothing in 2 windows"
     # Every change the daemon made is a version the agent decided (one per component it touches), or
     # one the agent refused at its checks.
     assert changes_not_in_audit(windows, audit, owned) == []
@@ -100,14 +100,14 @@ def test_autotune_with_load_none_tunes_on_traffic_it_does_not_drive(testbed, tes
     manifests = testbed.resolved_run_dir() / "manifests"
     known = set(manifests.glob("*.json"))
     out, state = tmp_path / "out.json", tmp_path / "state"
-    # The operator's traffic for as long as the run takes (Ray's start, 3 windows, the settling after a restart),
+    # The operator's traffic for as long as the run takes (Ray's start, 2 windows, the settling after a restart),
     # so every window has traffic, and not much longer: the trace's pieces replayed one after another, each an
     # independent replay with its manifest, until autotune ends.
     pieces = _trace_pieces(write_trace(tmp_path / "access.log", 150, 240, seed=3), OPERATOR_PIECE_S)
     replays: list[tuple[subprocess.Popen, str]] = []
     with open(tmp_path / "autotune.err", "w+") as stderr:
         tuning = subprocess.Popen([PIPETUNE, "autotune", "--pipeline", str(deployment), "--load", "none",
-                                   "--windows", "3", "--window", "15", "--strategy", "ovat", "--json", str(out),
+                                   "--windows", "2", "--window", "10", "--strategy", "ovat", "--json", str(out),
                                    "--state-dir", str(state)], stdout=subprocess.DEVNULL, stderr=stderr, text=True)
         try:
             deadline = time.monotonic() + 600
@@ -129,9 +129,9 @@ def test_autotune_with_load_none_tunes_on_traffic_it_does_not_drive(testbed, tes
     # autotune replayed nothing
     assert set(manifests.glob("*.json")) - known == {manifests / f"{run_id}.json" for _, run_id in replays}
     windows = json.loads(out.read_text())["windows"]
-    assert len(windows) == 3
+    assert len(windows) == 2
     assert all(w["observed"]["offered_eps"] > 0 and w["observed"]["throughput_eps"] > 0 for w in windows)
-    assert changes_for_agent(windows, owned), "the daemon changed nothing in 3 windows"
+    assert changes_for_agent(windows, owned), "the daemon changed nothing in 2 windows"
     assert changes_not_in_audit(windows, audit, owned) == []
-    assert len((state / "decisions.jsonl").read_text().splitlines()) == 3
+    assert len((state / "decisions.jsonl").read_text().splitlines()) == 2
     assert all(ledger["lost"] == 0 for ledger in ledgers) and sum(ledger["expected"] for ledger in ledgers) > 0, ledgers

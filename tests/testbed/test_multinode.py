@@ -174,6 +174,7 @@ def test_the_first_agent_holds_every_brokers_dynamic_configs(tmp_path):
 
 
 # The real cluster: 2 Filebeat nodes, 3 brokers, brought up once for the tests below.
+CANARY_WINDOW_S = 10  # enough for a judgement of two nodes at 60 ev/s; the canary test may take five of them
 
 @pytest.fixture(scope="module")
 def fleet(installed: Installed, tmp_path_factory: pytest.TempPathFactory) -> Iterator[PipelineSpec]:
@@ -285,14 +286,14 @@ def test_a_change_goes_to_the_canary_node_first_then_the_pool_agrees(fleet, tmp_
     try:
         for i, node in enumerate(fleet.node_layouts()):
             traffic.enter_context(BackgroundLoad(fleet, WorkloadSpec(Profile.steady, 60, CHUNK_S, seed=i), node=node))
-        canary.observe(15)  # the baseline: both nodes on the config in force
+        canary.observe(CANARY_WINDOW_S)  # the baseline: both nodes on the config in force
         assert canary.realize(candidate).kind is OutcomeKind.CANARY
         assert in_force("node-1") == 0.2 and in_force("node-2") != 0.2  # the canary alone
         # a Filebeat restart's window settles, the next judges; an unclear judgement is extended (the pool's
         # canary_max_windows, 3 by default) one window at a time, each read as the daemon would
         for _ in range(1 + 3):
-            canary.observe(15)
-            outcome = canary.conclude(15)
+            canary.observe(CANARY_WINDOW_S)
+            outcome = canary.conclude(CANARY_WINDOW_S)
             if outcome.kind not in (OutcomeKind.CANARY, OutcomeKind.EXTENDED):
                 break
         report = canary.rollout()
