@@ -249,7 +249,8 @@ def autotune_command(
     resumed_incumbent = store.load_incumbent()
     start = resumed_incumbent.config if resumed_incumbent else \
         driven.pipeline.current() if driven else preset("defaults")
-    setup = LearnerSetup(strategy, policy, start, cal.topology, seed, screen=cal, managers=managers, pool=pool)
+    setup = LearnerSetup(strategy, policy, start, cal.topology, seed, screen=cal, managers=managers, pool=pool,
+                         ceilings=store.ceilings(start))
     try:
         space = setup.space()
     except NothingToTune as exc:
@@ -375,7 +376,8 @@ def _autotune_pools(deployment: Deployment, spec: PipelineSpec | None, setup: Po
     def learner(pool: str, start: Config, policy: Policy) -> tuple[Learner, TunedSpace]:
         cal = setup.calibration
         tuning = LearnerSetup(setup.strategy, policy, start, cal.topology, setup.seed, screen=cal,
-                              managers=pool_managers(deployment, pool), pool=pool)
+                              managers=pool_managers(deployment, pool), pool=pool,
+                              ceilings=runs[index[pool]].store.ceilings(start))
         space = tuning.space()  # NothingToTune ends this pool's run, naming what its agents manage
         return tuning_learner(tuning, remote=True, node_id=node_for(index[pool])), space
 

@@ -36,6 +36,7 @@ from typing import Iterator
 from pydantic import BaseModel, Field
 
 from models.budget import CostReference
+from models.latency_bounds import lull_ceilings
 from models.learning import HISTORY_BEST, HISTORY_RECENT, Context, kept_history, load_moved
 from models.observation import Observation
 from models.policy import Mode, Policy
@@ -402,6 +403,16 @@ class StateStore:
     def save_cost_reference(self, reference: CostReference) -> None:
         self._write("budget.json", {"offered_eps": reference.offered_eps, "costs": dict(reference.costs),
                                     "windows": reference.windows})
+
+    def ceilings(self, start: Config) -> dict[str, float]:
+        """How high the learner may take each wait a lull sits out: as the run first started (`ceilings.json`), or,
+        where nothing is stored yet, as `start` has them (stored now, so that a resumed run keeps them whatever it
+        resumes on)."""
+        stored = self._read("ceilings.json", None)
+        if stored is None:
+            stored = lull_ceilings(start)
+            self._write("ceilings.json", stored)
+        return {name: float(value) for name, value in stored.items()}
 
     def load_cost_reference(self) -> CostReference | None:
         path = self.dir / "budget.json"

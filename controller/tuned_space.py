@@ -7,8 +7,8 @@ complete; searching them would log changes nothing puts in force. Each agent lis
 parameter: its space is the topology's, nothing held.
 
 A tuned wait that a steady load hides and every event of a lull sits out (a flush timeout beside its batch,
-`max_backoff`) has a ceiling: the value the run started on, which the learner never goes above
-(`models.latency_bounds.lull_ceilings`). The report shows them.
+`max_backoff`) has a ceiling: the value the run first started on (`models.latency_bounds.lull_ceilings`; a resumed
+run keeps its stored ones), which the learner's cube never goes above. The report shows them.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from controller.state import TunedSpaceReport
-from models.latency_bounds import lull_ceilings
 from models.space import PIPELINE_SPACE, Config
 
 Managers = Mapping[str, tuple[str, ...]]  # parameter -> each agent's component that applies it, as "node/component"
@@ -56,20 +55,21 @@ class TunedSpace:
                                 ceilings=dict(self.ceilings))
 
 
-def tuned_space(wanted: Sequence[str], managers: Managers | None, pool: str, start: Config) -> TunedSpace:
-    """The space of `pool`: of `wanted` (the learner's parameters, in order) those some agent applies, the waits a
-    lull sits out among them held at most at their value in `start`.
+def tuned_space(wanted: Sequence[str], managers: Managers | None, pool: str, ceilings: Mapping[str, float]
+                ) -> TunedSpace:
+    """The space of `pool`: of `wanted` (the learner's parameters, in order) those some agent applies, each of
+    `ceilings` (a wait a lull sits out -> its highest value) among them held at most at it.
 
     `NothingToTune` when no agent applies any of them: a learner with nothing to search cannot decide."""
     if managers is None:
-        return TunedSpace(tuple(wanted), {}, None, _ceilings(wanted, start))
+        return TunedSpace(tuple(wanted), {}, None, _among(ceilings, wanted))
     tuned = tuple(name for name in wanted if name in managers)
     held = {name: f"no agent of pool {pool} manages it" for name in wanted if name not in managers}
     if not tuned:
         raise NothingToTune(f"pool {pool}: no agent of the pool manages any parameter the learner tunes "
                             f"({', '.join(wanted)}); its agents manage {', '.join(sorted(managers)) or 'nothing'}")
-    return TunedSpace(tuned, held, dict(managers), _ceilings(tuned, start))
+    return TunedSpace(tuned, held, dict(managers), _among(ceilings, tuned))
 
 
-def _ceilings(tuned: Sequence[str], start: Config) -> dict[str, float]:
-    return {name: value for name, value in lull_ceilings(start).items() if name in tuned}
+def _among(ceilings: Mapping[str, float], tuned: Sequence[str]) -> dict[str, float]:
+    return {name: value for name, value in ceilings.items() if name in tuned}

@@ -6,10 +6,12 @@ measures the daemon users run.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Mapping
 
 from controller.pipelines import TwinPipeline
 from controller.state import DEFAULT_POOL
 from controller.tuned_space import Managers, TunedSpace, tuned_space
+from models.latency_bounds import lull_ceilings
 from models.learning import Learner, TunedCube, tuned_names
 from models.policy import Policy
 from models.screen import TwinScreen
@@ -33,7 +35,8 @@ def twin_load_s(windows: int, window_s: float) -> float:
 @dataclass(frozen=True)
 class LearnerSetup:
     """Which strategy learns what, from where, and on which twin it pre-screens candidates (None: none); what the
-    pool's agents apply (None: the twin, which takes every parameter)."""
+    pool's agents apply (None: the twin, which takes every parameter); how high it may take each wait a lull sits
+    out (None: where `start` has it; a resumed run passes the ones its first start set, from its state)."""
 
     strategy: str
     policy: Policy
@@ -43,17 +46,20 @@ class LearnerSetup:
     screen: Calibration | None = None
     managers: Managers | None = None
     pool: str = DEFAULT_POOL
+    ceilings: Mapping[str, float] | None = None
 
     def space(self) -> TunedSpace:
         """What the learner searches: the policy's (else the topology's) parameters that some agent of the pool
-        applies; `NothingToTune` when there is none."""
-        return tuned_space(tuned_names(self.policy, self.topology), self.managers, self.pool, self.start)
+        applies, under their ceilings; `NothingToTune` when there is none."""
+        ceilings = lull_ceilings(self.start) if self.ceilings is None else self.ceilings
+        return tuned_space(tuned_names(self.policy, self.topology), self.managers, self.pool, ceilings)
 
 
 def tuning_learner(setup: LearnerSetup, *, remote: bool, node_id: str | None = None) -> Learner:
     """The learner of `setup`: a Ray actor (`remote`, the daemon's; on Ray node `node_id` when given) or in this
     process (inside a Ray task)."""
-    cube = TunedCube(setup.space().tuned, setup.policy)
+    space = setup.space()
+    cube = TunedCube(space.tuned, setup.policy, ceilings=space.ceilings)
     screen = TwinScreen(setup.screen) if setup.screen is not None else None
     if remote:
         # Ray is imported only here: it takes seconds, and commands that never tune should start at once.

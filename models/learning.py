@@ -209,10 +209,6 @@ class TunedCube:
         """The same tuned parameters and ceilings under another policy's bounds and pins."""
         return TunedCube(self.tuned, policy, self.space, self.ceilings)
 
-    def with_ceilings(self, ceilings: Mapping[str, float]) -> "TunedCube":
-        """The same tuned parameters under the same policy, with these ceilings."""
-        return TunedCube(self.tuned, self.policy, self.space, ceilings)
-
     def restart_dims(self) -> dict[str, np.ndarray]:
         """For each component a change restarts, which tuned dimensions restart it when changed."""
         restarting = [p.component if p.cost is ChangeCost.RESTART else None for p in self.params]

@@ -11,8 +11,8 @@ It is Bayesian optimisation with Gaussian processes (scikit-learn), made safe an
   (`costs`), and, with a P95 ceiling, the P95's upper bound stays under it. The
   margin's prior mean is 0 with a fixed spread, so far from every measured window nothing is known safe
   and the safe set grows outward from configs seen to keep up; the first config is the running one. A timer
-  the load hides (a flush timeout beside its batch, `max_backoff`) stays at most where the run found it, as a
-  lull's events wait it out in full and no window prices it (`latency_bounds.lull_ceilings`).
+  the load hides (a flush timeout beside its batch, `max_backoff`) stays under the cube's ceiling for it, where
+  the run found it: a lull's events wait it out in full and no window prices it (`latency_bounds.lull_ceilings`).
 - Trust region (TuRBO, Eriksson et al. 2019). Candidates are drawn in a box around the daemon's
   incumbent (`trust_region`); the box doubles after successive improvements and halves after successive
   failures, an infeasible window counting as several.
@@ -57,7 +57,6 @@ from models.bayes.surrogate import margin_model
 from models.bayes.trust_region import candidates
 from models.budget import BudgetLimits, budgeted_costs
 from models.headroom import spare_margins
-from models.latency_bounds import lull_ceilings
 from models.learning import Context, Suggestion, TunedCube, load_moved
 from models.observation import Observation
 from models.policy import Policy
@@ -119,7 +118,7 @@ class SafeBayesLearner:
     def __init__(self, cube: TunedCube, start: Config, *, stage_params: Mapping[str, Sequence[str]] | None = None,
                  seed: int = 0, screen: TwinScreen | None = None, parallel_map: MapFn = map,
                  settings: LearnerSettings = LearnerSettings()) -> None:
-        self.cube = cube.with_ceilings(lull_ceilings(start))
+        self.cube = cube
         self.start = cube.policy.enforce(start)
         self.settings = settings
         self.seed = seed

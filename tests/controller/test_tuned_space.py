@@ -6,9 +6,11 @@ status says what is tuned by which agent and what is held and why."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Iterator
 
+import numpy as np
 import pytest
 
 from agents.config import AgentConfig
@@ -17,6 +19,7 @@ from controller.deployment import Deployment, live_pipeline, load_deployment, po
 from controller.state import StateStore
 from controller.tuned_space import NothingToTune, tuned_space
 from controller.tuning_run import LearnerSetup, tuning_learner, twin_pipeline
+from models.latency_bounds import lull_ceilings
 from models.learning import TUNED_BY_TOPOLOGY
 from models.policy import Policy
 from models.presets import preset
@@ -96,7 +99,7 @@ def test_a_decided_change_to_a_parameter_no_agent_applies_is_not_made():
     calibration = load_calibration("local-filebeat-kafka")
     start = preset("defaults")
     space = tuned_space(TUNED_BY_TOPOLOGY["filebeat-kafka"], {name: ("edge-1/filebeat",) for name in FILEBEAT_TUNED},
-                        "edge", start)
+                        "edge", lull_ceilings(start))
     candidate = PIPELINE_SPACE.config({"filebeat.backoff": 0.05, HELD: 100}, base=start)
     pipeline = twin_pipeline(start, calibration, WorkloadSpec("steady", 300.0, seed=1), 3, 10.0)
     daemon = Daemon(pipeline, Scripted(candidate), Policy(), window_s=10.0, space=space)
@@ -110,21 +113,27 @@ def test_a_pool_whose_agents_manage_nothing_the_learner_tunes_is_refused_naming_
     with pytest.raises(NothingToTune, match=r"pool core: no agent of the pool manages any parameter the learner "
                                             r"tunes \(.*kafka.consumer.fetch.max.wait.ms\); its agents manage "
                                             r"kafka.producer.linger.ms"):
-        tuned_space(TUNED_BY_TOPOLOGY["filebeat-kafka"], {"kafka.producer.linger.ms": ("core-1/replay",)}, "core",
-                    preset("defaults"))
+        tuned_space(TUNED_BY_TOPOLOGY["filebeat-kafka"], {"kafka.producer.linger.ms": ("core-1/replay",)}, "core", {})
 
 
 def test_on_the_twin_everything_is_tuned_and_nothing_held():
-    space = tuned_space(TUNED_BY_TOPOLOGY["paper"], None, "default", preset("defaults"))
+    space = tuned_space(TUNED_BY_TOPOLOGY["paper"], None, "default", {})
     assert space.tuned == TUNED_BY_TOPOLOGY["paper"] and not space.held
     report = space.report()
     assert report.tuned == {name: ["twin"] for name in TUNED_BY_TOPOLOGY["paper"]} and report.managed is None
 
 
-def test_the_report_says_how_high_each_tuned_wait_a_lull_sits_out_may_go_the_value_the_run_started_on():
+def test_the_learner_takes_each_wait_a_lull_sits_out_no_higher_than_the_run_started_on_and_the_report_says_so():
     start = PIPELINE_SPACE.config({"filebeat.queue.mem.flush.timeout": 0.2, "filebeat.max_backoff": 3.0},
                                   base=preset("defaults"))
     managers = {name: ("edge-1/filebeat",) for name in FILEBEAT_TUNED}
-    report = tuned_space(TUNED_BY_TOPOLOGY["filebeat-kafka"], managers, "edge", start).report()
+    setup = LearnerSetup("pipetune", Policy(), start, "filebeat-kafka", managers=managers, pool="edge")
     # the held consumer's fetch wait is no ceiling of the learner's: it never moves
-    assert report.ceilings == {"filebeat.queue.mem.flush.timeout": 0.2, "filebeat.max_backoff": 3.0}
+    expected = {"filebeat.queue.mem.flush.timeout": 0.2, "filebeat.max_backoff": 3.0}
+    assert setup.space().report().ceilings == expected
+    learner = tuning_learner(setup, remote=False)
+    far = learner.cube.decode(np.ones(learner.cube.dims), base=start)
+    assert {name: far[name] for name in expected} == expected
+    # a run resumed on a tuned config keeps the ceilings its first start set, as its state passes them on
+    resumed = replace(setup, start=PIPELINE_SPACE.config({"filebeat.max_backoff": 0.01}, base=start), ceilings=expected)
+    assert resumed.space().ceilings == expected

@@ -10,6 +10,7 @@ from hypothesis import given, settings, strategies as st
 from models.bayes import LearnerSettings, SafeBayesLearner
 from models.bayes.phase import Reopened
 from models.budget import BudgetLimits, CostReference, CpuBudget, RequestBudget
+from models.latency_bounds import lull_ceilings
 from models.learning import Context, Suggestion, TunedCube, kept_history
 from models.observation import Observation
 from models.policy import Policy
@@ -852,14 +853,15 @@ def test_a_config_the_learner_adopts_at_one_load_stays_within_the_cpu_budget_at_
 def test_a_wait_a_lull_sits_out_is_never_raised_above_where_the_run_found_it_however_the_windows_favour_it():
     # The synthetic bowl over a Logstash batch delay and a Filebeat flush timeout: at its best both are seconds long
     # (u = 0.7, 0.5: 7 s and 30 s), which a steady load that fills every batch first would show as it shows here,
-    # and every event of a lull would wait out. The learner goes no further than the file's 50 ms and 1 s.
+    # and every event of a lull would wait out. Under the ceilings the run's start sets, the learner goes no further
+    # than the file's 50 ms and 1 s.
     names = ("filebeat.close_inactive", "logstash.pipeline.batch.delay", "filebeat.queue.mem.flush.timeout")
-    cube = TunedCube(names, Policy())
     start = PIPELINE_SPACE.defaults()
+    cube = TunedCube(names, Policy(), ceilings=lull_ceilings(start))
     for seed in (0, 1):
         learner = SafeBayesLearner(cube, start, seed=seed)
         suggestions: list[Suggestion] = []
-        _, incumbent = _run(learner, Synthetic(cube, seed), 20, suggestions=suggestions)
+        _, incumbent = _run(learner, Synthetic(TunedCube(names, Policy()), seed), 20, suggestions=suggestions)
         assert max(float(s.config["logstash.pipeline.batch.delay"]) for s in suggestions) <= 50.0
         assert max(float(s.config["filebeat.queue.mem.flush.timeout"]) for s in suggestions) <= 1.0
         assert incumbent != start  # it searched: the other parameter, and these below the file's values

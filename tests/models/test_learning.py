@@ -161,7 +161,7 @@ def test_a_change_costs_what_its_dearest_parameter_costs():
 def test_a_ceiling_lowers_what_a_dimension_may_decode_to_without_rescaling_it():
     names = ("filebeat.queue.mem.flush.timeout", "filebeat.backoff", "filebeat.max_backoff")
     free = TunedCube(names, Policy())
-    capped = free.with_ceilings({"filebeat.queue.mem.flush.timeout": 1.0, "filebeat.max_backoff": 0.1})
+    capped = TunedCube(names, Policy(), ceilings={"filebeat.queue.mem.flush.timeout": 1.0, "filebeat.max_backoff": 0.1})
     base = PIPELINE_SPACE.defaults()
     below = PIPELINE_SPACE.config({"filebeat.queue.mem.flush.timeout": 0.4, "filebeat.backoff": 0.01,
                                    "filebeat.max_backoff": 0.05}, base=base)
