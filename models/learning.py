@@ -109,8 +109,8 @@ def _warp_shift(param: Param) -> float | None:
 class TunedCube:
     """The tuned parameters as a unit hypercube, within the policy's bounds.
 
-    `ceilings` (parameter -> value) lower a parameter's highest value without rescaling its dimension: a candidate
-    above its ceiling decodes, and is scored, at the ceiling."""
+    `ceilings` (parameter -> value) lower a parameter's highest value without rescaling its dimension: a row above
+    one stands for a config the run may not go to (`under_ceilings`), and decodes at the ceiling."""
 
     def __init__(self, names: tuple[str, ...] | list[str], policy: Policy, space: SearchSpace = PIPELINE_SPACE,
                  ceilings: Mapping[str, float] | None = None) -> None:
@@ -121,9 +121,11 @@ class TunedCube:
         self.params = [space[n] for n in self.names]
         self._shift = [_warp_shift(p) for p in self.params]
         self.ceilings = dict(ceilings or {})
-        lows, highs = zip(*(policy.range_of(n, space) for n in self.names)) if self.names else ((), ())
-        self._ranges = {n: (low, min(high, max(self.ceilings.get(n, high), low)))
-                        for n, low, high in zip(self.names, lows, highs)}
+        self._ranges = {n: policy.range_of(n, space) for n in self.names}
+        lows, highs = zip(*self._ranges.values()) if self.names else ((), ())
+        # Where decoding may put each value: its range, under its ceiling.
+        self._allowed = {n: (low, min(high, max(self.ceilings.get(n, high), low)))
+                         for n, (low, high) in self._ranges.items()}
         # The parameters a component's rule names: reading one reads them all, to keep them in order.
         self._ruled = tuple(dict.fromkeys(n for pair in NOT_ABOVE for n in pair if n in space))
         self._lo = np.array([self._warp(i, v) for i, v in enumerate(lows)])
@@ -157,32 +159,38 @@ class TunedCube:
         raw = self._lo + np.clip(u, 0.0, 1.0) * (self._hi - self._lo)
         changes: dict[str, float | int] = {}
         for i, (name, param) in enumerate(zip(self.names, self.params)):
-            value = param.snap(self._unwarp(i, float(raw[i])), *self._ranges[name])
+            value = param.snap(self._unwarp(i, float(raw[i])), *self._allowed[name])
             changes[name] = int(round(value)) if param.kind == "int" else round(value, 6)
         config = self.policy.enforce(self.space.config(changes, base=base), self.space)
         # Never propose what a component refuses or its reference forbids: a tuned value out of order with another
         # moves (`kept_in_order`).
-        return self.space.in_order(config, self.names, self._ranges)
+        return self.space.in_order(config, self.names, self._allowed)
 
     def kept_in_order(self, u: np.ndarray, base: Config) -> np.ndarray:
-        """The rows of `u` moved to where decoding them lands (`kept_in_order`, under the ceilings): the models must
-        score a candidate at the config it stands for, or an out-of-order corner they can never measure stays
-        uncertain for ever."""
-        moved = [i for i, n in enumerate(self.names) if n in self._ruled or n in self.ceilings]
-        if not moved:
+        """The rows of `u` moved to where decoding them lands (`kept_in_order`): the models must score a candidate
+        at the config it stands for, or an out-of-order corner they can never measure stays uncertain for ever."""
+        ruled = [i for i, n in enumerate(self.names) if n in self._ruled]
+        if not ruled:
             return u
         kept = np.array(u, dtype=float, copy=True)
-        for i in moved:
+        for i in ruled:
             kept[:, i] = self._unit(i, self.values(u, self.names[i], base=base))
         return kept
 
+    def under_ceilings(self, u: np.ndarray) -> np.ndarray:
+        """Which rows of `u` stay at or under every ceiling. Excluded, not moved to the ceiling: moved, the rows
+        above one piled onto it and the search's candidates were no longer the trust region's draw."""
+        under = np.ones(len(u), dtype=bool)
+        for i, name in enumerate(self.names):
+            if name in self.ceilings:
+                under &= u[:, i] <= self._unit(i, self._allowed[name][1]) + 1e-9
+        return under
+
     def values(self, u: np.ndarray, name: str, *, base: Config) -> np.ndarray:
         """`name`'s value at each row of `u` (before snapping to its resolution), `base`'s where the cube does not
-        tune it (pinned or untuned), under its ceiling and kept in order with the others as decoding each row keeps
-        it."""
+        tune it (pinned or untuned), kept in order with the others as decoding each row keeps it."""
         if name not in self._ruled:
-            raw = self._raw(u, name, base)
-            return np.minimum(raw, self._ranges[name][1]) if name in self.ceilings and name in self._ranges else raw
+            return self._raw(u, name, base)
         rows = {n: self._raw(u, n, base) for n in self._ruled}
         return np.broadcast_to(kept_in_order(rows, set(self.names) & set(self._ruled), self._ranges)[name], len(u))
 

@@ -12,7 +12,8 @@ It is Bayesian optimisation with Gaussian processes (scikit-learn), made safe an
   margin's prior mean is 0 with a fixed spread, so far from every measured window nothing is known safe
   and the safe set grows outward from configs seen to keep up; the first config is the running one. A timer
   the load hides (a flush timeout beside its batch, `max_backoff`) stays under the cube's ceiling for it, where
-  the run found it: a lull's events wait it out in full and no window prices it (`latency_bounds.lull_ceilings`).
+  the run found it: a lull's events wait it out in full and no window prices it (`latency_bounds.lull_ceilings`);
+  a candidate above one is not safe.
 - Trust region (TuRBO, Eriksson et al. 2019). Candidates are drawn in a box around the daemon's
   incumbent (`trust_region`); the box doubles after successive improvements and halves after successive
   failures, an infeasible window counting as several.
@@ -327,7 +328,8 @@ class SafeBayesLearner:
         center = self.cube.encode(incumbent)
         cand = self.cube.kept_in_order(candidates(center, s.length_init, self.rng, s)[1:], incumbent)
         inputs = np.column_stack([cand, np.full(len(cand), context_feature(context.offered_eps, s))])
-        affordable = np.flatnonzero(self.costs.no_dearer(inputs, self._features(incumbent, context)))
+        affordable = np.flatnonzero(self.costs.no_dearer(inputs, self._features(incumbent, context))
+                                    & self.cube.under_ceilings(cand))
         if len(affordable) == 0:
             return None
         drawn = self.rng.choice(affordable, size=min(s.capacity_screen, len(affordable)), replace=False)
@@ -532,7 +534,8 @@ class SafeBayesLearner:
         """Candidates in a box of side `length` around `center` (TuRBO's, then stage by stage), scored; untuned
         values from `base`. Safe: the margin's lower bound clears the floor (SafeOpt), the recent peak load is carried
         (`_carry_peak`), each budgeted part's CPU is within its budget with confidence at the loads seen
-        (`_within_budget_all_loads`), and under a P95 ceiling the P95's upper bound stays below it. Hoped: safe but for
+        (`_within_budget_all_loads`), it stays under the cube's ceilings, and under a P95 ceiling the P95's upper bound
+        stays below it. Hoped: safe but for
         this load's budget, which the cost models expect it within (their mean) without vouching for it."""
         s = self.settings
         feature = context_feature(context.offered_eps, s)
@@ -544,6 +547,7 @@ class SafeBayesLearner:
         scored = list(self.parallel_map(partial(self._score_chunk, base=base), chunks))
         mean, optimistic, m_mean, m_std = (np.concatenate([part[k] for part in scored]) for k in range(4))
         safe_but_budget = (m_mean - s.beta * m_std >= self.margin_floor) & self._carry_peak(center, cand, context)
+        safe_but_budget &= self.cube.under_ceilings(cand)
         safe_but_budget &= self._no_riskier_elsewhere(cand, context)
         if self.policy.p95_ceiling_s is not None:
             safe_but_budget &= (self.stages.predict_p95(inputs, [-s.beta], base, self._resolution_s)[0]

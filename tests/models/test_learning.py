@@ -166,12 +166,12 @@ def test_a_ceiling_lowers_what_a_dimension_may_decode_to_without_rescaling_it():
     below = PIPELINE_SPACE.config({"filebeat.queue.mem.flush.timeout": 0.4, "filebeat.backoff": 0.01,
                                    "filebeat.max_backoff": 0.05}, base=base)
     assert np.allclose(capped.encode(below), free.encode(below))  # the same scale where the ceiling does not bind
-    u = np.array([[0.9, 0.95, 0.99], [0.001, 0.1, 0.2]])
-    decoded = [capped.decode(row, base=base) for row in u]
-    assert decoded[0]["filebeat.queue.mem.flush.timeout"] == 1.0 and decoded[0]["filebeat.max_backoff"] == 0.1
-    assert decoded[0]["filebeat.backoff"] <= 0.1  # kept in order under the ceiling of the one it may not exceed
-    assert decoded[1] == free.decode(u[1], base=base)
-    # the models score each row where it decodes
-    assert np.allclose(capped.kept_in_order(u, base), [capped.encode(c) for c in decoded], atol=1e-3)
+    u = np.array([[0.9, 0.95, 0.99], [0.001, 0.1, 0.2], capped.encode(below)])
+    assert capped.under_ceilings(u).tolist() == [False, True, True] and free.under_ceilings(u).all()
+    decoded = capped.decode(u[0], base=base)  # decoding never goes above a ceiling either
+    assert decoded["filebeat.queue.mem.flush.timeout"] == 1.0 and decoded["filebeat.max_backoff"] == 0.1
+    assert decoded["filebeat.backoff"] <= 0.1  # kept in order under the ceiling of the one it may not exceed
+    assert capped.decode(u[1], base=base) == free.decode(u[1], base=base)
     # a new policy keeps the ceilings
-    assert capped.with_policy(Policy(bounds={"filebeat.backoff": (0.001, 1.0)})).decode(u[0], base=base) == decoded[0]
+    assert capped.with_policy(Policy(bounds={"filebeat.backoff": (0.001, 1.0)})).under_ceilings(u).tolist() == \
+        [False, True, True]
