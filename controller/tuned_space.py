@@ -13,7 +13,7 @@ run keeps its stored ones), which the learner's cube never goes above. The repor
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from controller.state import TunedSpaceReport
@@ -37,7 +37,7 @@ class TunedSpace:
     tuned: tuple[str, ...]
     held: Mapping[str, str]  # a parameter the topology tunes that no agent applies -> why it is held
     managers: Managers | None
-    ceilings: Mapping[str, float] = field(default_factory=dict)  # a tuned lull wait -> its value at the run's start
+    ceilings: Mapping[str, float]  # a tuned wait a lull sits out -> its highest value, as the run first started
 
     def applies(self, name: str) -> bool:
         """Whether some agent of the pool applies parameter `name` (on the twin, every one)."""
