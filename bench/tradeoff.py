@@ -74,7 +74,7 @@ def budget_rows(cal_name: str, cal: Calibration, seeds: int, windows: int, windo
         console.print(f"{cal_name} at {rate:.0f} ev/s, budget {label}: {len(STRATEGIES) * seeds} runs and the oracle")
         pending = [run_one.remote(s, cal, "steady", rate, windows, window_s, seed, "misjudged", policy)
                    for s in STRATEGIES for seed in range(seeds)]
-        best = oracle(TunedCube(tuned_names(policy, cal.topology), policy), cal, rate, window_s, oracle_samples, 0)
+        best = oracle(run_cube(policy, cal), cal, rate, window_s, oracle_samples, 0).p95_s
         runs = ray.get(pending)
         static_name, static_p95 = best_static(presets, true_cpu, limits)
         row = {"calibration": cal_name, "budget": label, "limits_cores": {p: round(c, 4) for p, c in limits.items()},

@@ -35,6 +35,7 @@ from controller.ray_learner import start_ray
 from controller.state import Decision
 from controller.tuning_run import LearnerSetup, tuning_learner, twin_pipeline
 from models.budget import BudgetLimits, CostReference, budgeted, within_limits
+from models.latency_bounds import lull_ceilings
 from models.learning import Context, Suggestion, TunedCube, tuned_names
 from models.observation import Observation
 from models.policy import Policy
@@ -116,16 +117,32 @@ def defaults_budget(policy: Policy, defaults: FreshMeasurement, rate_eps: float)
     return BudgetLimits(policy.cpu_budget, policy.request_budget, CostReference(rate_eps, budgeted(defaults.cpu_cores)))
 
 
+def run_cube(policy: Policy, calibration: Calibration) -> TunedCube:
+    """The space every tuner of a bench run searches, the oracle too: the policy's tuned parameters of the
+    calibration's topology, each wait a lull sits out no higher than in the defaults every run starts on
+    (`lull_ceilings`, as `tuning_learner` holds pipetune, Optuna and the rest)."""
+    return TunedCube(tuned_names(policy, calibration.topology), policy, ceilings=lull_ceilings(preset("defaults")))
+
+
+@dataclasses.dataclass(frozen=True)
+class OracleBest:
+    """The oracle's answer: the fastest feasible config it found, and its P95 on the noise-free twin."""
+
+    p95_s: float
+    config: Config
+
+
 def oracle(cube: TunedCube, calibration: Calibration, rate_eps: float, window_s: float, samples: int,
-           seed: int, budget_at_eps: Sequence[float] = ()) -> float:
-    """Best feasible P95 found by random search plus a local refinement around the best, on Ray: feasible as the
-    policy of `cube` has it, its CPU budget read against the defaults' CPU (the config pipetune starts from), and
-    within that budget at each load of `budget_at_eps` too (a moving load's lowest and highest windows, where a
+           seed: int, budget_at_eps: Sequence[float] = ()) -> OracleBest:
+    """The best feasible config found by random search plus a local refinement around the best, on Ray, under the
+    cube's ceilings: feasible as the policy of `cube` has it, its CPU budget read against the defaults' CPU (the config
+    pipetune starts from), and within that budget at each load of `budget_at_eps` too (a moving load's lowest and highest windows, where a
     config over budget is rolled back); those loads are measured only for configs that would be the best."""
     rng = np.random.default_rng(seed)
     cal = noise_free(calibration)
     start = cube.encode(preset("defaults"))
-    points = [start] + [rng.uniform(size=cube.dims) for _ in range(samples)]
+    top = cube.top()  # a lull's ceilings hold the oracle as they hold every tuner
+    points = [start] + [rng.uniform(size=cube.dims) * top for _ in range(samples)]
 
     def evaluate(us: list[np.ndarray], eps: float = rate_eps) -> list[FreshMeasurement]:
         return ray.get([_fresh.remote(cube.decode(u, preset("defaults")), cal, eps, window_s) for u in us])
@@ -158,11 +175,11 @@ def oracle(cube: TunedCube, calibration: Calibration, rate_eps: float, window_s:
     best, best_u = best_of(points, results, float("inf"))
     best_u = start if best_u is None else best_u
     for scale in (0.1, 0.03):
-        local = [np.clip(best_u + rng.normal(0, scale, cube.dims), 0, 1) for _ in range(samples // 4)]
+        local = [np.clip(best_u + rng.normal(0, scale, cube.dims), 0, top) for _ in range(samples // 4)]
         found, found_u = best_of(local, evaluate(local), best)
         if found_u is not None:
             best, best_u = found, found_u
-    return best
+    return OracleBest(best, cube.decode(best_u, preset("defaults")))
 
 
 @ray.remote
@@ -262,8 +279,7 @@ def learner_latency(calibration: Calibration, observations: int = 200, repeats: 
     surrogates are fitted on data shaped like a real run's. suggest() is timed with the twin screen
     on (its six simulations run one after another here; the daemon fans them out on Ray).
     """
-    policy = Policy()
-    cube = TunedCube(tuned_names(policy, calibration.topology), policy)
+    cube = run_cube(Policy(), calibration)
     learner = build_learner("pipetune", cube, preset("defaults"), topology=calibration.topology, seed=0,
                             screen=TwinScreen(calibration))
     rng = np.random.default_rng(0)
@@ -337,14 +353,14 @@ def main() -> None:
     results: dict = {"learner_latency": latency}
     for cal_name in args.calibrations.split(","):
         cal = load(cal_name)
-        cube = TunedCube(tuned_names(Policy(), cal.topology), Policy())
+        cube = run_cube(Policy(), cal)
         for wl in args.workloads.split(","):
             # overload: a ×2 burst on 60 % of what the defaults carry, whose crest (120 %) they cannot
             rate = {"near-capacity": 0.8, "overload": 0.6}.get(wl, 0.0) * capacity_eps(cal, args.window) or args.rate
             profile = "burst" if wl in ("burst", "overload") else "steady"
             case = f"{cal_name} / {wl} ({rate:.0f} ev/s)"
             console.print(f"[bold]{case}[/]: oracle search ({args.oracle_samples} + local) ...")
-            best = oracle(cube, cal, rate, args.window, args.oracle_samples, seed=0)
+            best = oracle(cube, cal, rate, args.window, args.oracle_samples, seed=0).p95_s
             pending = [run_one.remote(s, cal, profile, rate, args.windows, args.window, seed, args.screen)
                        for s in strategies for seed in range(args.seeds)]
             runs = []

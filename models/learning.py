@@ -177,14 +177,15 @@ class TunedCube:
             kept[:, i] = self._unit(i, self.values(u, self.names[i], base=base))
         return kept
 
+    def top(self) -> np.ndarray:
+        """Each dimension's highest allowed point on [0, 1]: its ceiling's, else 1."""
+        return np.array([self._unit(i, self._allowed[n][1]) if n in self.ceilings else 1.0
+                         for i, n in enumerate(self.names)], dtype=float)
+
     def under_ceilings(self, u: np.ndarray) -> np.ndarray:
         """Which rows of `u` stay at or under every ceiling. Excluded, not moved to the ceiling: moved, the rows
         above one piled onto it and the search's candidates were no longer the trust region's draw."""
-        under = np.ones(len(u), dtype=bool)
-        for i, name in enumerate(self.names):
-            if name in self.ceilings:
-                under &= u[:, i] <= self._unit(i, self._allowed[name][1]) + 1e-9
-        return under
+        return np.all(np.asarray(u) <= self.top() + 1e-9, axis=1)
 
     def values(self, u: np.ndarray, name: str, *, base: Config) -> np.ndarray:
         """`name`'s value at each row of `u` (before snapping to its resolution), `base`'s where the cube does not

@@ -5,10 +5,12 @@ import pytest
 import ray
 
 import bench.tuners
-from bench.tuners import oracle
+from bench.tuners import oracle, run_cube
 from controller.fresh_windows import FreshMeasurement
+from models.latency_bounds import LULL_WAITS
 from models.learning import TunedCube, tuned_names
 from models.policy import Policy
+from models.presets import preset
 from models.twin import load
 
 pytestmark = pytest.mark.slow  # Ray
@@ -29,8 +31,30 @@ def test_an_oracle_held_to_the_budget_at_a_crest_gives_up_the_configs_over_it_th
     cube = TunedCube(tuned_names(Policy(), cal.topology), Policy())
 
     def best(*crests: float) -> float:
-        return oracle(cube, cal, 100.0, 10.0, samples=16, seed=3, budget_at_eps=crests)
+        return oracle(cube, cal, 100.0, 10.0, samples=16, seed=3, budget_at_eps=crests).p95_s
     base_only = best()
     assert 0.0198 <= base_only < 1.14
     assert best(100.0) == base_only  # the base rate's own budget again: the same configs pass
     assert best(10_000.0) >= 1.14
+
+
+@ray.remote
+def _slower_with_backoff(config, calibration, rate_eps: float, window_s: float) -> FreshMeasurement:
+    """A pipeline whose P95 falls as `filebeat.backoff` rises: the best config is the highest backoff allowed."""
+    return FreshMeasurement(1.0 / float(config["filebeat.backoff"]), 1.0, 0.1, {"filebeat": 0.01})
+
+
+def test_the_oracle_stays_under_the_cubes_ceilings_as_every_tuner_does(ray_session, monkeypatch):
+    monkeypatch.setattr(bench.tuners, "_fresh", _slower_with_backoff)
+    cal = load("local-filebeat-kafka")
+    names = tuned_names(Policy(), cal.topology)
+    capped = oracle(TunedCube(names, Policy(), ceilings={"filebeat.backoff": 0.5}), cal, 100.0, 10.0, 16, seed=3)
+    free = oracle(TunedCube(names, Policy()), cal, 100.0, 10.0, 16, seed=3)
+    assert capped.config["filebeat.backoff"] <= 0.5 < free.config["filebeat.backoff"]
+    assert capped.p95_s == pytest.approx(1.0 / capped.config["filebeat.backoff"]) and capped.p95_s > free.p95_s
+
+
+def test_a_bench_runs_tuners_under_the_lull_ceilings_of_the_defaults_they_start_on():
+    cube = run_cube(Policy(), load("local-filebeat-kafka"))
+    held = [n for n in cube.names if n in LULL_WAITS]
+    assert held and cube.ceilings == {n: float(preset("defaults")[n]) for n in LULL_WAITS}

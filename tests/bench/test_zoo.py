@@ -37,9 +37,11 @@ def test_a_variants_twin_is_its_base_with_its_node_events_parse_cost_and_idle_fi
 
 
 def test_the_summary_holds_the_goals_median_and_worst_final_over_oracle():
-    rows = [{"final_over_oracle": r, "windows_to_near": w, "final_within_budget_there": ok}
-            for r, w, ok in ((1.0, 3, True), (1.1, 5, False), (2.5, None, True))]
+    rows = [{"final_over_oracle": r, "windows_to_near": w, "final_within_budget_there": ok, "oracle_p95_s": held,
+             "oracle_above_ceilings_p95_s": 0.01}
+            for r, w, ok, held in ((1.0, 3, True, 0.01), (1.1, 5, False, 0.02), (2.5, None, True, 0.04))]
     figures = summary(rows)
+    assert figures["median_ceilings_price"] == pytest.approx(2.0)
     assert figures["finals_over_budget_at_their_runs_loads"] == 1
     assert figures["median_final_over_oracle"] == 1.1 and figures["worst_final_over_oracle"] == 2.5
     assert figures["median_goal_met"] and not figures["worst_goal_met"] and figures["reached_near"] == 2
