@@ -141,7 +141,7 @@ def test_the_sweep_is_compared_at_the_finals_cpu_budget():
 def _report(**changes) -> RunReport:
     good = dict(run=1, exit_code=0, final_p95_s=0.01, defaults_p95_s=2.8, final_cores=0.3, sweep=SWEEP,
                 agreement=Agreement(20, 20, 0.02), read_agreement=Agreement(20, 20, 0.01), logged=1000, lost=0,
-                edit=EditCheck((), ()))
+                edit=EditCheck((), ()), after_lull_s=0.8, lull_wait_s=11.0)
     return RunReport(**(good | changes))
 
 
@@ -149,7 +149,8 @@ def test_the_goals_are_met_only_with_every_figure_in_reach():
     assert all(ok for ok, _ in _report().goals())
     for changes, words in ((dict(final_p95_s=0.05), "56x below"), (dict(final_p95_s=0.02), "2.50x"),
                            (dict(agreement=Agreement(20, 19, 0.07)), "19 of 20"), (dict(lost=3), "lost: 3 of 1000"),
-                           (dict(edit=None), "not made"), (dict(exit_code=1), "exited 1")):
+                           (dict(edit=None), "not made"), (dict(exit_code=1), "exited 1"),
+                           (dict(after_lull_s=48.7), "arrived 48.70 s"), (dict(after_lull_s=math.nan), "arrived -")):
         missed = [text for ok, text in _report(**changes).goals() if not ok]
         assert missed and words in missed[0], (changes, missed)
 
@@ -161,8 +162,8 @@ def test_a_final_cheaper_than_every_sweep_config_has_nothing_to_compare_and_says
 
 
 def test_a_whole_bench_is_reported_from_what_it_recorded(tmp_path):
-    start = {"filebeat.backoff": 2.0, "filebeat.queue.mem.flush.timeout": 1.0}
-    final = {"filebeat.backoff": 0.01, "filebeat.queue.mem.flush.timeout": 0.005}
+    start = {"filebeat.backoff": 2.0, "filebeat.queue.mem.flush.timeout": 1.0, "filebeat.max_backoff": 10.0}
+    final = {"filebeat.backoff": 0.01, "filebeat.queue.mem.flush.timeout": 0.005, "filebeat.max_backoff": 10.0}
     decisions = [_decision(k, 100.0 + 20 * k, 0.0104 if k else 2.0) for k in range(5)]
     edited = apply_hand_edits(_filebeat_yml(tmp_path))
     record = RunRecord(1, 90.0, 200.0, 0, decisions, start, final, in_force=final, edited=edited, edited_at_s=130.0,
@@ -184,7 +185,7 @@ def test_a_whole_bench_is_reported_from_what_it_recorded(tmp_path):
     (report,) = analysis.reports
     assert (report.lost, report.logged, report.edit.kept, report.audit_events) == (1, 10500, True, {"applied": 2})
     assert report.changes == {"filebeat.backoff": [2.0, 0.01], "filebeat.queue.mem.flush.timeout": [1.0, 0.005]}
-    assert report.after_lull_s == pytest.approx(0.010)
+    assert report.after_lull_s == pytest.approx(0.010) and report.lull_wait_s == 11.0  # max_backoff + flush.timeout
     shown = Console(file=io.StringIO(), width=200)
     print_report(analysis.reports, analysis.windows, analysis.figures, analysis.totals, shown)
     assert "met    pipetune's P95 within 5% of the truth's in 4 of 4 windows (worst 4.0%)" in shown.file.getvalue()
