@@ -133,16 +133,18 @@ class OracleBest:
 
 
 def oracle(cube: TunedCube, calibration: Calibration, rate_eps: float, window_s: float, samples: int,
-           seed: int, budget_at_eps: Sequence[float] = ()) -> OracleBest:
+           seed: int, budget_at_eps: Sequence[float] = (), also: Sequence[Config] = ()) -> OracleBest:
     """The best feasible config found by random search plus a local refinement around the best, on Ray, under the
     cube's ceilings: feasible as the policy of `cube` has it, its CPU budget read against the defaults' CPU (the config
     pipetune starts from), and within that budget at each load of `budget_at_eps` too (a moving load's lowest and highest windows, where a
-    config over budget is rolled back); those loads are measured only for configs that would be the best."""
+    config over budget is rolled back); those loads are measured only for configs that would be the best. The configs
+    `also` are tried beside the draws, each moved under the ceilings."""
     rng = np.random.default_rng(seed)
     cal = noise_free(calibration)
     start = cube.encode(preset("defaults"))
     top = cube.top()  # a lull's ceilings hold the oracle as they hold every tuner
-    points = [start] + [rng.uniform(size=cube.dims) * top for _ in range(samples)]
+    points = [start, *(np.minimum(cube.encode(c), top) for c in also)] + [rng.uniform(size=cube.dims) * top
+                                                                           for _ in range(samples)]
 
     def evaluate(us: list[np.ndarray], eps: float = rate_eps) -> list[FreshMeasurement]:
         return ray.get([_fresh.remote(cube.decode(u, preset("defaults")), cal, eps, window_s) for u in us])

@@ -160,9 +160,11 @@ def judge_variant(variant: Variant, windows: int, window_s: float, oracle_sample
     # held to the budget where the run's load went, as pipetune was: a config over it there is rolled back; and to
     # the lull ceilings, as pipetune was; the oracle above them prices those
     unbounded = TunedCube(tuned_names(Policy(), cal.topology), Policy())
-    held = run_cube(Policy(), cal)
-    best, above_ceilings = (oracle(cube, cal, rate, window_s, oracle_samples, seed=variant.seed,
-                                   budget_at_eps=tuned["held_at_eps"]) for cube in (held, unbounded))
+    above_ceilings = oracle(unbounded, cal, rate, window_s, oracle_samples, seed=variant.seed,
+                            budget_at_eps=tuned["held_at_eps"])
+    held = run_cube(Policy(), cal)  # its best moved under the ceilings is tried too: their price, not the draws'
+    best = oracle(held, cal, rate, window_s, oracle_samples, seed=variant.seed, budget_at_eps=tuned["held_at_eps"],
+                  also=[above_ceilings.config])
     near = next((i + 1 for i, p in enumerate(tuned["window_p95_s"]) if p is not None and p <= NEAR * best.p95_s),
                 None)
     return {"variant": variant.label(), "seed": variant.seed, "rate_eps": rate, "capped": rate < variant.drawn_rate_eps,
@@ -170,6 +172,7 @@ def judge_variant(variant: Variant, windows: int, window_s: float, oracle_sample
             "oracle_above_ceilings_p95_s": above_ceilings.p95_s,
             "final_config": {n: tuned["final"][n] for n in held.names},
             "oracle_config": {n: best.config[n] for n in held.names},
+            "oracle_above_ceilings_config": {n: above_ceilings.config[n] for n in held.names},
             "budget_held_at_eps": [round(eps) for eps in tuned["held_at_eps"]],
             "final_within_budget_there": tuned["final_within_budget_there"],
             "final_over_oracle": tuned["final_p95_s"] / best.p95_s,

@@ -52,6 +52,10 @@ def test_the_oracle_stays_under_the_cubes_ceilings_as_every_tuner_does(ray_sessi
     free = oracle(TunedCube(names, Policy()), cal, 100.0, 10.0, 16, seed=3)
     assert capped.config["filebeat.backoff"] <= 0.5 < free.config["filebeat.backoff"]
     assert capped.p95_s == pytest.approx(1.0 / capped.config["filebeat.backoff"]) and capped.p95_s > free.p95_s
+    # the free oracle's best, moved under the ceiling, is the best the ceiling allows
+    moved = oracle(TunedCube(names, Policy(), ceilings={"filebeat.backoff": 0.5}), cal, 100.0, 10.0, 16, seed=3,
+                   also=[free.config])
+    assert moved.config["filebeat.backoff"] == 0.5 and moved.p95_s == pytest.approx(2.0)
 
 
 def test_a_bench_runs_tuners_under_the_lull_ceilings_of_the_defaults_they_start_on():
