@@ -13,9 +13,9 @@
   fetch.min.bytes) takes to fill at the offered load. A stage's latency moves with it one for one where the
   stage waits out its timers; the learner expects that beyond where it has measured.
 - Lull. A timer a filled batch ends sooner (Filebeat's flush timeout, a producer's linger, a consumer's fetch wait,
-  Logstash's batch delay) and what a growing wait grows to (`max_backoff`) cost nothing at a load that fills the
-  batch first or keeps the harvester reading, so no window prices raising them; in a lull every event waits them
-  out in full. The learner holds each at most at the value the run started on (`lull_ceilings`): the operator's own
+  Logstash's batch delay, Spark's maxTriggerDelay beside minOffsetsPerTrigger) and what a growing wait grows to
+  (`max_backoff`) cost nothing at a load that fills the batch first or keeps the harvester reading, so no window
+  prices raising them; in a lull every event waits them out in full. The learner holds each at most at the value the run started on (`lull_ceilings`): the operator's own
   worst case in a lull.
 
 On the twin, over random configs at light and near-capacity loads, every stage's P95 stayed above 1.1 × its

@@ -38,5 +38,6 @@ SPARK_SINK = Component(
               help="partitions of a shuffle in the job's queries (Spark's default 200)"),
     ),
     picks_up=("spark.trigger.interval",),
-    timers=(Timer("spark.trigger.interval"),),
+    # maxTriggerDelay is a wait only a minimum fills sooner: a lull's batches sit it out in full (its ceiling)
+    timers=(Timer("spark.trigger.interval"), Timer("spark.maxTriggerDelay", batch="spark.minOffsetsPerTrigger")),
 )

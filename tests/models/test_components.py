@@ -31,7 +31,7 @@ def test_a_timer_is_a_duration_ended_by_a_count_of_events_or_bytes(component: Co
     units = {p.name: p.unit for p in component.params}
     for timer in component.timers:
         assert units[timer.param] in SECONDS_PER_UNIT
-        assert timer.batch is None or units[timer.batch] in ("events", "bytes")
+        assert timer.batch is None or units[timer.batch] in ("events", "records", "bytes")  # a record: one event
         assert timer.grows_to is None or units[timer.grows_to] == units[timer.param]
 
 

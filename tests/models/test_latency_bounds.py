@@ -84,5 +84,6 @@ def test_the_waits_a_lull_sits_out_are_held_at_most_where_the_run_found_them():
     assert ceilings["filebeat.queue.mem.flush.timeout"] == 0.25 and ceilings["filebeat.max_backoff"] == 4.0
     assert ceilings["kafka.consumer.fetch.max.wait.ms"] == 100.0
     assert ceilings["logstash.pipeline.batch.delay"] == 50.0  # the default the file left
+    assert ceilings["spark.maxTriggerDelay"] == 900.0  # a skipped batch waits for it where a minimum is set
     # intervals every event waits, at any load, are priced by the windows: no ceiling
     assert not {"filebeat.backoff", "filebeat.scan_frequency", "spark.trigger.interval"} & set(ceilings)
