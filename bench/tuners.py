@@ -135,10 +135,10 @@ class OracleBest:
 def oracle(cube: TunedCube, calibration: Calibration, rate_eps: float, window_s: float, samples: int,
            seed: int, budget_at_eps: Sequence[float] = (), also: Sequence[Config] = ()) -> OracleBest:
     """The best feasible config found by random search plus a local refinement around the best, on Ray, under the
-    cube's ceilings: feasible as the policy of `cube` has it, its CPU budget read against the defaults' CPU (the config
-    pipetune starts from), and within that budget at each load of `budget_at_eps` too (a moving load's lowest and highest windows, where a
-    config over budget is rolled back); those loads are measured only for configs that would be the best. The configs
-    `also` are tried beside the draws, each moved under the ceilings."""
+    cube's ceilings: feasible as the policy of `cube` has it, its CPU budget read against the defaults' CPU (the
+    config pipetune starts from), and within that budget at each load of `budget_at_eps` too (a moving load's lowest
+    and highest windows, where a config over budget is rolled back); those loads are measured only for configs that
+    would be the best. The configs `also` are tried beside the draws, each moved under the ceilings."""
     rng = np.random.default_rng(seed)
     cal = noise_free(calibration)
     start = cube.encode(preset("defaults"))
