@@ -64,6 +64,11 @@ class Observation:
     # is what it committed (live: the offered rate × the mean time an event spends in it, Little's law): its output
     # comes a batch at a time, so a window's end may cut one. 0: the output is counted as it flows (the probe's).
     sink_held_events: float = 0.0
+    # Events the window's two counts (input, output) may place on different sides of its edges (live: each count
+    # comes from its own target, scraped on its own phase, so up to a scrape interval of events lands in the window
+    # for one and not the other; where the rate moved across the window, a lull starting, that is the interval × how
+    # far it moved). 0: counted at the same instants (the twin's).
+    edge_events: float = 0.0
 
     @property
     def throughput_ratio(self) -> float:
@@ -75,10 +80,11 @@ class Observation:
 
         The policy's share, plus what a window's end can cut out of the output of a pipeline that keeps
         up: the `buffered_events` its config holds back (Filebeat ships in flush-sized batches), trusted
-        only up to the policy's share again, so a pipeline whose batches outlast the window is not excused.
+        only up to the policy's share again, so a pipeline whose batches outlast the window is not excused;
+        and what the counts may misplace at the window's edges (`edge_events`).
         """
         tolerated = (1.0 - min_ratio) * self.offered_eps * self.duration_s
-        return tolerated + min(max(buffered_events, 0.0), tolerated)
+        return tolerated + min(max(buffered_events, 0.0), tolerated) + self.edge_events
 
     @property
     def backlog_total(self) -> int:

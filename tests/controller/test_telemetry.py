@@ -16,7 +16,7 @@ import yaml
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from controller.kafka_lag import LagSample, LagWatch
-from controller.telemetry import PrometheusTelemetry, TelemetryMissing
+from controller.telemetry import PrometheusTelemetry, TelemetryMissing, edge_events
 from testbed.processes import Service, start, stop, wait_ready
 from tests.conftest import free_ports
 
@@ -264,6 +264,15 @@ class OneSample:
         pass
 
 
+def test_what_the_counts_may_misplace_at_a_windows_edges_is_an_interval_of_the_largest_change_of_rate():
+    lull = {"input_eps": [800.0, 420.0, math.nan, 0.0], "output_eps": [790.0, 500.0, 0.0]}
+    assert edge_events(lull, interval_s=1.0) == pytest.approx(800.0)
+    assert edge_events(lull, interval_s=15.0) == pytest.approx(12_000.0)
+    assert edge_events({"input_eps": [800.0, 810.0, 795.0], "output_eps": [805.0, 790.0, 801.0]}, 1.0) == \
+        pytest.approx(5.0)  # steady: next to nothing
+    assert edge_events({"input_eps": [math.nan]}, 1.0) == 0.0
+
+
 def test_offered_load_and_backlog_come_from_the_sources_and_the_group(prometheus):
     exporter, telemetry = prometheus
 
@@ -287,6 +296,8 @@ def test_offered_load_and_backlog_come_from_the_sources_and_the_group(prometheus
     observation = PrometheusTelemetry(telemetry.url, kafka_lag=lag).window(start_s, end_s)
     lag.close()
     assert observation.throughput_ratio == pytest.approx(0.5, rel=0.01)
+    # the input's rate rose from none by 400 events over the last seconds, scraped every second
+    assert 0.0 < observation.edge_events <= 400.0
     assert observation.backlog_events == {"source": 30, "kafka": 70}
     # brokers that export nothing (an operator's cluster without the JMX exporter): their cost unknown, not zero
     assert observation.produce_requests_per_s is None and observation.kafka_bytes_in_per_s is None

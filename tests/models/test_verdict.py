@@ -86,6 +86,19 @@ def _near_capacity_window(start_backlog: float, spare_eps: float, offered_eps: f
                        series={"input_eps": inflow, "output_eps": outflow})
 
 
+def test_a_lull_starting_a_second_into_the_window_is_what_the_counts_misplace_at_its_edge_not_falling_behind():
+    # bench.foreign, run 2, window 14: k6 stopped about a second in; the input counted 662 events, the output 13
+    lull = Observation(duration_s=20, offered_eps=33.1, throughput_eps=0.65, p50_s=0.046, p95_s=0.054, p99_s=0.056,
+                       mean_s=0.046, backlog_events={"source": 0})
+    config = _config(min_events=144, timeout_s=0.017, bulk=7822)
+    assert judge(lull, Policy(), config).breaches[0].kind is BreachKind.BEHIND
+    # the rate went from 800 ev/s to none across it, the counts' targets scraped every second
+    assert judge(replace(lull, edge_events=800.0), Policy(), config).ok
+    # what they may misplace is an interval's worth of the rate's change, no more: 2,000 events short is behind
+    short = replace(lull, offered_eps=800.0, throughput_eps=700.0, edge_events=800.0)
+    assert judge(short, Policy(), config).breaches[0].kind is BreachKind.BEHIND
+
+
 def test_a_config_with_little_to_spare_draining_a_rollbacks_backlog_is_draining_though_ahead_by_less_than_5pc():
     small = _config(min_events=4, pipelining=0)
     # 30,000 events left by a rolled-back config, 200 ev/s to spare: ahead by 3 %, 24,000 still queued at the end
