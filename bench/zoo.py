@@ -71,6 +71,7 @@ COST_SPREAD = 0.2  # σ of the lognormal factor on every time and CPU cost of th
 KEEP_UP_SHARE = 0.85  # a variant's long-run mean load is at most this share of what the defaults carry
 HELD_OUT_FROM = 1_000_000  # held-out seeds start here: never one of the tuning part's
 NEAR = 1.2  # "within" the oracle, as the goal counts it
+CONFIGS = ("final_config", "oracle_config", "oracle_above_ceilings_config")  # a variant's tuned values, by whom
 
 
 @dataclass(frozen=True)
@@ -248,8 +249,10 @@ def main() -> None:
         variant = draw(seed)
         console.print(f"variant {len(rows) + 1}/{args.variants}: {variant.label()}, drawn at "
                       f"{variant.drawn_rate_eps:.0f} ev/s, {variant.event_bytes} B events ...")
-        rows.append(judge_variant(variant, args.windows, args.window, args.oracle_samples))
-        details["variants"].append(asdict(variant))
+        row = judge_variant(variant, args.windows, args.window, args.oracle_samples)
+        configs = {key: row.pop(key) for key in CONFIGS}  # beside the variant: too wide for a table
+        rows.append(row)
+        details["variants"].append(asdict(variant) | configs)
         result.finish(rows, details).write(args.out / "result.json")  # after every variant: a long run is kept
     figures = summary(rows)
     console.print(_table(rows, f"{args.part}: {args.windows} windows × {args.window:g} s (* rate capped)"))
