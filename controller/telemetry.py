@@ -379,8 +379,14 @@ class PrometheusTelemetry:
         not in the window after one that had such a restart: a component that restarts window after window crashes,
         and a config that makes it crash is the config's to answer for (the verdict rolls it back)."""
         inside = f"{max(math.floor(end - start) - 1, 1)}s"
-        starts = self.by_label(f"sum by (component) (changes({COMPONENT_START}{self._sel()}[{inside}]))", "component",
-                               end)
+        started = f"{COMPONENT_START}{self._sel()}"
+        changed = self.by_label(f"sum by (component) (changes({started}[{inside}]))", "component", end)
+        # An operator's restart stops the process first: stopped as the window began, its series has a gap there and
+        # only the new start time inside, no change (bench.foreign: the hand edit's restart read as none). Its first
+        # start time inside differs from the last before, whenever that was.
+        anew = self.by_label(f"sum by (component) (min_over_time({started}[{inside}]) != bool "
+                             f"last_over_time({started}[1h] offset {inside}))", "component", end)
+        starts = {name: n + anew.get(name, 0.0) for name, n in changed.items()}
         found = restart_disturbance({name: round(n) for name, n in starts.items() if math.isfinite(n)})
         excused = None if self._restarted_before else found
         self._restarted_before = found is not None

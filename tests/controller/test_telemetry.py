@@ -404,6 +404,36 @@ def test_a_component_that_started_anew_inside_the_window_disturbs_it_and_one_res
     assert telemetry.window(start_s, time.time()).disturbance is None  # judged: the verdict may roll it back
 
 
+def test_a_restart_whose_stop_came_as_the_window_began_disturbs_it_though_no_start_time_changed_inside(prometheus):
+    """An operator restarting a component stops it first: its start time is not exported while it is down, so a stop
+    just before the window leaves only the new start time inside it."""
+    exporter, _ = prometheus
+    telemetry = PrometheusTelemetry(_.url)  # its own: which window saw a restart last is the telemetry's state
+    registry = CollectorRegistry()
+    records = Counter("pipetune_records", "", registry=registry)
+    _sources(registry, 0, 0)
+    started = Gauge("pipetune_component_start_time_seconds", "", ["component"], registry=registry)
+    started.labels("filebeat").set(time.time() - 60)  # pipetune's last change restarted it a minute ago
+    exporter.registry = registry
+    time.sleep(1.5)
+    _scraped_after(telemetry, "pipetune_records_total", time.time())
+    started.remove("filebeat")  # the operator stops it
+    _scraped_after(telemetry, "pipetune_records_total", time.time())
+    start_s = time.time()
+    _scraped_after(telemetry, "pipetune_records_total", start_s + 1.5)  # still down a second into the window
+    started.labels("filebeat").set(time.time())  # and starts it again
+    records.inc(10)
+    _scraped_after(telemetry, "pipetune_records_total", time.time())
+    _scraped_after(telemetry, "pipetune_records_total", time.time())
+    found = telemetry.window(start_s, time.time()).disturbance
+    assert found is not None and str(found) == "restarted outside pipetune: filebeat started 1 time in the window"
+    start_s = time.time()  # the window after: the same process throughout, nothing started
+    _scraped_after(telemetry, "pipetune_records_total", start_s + 2.5)
+    records.inc(10)
+    _scraped_after(telemetry, "pipetune_records_total", time.time())
+    assert telemetry.window(start_s, time.time()).disturbance is None
+
+
 def test_a_window_without_the_agents_sources_is_telemetry_missing_naming_them(prometheus):
     exporter, telemetry = prometheus
 
