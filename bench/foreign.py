@@ -60,9 +60,8 @@ from bench.peers import _table, free_port, kafka_broker, pipetune_argv
 from bench.result import RESULT_FILE, BenchResult
 from controller.agent_changes import owned_params
 from controller.state import StateStore
-from models.latency_bounds import LULL_WAITS
-from models.space import PIPELINE_SPACE, Value
-from models.units import SECONDS_PER_UNIT
+from models.latency_bounds import lull_wait_s
+from models.space import Value
 from testbed import processes
 from testbed.install import install_all, install_peers
 from testbed.processes import Service
@@ -456,7 +455,6 @@ class RunReport:
     audit_events: dict[str, int] = field(default_factory=dict)  # the agent's audit log, by event
     after_lull_s: float = math.nan  # the first request after the lull: its latency
     lull_wait_s: float = math.nan  # the longest the operator's own file makes a lull's first line wait
-
 
     def goals(self) -> list[tuple[bool, str]]:
         below = self.defaults_p95_s / self.final_p95_s if self.final_p95_s > 0 else math.nan
@@ -909,8 +907,7 @@ def report_run(record: RunRecord, windows: Sequence[Window], figures: Mapping[st
         left_in_force={k: [v, record.in_force.get(k)] for k, v in record.final.items() if v != record.in_force.get(k)},
         audit_events=dict(Counter(str(entry.get("event")) for entry in record.audit)),
         after_lull_s=first_after(truth, record.lull_s[1]) if record.lull_s else math.nan,
-        lull_wait_s=sum(float(record.start[name]) * SECONDS_PER_UNIT[PIPELINE_SPACE[name].unit]
-                        for name in LULL_WAITS if name in record.start))
+        lull_wait_s=lull_wait_s(record.start))
 
 
 def _pct(error: float) -> str:

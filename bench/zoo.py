@@ -16,9 +16,9 @@ The oracle is held where pipetune was: it keeps up at the base rate, within the 
 lowest and highest load of the run's windows where those differ from it by more than 25 % (a config over its
 budget at a crest is rolled back there), and under the lull ceilings (no wait a lull sits out above the defaults',
 `models.latency_bounds.lull_ceilings`). The oracle above those ceilings is reported beside it: their price, which
-a lull would make anyone pay who went above them (the zoo's loads have no lull). Held to the base rate alone, it was a config over budget at an MMPP's
-crest: 2.5 ms on 1294639103, where the best within budget at the crest too is 9.7 ms. pipetune's final config is
-checked at those loads the same way, and the run says how many went over.
+a lull would make anyone pay who went above them (the zoo's loads have no lull). Held to the base rate alone, it
+was a config over budget at an MMPP's crest: 2.5 ms on 1294639103, where the best within budget at the crest too
+is 9.7 ms. pipetune's final config is checked at those loads the same way, and the run says how many went over.
 
 The split rule, fixed here so that nobody picks the held-out pipelines: the tuning part is the variants of
 seeds 0, 1, 2, ... (`--part tuning`), open to whoever changes the learner; the held-out part (the default)

@@ -15,8 +15,8 @@
 - Lull. A timer a filled batch ends sooner (Filebeat's flush timeout, a producer's linger, a consumer's fetch wait,
   Logstash's batch delay, Spark's maxTriggerDelay beside minOffsetsPerTrigger) and what a growing wait grows to
   (`max_backoff`) cost nothing at a load that fills the batch first or keeps the harvester reading, so no window
-  prices raising them; in a lull every event waits them out in full. The learner holds each at most at the value the run started on (`lull_ceilings`): the operator's own
-  worst case in a lull.
+  prices raising them; in a lull every event waits them out in full. The learner holds each at most at the value
+  the run started on (`lull_ceilings`): the operator's own worst case in a lull (`lull_wait_s`).
 
 On the twin, over random configs at light and near-capacity loads, every stage's P95 stayed above 1.1 × its
 floor and below 0.96 × its ceiling (tests/models/test_latency_bounds.py). The learner's models extrapolate
@@ -28,13 +28,13 @@ expected the 4 ms → 1 ms drop below twice the backoff.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
 from models.components import COMPONENTS, TOPOLOGIES, Timer
 from models.learning import WHOLE_PIPELINE
-from models.space import PIPELINE_SPACE, Config
+from models.space import PIPELINE_SPACE, Config, Value
 from models.units import SECONDS_PER_UNIT
 
 ValueOf = Callable[[str], np.ndarray]  # a parameter's values, one per config in question
@@ -91,6 +91,13 @@ def stage_ceiling_s(stage: str, value_of: ValueOf) -> np.ndarray | float:
     if names is None:
         return np.inf
     return np.maximum.reduce([np.asarray(value_of(name), dtype=float) for name in names])
+
+
+def lull_wait_s(config: Mapping[str, Value]) -> float:
+    """The longest a lull's first event may sit out the waits of `config` a lull sits out in full: the sum of its
+    `LULL_WAITS`, in seconds."""
+    return sum(float(config[name]) * SECONDS_PER_UNIT[PIPELINE_SPACE[name].unit] for name in LULL_WAITS
+               if name in config)
 
 
 def lull_ceilings(start: Config) -> dict[str, float]:

@@ -130,6 +130,8 @@ class TunedCube:
         self._ruled = tuple(dict.fromkeys(n for pair in NOT_ABOVE for n in pair if n in space))
         self._lo = np.array([self._warp(i, v) for i, v in enumerate(lows)])
         self._hi = np.array([self._warp(i, v) for i, v in enumerate(highs)])
+        self._top = np.array([self._unit(i, self._allowed[n][1]) if n in self.ceilings else 1.0
+                              for i, n in enumerate(self.names)], dtype=float)
 
     @property
     def dims(self) -> int:
@@ -179,13 +181,12 @@ class TunedCube:
 
     def top(self) -> np.ndarray:
         """Each dimension's highest allowed point on [0, 1]: its ceiling's, else 1."""
-        return np.array([self._unit(i, self._allowed[n][1]) if n in self.ceilings else 1.0
-                         for i, n in enumerate(self.names)], dtype=float)
+        return self._top
 
     def under_ceilings(self, u: np.ndarray) -> np.ndarray:
         """Which rows of `u` stay at or under every ceiling. Excluded, not moved to the ceiling: moved, the rows
         above one piled onto it and the search's candidates were no longer the trust region's draw."""
-        return np.all(np.asarray(u) <= self.top() + 1e-9, axis=1)
+        return np.all(np.asarray(u) <= self._top + 1e-9, axis=1)
 
     def values(self, u: np.ndarray, name: str, *, base: Config) -> np.ndarray:
         """`name`'s value at each row of `u` (before snapping to its resolution), `base`'s where the cube does not
