@@ -1,6 +1,7 @@
 """pipetune on a pipeline it did not build, onboarded as the docs say, against an independent truth.
 
-    python -m bench.foreign [--runs 3] [--quick] [--out DIR]   # writes result.json (bench/result.py), foreign.png
+    python -m bench.foreign [--runs 3] [--quick] [--cpu-budget C] [--out DIR]
+                                         # writes result.json (bench/result.py), foreign.png
 
 An operator's log pipeline, from the operator's own files (bench/foreign/: nginx.conf, filebeat.yml, load.js,
 prometheus.yml, deployment.yaml; docs/foreign.md walks through them), all on loopback:
@@ -782,6 +783,20 @@ class Operator:
             self.console.print(f"run {self.record.run}: k6 resumes")
 
 
+def _is_budget(flag: str) -> bool:
+    """What autotune's `--cpu-budget` takes, checked before the pipeline is built rather than after."""
+    try:
+        return flag in ("default", "none") or 0 <= float(flag) < math.inf
+    except ValueError:
+        return False
+
+
+def tuning_flags(args: argparse.Namespace, run: int) -> list[str]:
+    """autotune's flags as the docs give them to an operator (`--load none`), the bench's window and budget."""
+    return ["--load", "none", "--window", f"{args.window:g}", "--windows", str(args.windows),
+            "--cpu-budget", args.cpu_budget, "--seed", str(run - 1)]
+
+
 def tune(site: Site, traffic: Traffic, args: argparse.Namespace, run: int, out: Path, console: Console) -> RunRecord:
     """`pipetune autotune --pipeline deployment.yaml --load none` on the onboarded pipeline, the operator at work
     meanwhile."""
@@ -790,8 +805,7 @@ def tune(site: Site, traffic: Traffic, args: argparse.Namespace, run: int, out: 
     operator = Operator(site, traffic, record, args, console)
     state = out / "state"
     shutil.rmtree(state, ignore_errors=True)
-    argv = pipetune_argv("autotune", "--pipeline", str(site.work / "deployment.yaml"), "--load", "none",
-                         "--window", f"{args.window:g}", "--windows", str(args.windows), "--seed", str(run - 1),
+    argv = pipetune_argv("autotune", "--pipeline", str(site.work / "deployment.yaml"), *tuning_flags(args, run),
                          "--state-dir", str(state), "--json", str(out / "tune.json"), "--plot",
                          str(site.work / f"tune-{run}.png"))
     deadline = time.time() + (args.windows + 1) * args.window * 3 + 300
@@ -1043,6 +1057,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--rate", type=float, default=800.0, help="k6's requests/s")
     parser.add_argument("--window", type=float, help="autotune --window (default 20 s; 15 with --quick)")
     parser.add_argument("--windows", type=int, help="autotune --windows (default 25; 8 with --quick)")
+    parser.add_argument("--cpu-budget", default="default",
+                        help="autotune --cpu-budget: default, none, or CORES above the default (e.g. 0.25)")
     parser.add_argument("--out", type=Path, help="write result.json, foreign.txt (this output), foreign.png and each "
                                                  "run's files here")
     args = parser.parse_args(argv)
@@ -1052,7 +1068,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     sweep = QUICK_SWEEP if args.quick else tuple(SWEEP)
     rounds, warmup_s, measure_s = (1, 10.0, 15.0) if args.quick else (2, 10.0, 30.0)
     for ok, flag, allowed in ((runs >= 1, "--runs", ">= 1"), (args.rate > 0, "--rate", "> 0"),
-                              (args.window >= 5, "--window", ">= 5 s"), (args.windows >= 4, "--windows", ">= 4")):
+                              (args.window >= 5, "--window", ">= 5 s"), (args.windows >= 4, "--windows", ">= 4"),
+                              (_is_budget(args.cpu_budget), "--cpu-budget", "default, none or a number of cores >= 0")):
         if not ok:
             parser.error(f"{flag} must be {allowed}")
     started = BenchResult.start("bench.foreign", argv)
@@ -1090,7 +1107,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     reports, windows, figures, totals = analysis.reports, analysis.windows, analysis.figures, analysis.totals
     print_report(reports, windows, figures, totals, console)
     details = {"args": {"runs": runs, "rate_eps": args.rate, "window_s": args.window, "windows": args.windows,
-                        "rounds": rounds, "measure_s": measure_s, "sweep": {n: SWEEP[n] for n in sweep}},
+                        "cpu_budget": args.cpu_budget, "rounds": rounds, "measure_s": measure_s,
+                        "sweep": {n: SWEEP[n] for n in sweep}},
                "totals": totals, "contenders": contenders, "side_by_side": [asdict(r) for r in analysis.contenders],
                "runs": [asdict(r) for r in records],
                "goals": {r.run: [{"met": ok, "text": text} for ok, text in r.goals()] for r in reports}}

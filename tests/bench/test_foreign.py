@@ -1,6 +1,7 @@
 """bench.foreign's pure parts: the operator's files, the hand edit's check, the truth's latency and loss, each
 window's agreement with the truth, and the goals."""
 
+import argparse
 import io
 import json
 import math
@@ -16,8 +17,8 @@ from rich.console import Console
 
 from bench.foreign import (HAND_EDITS, STAMP_STEP_S, TEMPLATES, Agreement, Contender, EditCheck, RunRecord, RunReport,
                            Site, Truth, Window, access_line, analyse, apply_hand_edits, best_within_budget, check_edit,
-                           figures_of, fill, histogram_quantile, lost_requests, plot, print_report, read_access_log,
-                           truth_line, with_truth, windows_of, write_rotated)
+                           figures_of, fill, histogram_quantile, lost_requests, main, plot, print_report,
+                           read_access_log, truth_line, tuning_flags, with_truth, windows_of, write_rotated)
 
 
 def _site(tmp_path: Path) -> Site:
@@ -159,6 +160,21 @@ def test_a_final_cheaper_than_every_sweep_config_has_nothing_to_compare_and_says
     missed = [text for ok, text in _report(final_cores=0.01).goals() if not ok]
     assert missed == ["no hand-sweep config ran within the final's Filebeat CPU (0.010 cores): nothing to compare at "
                       "the same budget; at any CPU: flush+backoff 1ms 8.0 ms with 0.300"]
+
+
+def test_autotune_runs_as_the_docs_say_with_the_benchs_budget_and_a_seed_per_run():
+    args = argparse.Namespace(window=20.0, windows=25, cpu_budget="0.25")
+    flags = tuning_flags(args, 3)
+    assert flags[:2] == ["--load", "none"]
+    assert dict(zip(flags[::2], flags[1::2])) == {"--load": "none", "--window": "20", "--windows": "25",
+                                                   "--cpu-budget": "0.25", "--seed": "2"}
+
+
+def test_a_budget_autotune_would_refuse_stops_the_bench_before_the_pipeline_is_built(capsys):
+    with pytest.raises(SystemExit) as stopped:
+        main(["--cpu-budget", "-1"])
+    assert stopped.value.code == 2
+    assert "--cpu-budget must be default, none or a number of cores >= 0" in capsys.readouterr().err
 
 
 def test_a_whole_bench_is_reported_from_what_it_recorded(tmp_path):
