@@ -345,7 +345,8 @@ class Daemon:
                     collected.config == self.incumbent.config:
                 # else the config the learner leaves it for, slower but within the rules, is never adopted, and the
                 # daemon goes back to it the next window: fb-kafka diurnal made 50 changes in 60 windows so
-                self.incumbent = self.incumbent.breached(observation.p95_s, observation.offered_eps)
+                self.incumbent = self.incumbent.breached(observation.p95_s, observation.offered_eps,
+                                                         observation.throughput_eps if verdict.behind else None)
                 if self.store:
                     self.store.save_incumbent(self.incumbent)
         return verdict
@@ -467,6 +468,9 @@ class Daemon:
                               f"{person_hold} by a person: breach recorded, config held: {breached}")
             # the incumbent may predate a pin: roll back to it as today's policy allows
             if inc is not None and self.policy.enforce(inc.config) != config:
+                shared = self._overload_shared(collected.observation, verdict) if vetoed is None else None
+                if shared is not None:
+                    return Choice(config, Action.HOLD, shared)
                 return Choice(self.policy.enforce(inc.config), Action.ROLLBACK, f"guardrail: {breached}", vetoed=vetoed)
             if (verdict.behind or verdict.over_budget) and vetoed is None and self.policy.mode != "advise":
                 return self._incumbent_breached(config, context)
@@ -522,6 +526,20 @@ class Daemon:
         else:
             action = Action.EXPLORE
         return Choice(candidate, action, reason, suggestion.predicted)
+
+    def _overload_shared(self, observation: Observation, verdict: Verdict) -> str | None:
+        """Why a candidate that fell behind is not rolled back, or None: the incumbent itself fell behind at this load
+        or a lower one, shipping no more than the candidate shipped here. The overload is the load's: a rollback
+        would cost a restart and the backlog it leaves for a config that carries less (an MMPP's crests above every
+        config's capacity rolled back each candidate they met, zoo 2858576452). Only for throughput rules."""
+        if self.incumbent is None or not all(b.kind.throughput for b in verdict.breaches):
+            return None
+        carried_eps = self.incumbent.shipped_when_behind(observation.offered_eps)
+        if carried_eps is None or observation.throughput_eps < carried_eps:
+            return None
+        return (f"overloaded, not rolled back: the incumbent fell behind at this load or below, shipping "
+                f"{carried_eps:.0f} ev/s; the candidate shipped {observation.throughput_eps:.0f} ev/s of "
+                f"{observation.offered_eps:.0f}: another window of it")
 
     def _incumbent_breached(self, config: Config, context: Context) -> Choice:
         """The incumbent itself fell behind or went over the CPU budget: the learner moves toward capacity where a

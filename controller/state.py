@@ -169,6 +169,7 @@ class LoadFigure(BaseModel):
     offered_eps: float
     p95_s: float
     kept_up: bool = True  # False: it fell behind or went over budget there
+    shipped_eps: float | None = None  # where it fell behind: what it shipped there, events/s (none: it did not)
 
 
 class IncumbentReport(BaseModel):
@@ -302,13 +303,21 @@ class Incumbent:
         kept = tuple(f for f in figures if load_moved(f.offered_eps, offered_eps))[-INCUMBENT_LOADS:]
         return replace(self, p95_s=p95_s, offered_eps=offered_eps, cost=cost, other_loads=kept)
 
-    def breached(self, p95_s: float, offered_eps: float) -> Incumbent:
-        """The same config after a window it fell behind in, or went over the CPU budget in: at about that load, a
-        candidate that keeps to the rules is better, whatever its P95. Its latest window that kept to them stays its
-        headline figure."""
+    def breached(self, p95_s: float, offered_eps: float, shipped_eps: float | None = None) -> Incumbent:
+        """The same config after a window it fell behind in (shipping `shipped_eps`), or went over the CPU budget in:
+        at about that load, a candidate that keeps to the rules is better, whatever its P95. Its latest window that
+        kept to them stays its headline figure."""
         kept = tuple(f for f in self.other_loads if load_moved(f.offered_eps, offered_eps))
-        behind = LoadFigure(offered_eps=offered_eps, p95_s=p95_s, kept_up=False)
+        behind = LoadFigure(offered_eps=offered_eps, p95_s=p95_s, kept_up=False, shipped_eps=shipped_eps)
         return replace(self, other_loads=(*kept, behind)[-INCUMBENT_LOADS:])
+
+    def shipped_when_behind(self, offered_eps: float) -> float | None:
+        """The most events/s it shipped in a window it fell behind in at about `offered_eps` or a lower load: a config
+        that cannot carry a load cannot carry a higher one, so it would fall behind at `offered_eps` too. None where
+        it never fell behind at or below it."""
+        shipped = [f.shipped_eps for f in self.other_loads if f.shipped_eps is not None and (
+                   f.offered_eps <= offered_eps or not load_moved(f.offered_eps, offered_eps))]
+        return max(shipped, default=None)
 
     def report(self) -> IncumbentReport:
         return IncumbentReport(config=dict(self.config), p95_s=self.p95_s, offered_eps=self.offered_eps,

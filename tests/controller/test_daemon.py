@@ -189,6 +189,33 @@ def test_the_incumbent_keeps_its_latest_figure_at_each_other_load_and_forgets_th
         1000.0 * 2 ** 19).kept_up  # kept up there since: the fall behind is forgotten
 
 
+def test_the_loads_the_incumbent_fell_behind_at_stand_for_every_higher_load_with_what_it_shipped_there():
+    incumbent = Incumbent(preset("defaults"), 1.0, 500.0).breached(9.0, 750.0, 560.0)
+    assert incumbent.shipped_when_behind(1250.0) == incumbent.shipped_when_behind(700.0) == 560.0
+    assert incumbent.shipped_when_behind(500.0) is None  # below, and clearly apart: it kept up there
+    assert incumbent.breached(5.0, 1000.0).shipped_when_behind(1250.0) == 560.0  # over budget only: it shipped all
+    assert incumbent.breached(9.0, 1100.0, 700.0).shipped_when_behind(1250.0) == 700.0
+
+
+@pytest.mark.parametrize("incumbent_shipped_eps, policy, action", [
+    (1.0, Policy(), "hold"),  # it carried more than the incumbent did: the overload is the load's
+    (RATE, Policy(), "rollback"),  # it carried less
+    (1.0, Policy(p95_ceiling_s=10.0), "rollback")])  # a rule other than keeping up is its own (3.6 s to 24 s)
+def test_a_candidate_behind_where_the_incumbent_fell_behind_too_is_held_unless_it_carried_less_or_broke_more(
+        incumbent_shipped_eps, policy, action):
+    slow = PIPELINE_SPACE.config({"filebeat.output.bulk_max_size": 1, "filebeat.output.pipelining": 0})
+    daemon, pipeline = _daemon(Scripted(slow), policy)
+    defaults = pipeline.current()
+    assert daemon.step().action == "explore" and pipeline.current() == slow
+    # the defaults fell behind at a lower load than the test's, shipping `incumbent_shipped_eps` there
+    daemon.incumbent = daemon.incumbent.breached(9.0, RATE * 0.7, incumbent_shipped_eps)
+    decision = daemon.step()  # per-record sends fall behind the test's load
+    assert any(m.startswith("output") for m in decision.guardrail) and decision.action == action
+    assert pipeline.current() == (slow if action == "hold" else defaults)
+    assert ("overloaded, not rolled back" in decision.reason) == (action == "hold")
+    assert daemon.incumbent.config == defaults and daemon.rollbacks == (action == "rollback")
+
+
 class Overloaded(Scripted):
     """A learner whose every config falls behind but `capable`, which it proposes once the incumbent fell behind;
     records the loads it was asked at."""
