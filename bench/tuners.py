@@ -281,7 +281,8 @@ def learner_latency(calibration: Calibration, observations: int = 200, repeats: 
     surrogates are fitted on data shaped like a real run's. suggest() is timed with the twin screen
     on (its six simulations run one after another here; the daemon fans them out on Ray).
     """
-    cube = run_cube(Policy(), calibration)
+    policy = Policy()
+    cube = run_cube(policy, calibration)
     learner = build_learner("pipetune", cube, preset("defaults"), topology=calibration.topology, seed=0,
                             screen=TwinScreen(calibration))
     rng = np.random.default_rng(0)

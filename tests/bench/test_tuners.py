@@ -62,3 +62,8 @@ def test_a_bench_runs_tuners_under_the_lull_ceilings_of_the_defaults_they_start_
     cube = run_cube(Policy(), load("local-filebeat-kafka"))
     held = [n for n in cube.names if n in LULL_WAITS]
     assert held and cube.ceilings == {n: float(preset("defaults")[n]) for n in LULL_WAITS}
+
+
+def test_the_learners_own_latency_is_timed_on_windows_it_was_told():
+    timed = bench.tuners.learner_latency(load("paper-2vcpu"), observations=3, repeats=1)
+    assert timed["observations"] == 3 and timed["suggest_s_median"] > 0 and timed["tell_s_median"] > 0
