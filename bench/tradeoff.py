@@ -27,11 +27,10 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.result import RESULT_FILE, BenchResult
-from bench.tuners import noise_free, oracle, run_one
+from bench.tuners import noise_free, oracle, run_cube, run_one
 from controller.fresh_windows import FreshMeasurement, measure_fresh
 from controller.ray_learner import start_ray
 from models.budget import BudgetLimits, CostReference, CpuBudget, budgeted, within_limits
-from models.learning import TunedCube, tuned_names
 from models.policy import Policy
 from models.presets import PRESETS, preset
 from models.twin import Calibration, load

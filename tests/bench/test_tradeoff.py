@@ -1,7 +1,11 @@
 """bench.tradeoff's reading of a budget: which static preset is the fastest within it."""
 
+import bench.tradeoff
 from bench.tradeoff import best_static
 from controller.fresh_windows import FreshMeasurement
+from models.budget import CpuBudget
+from models.presets import PRESETS
+from models.twin import load
 
 
 def test_the_best_static_preset_is_the_fastest_that_keeps_up_within_every_limit():
@@ -16,3 +20,13 @@ def test_the_best_static_preset_is_the_fastest_that_keeps_up_within_every_limit(
     # within or not is the CPU without jitter's: a reading a hair over the limit does not rule a preset out
     jittered = presets | {"throughput": FreshMeasurement(2.5, 1.0, 2.0, {"filebeat": 0.11, "logstash": 0.40})}
     assert best_static(jittered, true_cpu, {"filebeat": 0.1, "logstash": 0.45}) == ("throughput", 2.5)
+
+
+def test_a_budgets_row_sets_pipetune_beside_the_oracle_and_the_best_static_preset_within_it(ray_session, monkeypatch):
+    monkeypatch.setattr(bench.tradeoff, "BUDGETS", {"default": CpuBudget()})
+    monkeypatch.setattr(bench.tradeoff, "STRATEGIES", ("pipetune",))
+    (row,) = bench.tradeoff.budget_rows("paper-2vcpu", load("paper-2vcpu"), seeds=1, windows=4, window_s=30.0,
+                                        oracle_samples=2)
+    assert row["budget"] == "default" and row["best_static"] in PRESETS
+    assert 0 < row["oracle_p95_s"] < float("inf") and 0 < row["pipetune_p95_s"] < float("inf")
+    assert set(row["limits_cores"]) >= {"filebeat", "logstash"} and row["pipetune_over_after_5"] >= 0
