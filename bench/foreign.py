@@ -1058,7 +1058,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--window", type=float, help="autotune --window (default 20 s; 15 with --quick)")
     parser.add_argument("--windows", type=int, help="autotune --windows (default 25; 8 with --quick)")
     parser.add_argument("--cpu-budget", default="default",
-                        help="autotune --cpu-budget: default, none, or CORES above the default (e.g. 0.25)")
+                        help="autotune --cpu-budget: default, none, or the default with CORES of extra cores "
+                             "in place of its 0.05 (e.g. 0.25)")
     parser.add_argument("--out", type=Path, help="write result.json, foreign.txt (this output), foreign.png and each "
                                                  "run's files here")
     args = parser.parse_args(argv)
