@@ -214,7 +214,9 @@ class SafeBayesLearner:
         if held is None:
             return
         if not verdict.ok:
-            self._reopen(Reopening(Reopened.GUARDRAIL, f"guardrail: {'; '.join(verdict.messages)}"))
+            budget_only = all(b.kind is BreachKind.BUDGET for b in verdict.breaches)
+            self._reopen(Reopening(Reopened.OVER_BUDGET if budget_only else Reopened.GUARDRAIL,
+                                   f"guardrail: {'; '.join(verdict.messages)}"))
         elif config == held.config and not load_moved(held.offered_eps, context.offered_eps):
             held.since.append(observation.p95_s)
             drift = held.drift(self.settings)

@@ -27,6 +27,7 @@ class Reopened(Enum):
 
     LOAD_MOVED = "load moved"  # beyond `LOAD_SHIFT`: the load is a model input, so the ground is known
     GUARDRAIL = "guardrail"  # a window of the incumbent breached the policy
+    OVER_BUDGET = "over budget"  # a window of the incumbent went over a budget, and broke no other rule
     DRIFT = "drift"  # the incumbent's P95 moved beyond the noise
     POLICY_CHANGED = "policy changed"  # people changed bounds or pins
     INCUMBENT_CHANGED = "incumbent changed"  # the daemon holds another config
@@ -93,11 +94,13 @@ class SearchState:
 
     @property
     def known_ground(self) -> bool:
-        """Whether the search re-opened on a load move. The load is an input of every model, so the configs around
-        the incumbent are ground the models searched at another load: their optimism at the new load is only the
-        load's novelty. Such a search counts only the gains the models expect, and it is never young (it spends no
-        window growing the safe set); it may stop at once."""
-        return self.reopening is not None and self.reopening.cause is Reopened.LOAD_MOVED
+        """Whether the search re-opened on ground its models searched: on a load move (the load is an input of every
+        model, so the configs around the incumbent are ground the models searched at another load: their optimism at
+        the new load is only the load's novelty), or the incumbent over a budget at its load (the cost models, told
+        that window, know the ground; searched young again, the fb-kafka steady search spent 5-7 changes growing a
+        safe set it knew, after 30-50 windows held). Such a search counts only the gains the models expect, and it is
+        never young (it spends no window growing the safe set); it may stop at once."""
+        return self.reopening is not None and self.reopening.cause in (Reopened.LOAD_MOVED, Reopened.OVER_BUDGET)
 
     def collapse(self) -> None:
         """The trust region collapsed: a search goes by expected gains from now on (a held one stays held)."""

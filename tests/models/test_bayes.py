@@ -16,7 +16,7 @@ from models.observation import Observation
 from models.policy import Policy
 from models.space import PIPELINE_SPACE, Config
 from models.strategies import build_learner
-from models.verdict import buffered_events, judge
+from models.verdict import BreachKind, buffered_events, judge
 
 # The synthetic problems are shapes in the unit cube, not the components' behaviour: their parameters are ones no
 # latency bound (`models.latency_bounds`) speaks for, nor a lull's ceiling.
@@ -260,6 +260,20 @@ def test_a_breach_of_the_incumbent_reopens_the_search():
     assert not verdict.ok
     learner.tell(incumbent, CTX, behind, verdict)
     assert learner.suggest(Context(CTX.offered_eps, incumbent)).reason.startswith("re-opened (guardrail: output 50.0%")
+
+
+def test_a_budget_breach_of_the_held_incumbent_reopens_the_search_on_known_ground_and_a_throughput_one_does_not():
+    learner, problem, incumbent, _ = _converged_learner()
+    window = replace(problem(incumbent), cpu_cores={"filebeat": 0.3})
+    verdict = judge(window, Policy(), incumbent, budget_limits={"filebeat": 0.1})
+    assert [b.kind for b in verdict.breaches] == [BreachKind.BUDGET]
+    learner.tell(incumbent, CTX, window, verdict)
+    # the cost models were told the window: a young search would spend changes growing a safe set it knows
+    assert learner.search.reopening.cause is Reopened.OVER_BUDGET and learner.search.known_ground
+    learner, problem, incumbent, _ = _converged_learner()
+    behind = replace(window, throughput_eps=150.0)
+    learner.tell(incumbent, CTX, behind, judge(behind, Policy(), incumbent, budget_limits={"filebeat": 0.1}))
+    assert learner.search.reopening.cause is Reopened.GUARDRAIL and not learner.search.known_ground
 
 
 def test_an_incumbent_that_falls_behind_sends_the_search_to_the_measured_config_expected_to_carry_the_load():

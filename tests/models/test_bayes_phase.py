@@ -28,12 +28,13 @@ def test_a_held_incumbent_drifts_only_when_its_last_windows_leave_the_earlier_on
     assert drift.why == "the incumbent's P95 drifted 1005.0 → 1500.0 ms, beyond the noise of 10.0 ms"
 
 
-def test_a_search_starts_searching_with_a_fresh_trust_region_and_only_a_load_move_makes_its_ground_known():
+def test_a_search_starts_searching_with_a_fresh_trust_region_and_only_a_load_move_or_a_budget_makes_its_ground_known():
     first = fresh_search(S)
     assert first.phase is Phase.SEARCHING and first.region.length == S.length_init and first.windows == 0
     assert not first.known_ground and first.reopening is None
     for cause in Reopened:
-        assert fresh_search(S, Reopening(cause, "why")).known_ground is (cause is Reopened.LOAD_MOVED)
+        assert fresh_search(S, Reopening(cause, "why")).known_ground is (
+            cause in (Reopened.LOAD_MOVED, Reopened.OVER_BUDGET))
 
 
 def test_a_collapsed_region_exhausts_a_search_but_a_held_one_stays_held():

@@ -46,6 +46,7 @@ def test_a_converged_search_holds_until_the_load_moves_or_the_daemon_holds_anoth
     (Phase.EXHAUSTED, None, False, 0, True),  # the trust region collapsed
     (Phase.SEARCHING, Reopened.LOAD_MOVED, False, 0, True),  # known ground
     (Phase.SEARCHING, Reopened.GUARDRAIL, False, 0, False),  # a breach is news the models never saw
+    (Phase.SEARCHING, Reopened.OVER_BUDGET, False, 0, True),  # the cost models were told the window over budget
 ])
 def test_only_the_expected_gain_counts_once_the_region_collapsed_on_known_ground_or_far_from_capacity_later(
         phase, cause, far, windows, expected):
