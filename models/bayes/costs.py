@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -129,6 +129,15 @@ class CostModels:
                                    gp.predict(inputs[None, :])[0][0] > 0):
                 return False
         return True
+
+    def within_noise(self, windows: Sequence[Mapping[str, float]]) -> bool:
+        """Whether a config's windows (each a `log_shares` of its costs) went over each modelled part's limit by no
+        more, on average, than `beta` × the part's model's noise: the allowance `over_by_noise` holds an incumbent
+        by. False where no modelled part was measured."""
+        told = {part: [w[part] for w in windows if part in w] for part in self.gps}
+        told = {part: shares for part, shares in told.items() if shares}
+        return bool(told) and all(float(np.mean(shares)) <= self.settings.beta * math.sqrt(self.gps[part].noise_var)
+                                  for part, shares in told.items())
 
     def bound_std(self, part: str, std: np.ndarray) -> np.ndarray:
         """How far above its mean a part's share is bounded, for the std `std` of what the model knows: `cost_beta`

@@ -41,6 +41,13 @@ class TrustRegion:
                 return True
         return False
 
+    def forget_best(self) -> None:
+        """The best window was its incumbent's, and the incumbent went over budget since (the verdict's allowance
+        for a reading's noise shrinks as readings agree): the next feasible window is the baseline again. Judged
+        against the over-budget best, the walk back from a config far within budget counted no success and kept a
+        collapsed side: 8 changes from 230 ms to 5.5 ms on fb-kafka steady."""
+        self.best_p95_s, self.successes = math.inf, 0
+
     def narrow(self, s: LearnerSettings) -> None:
         """Halve the side, not below `length_min`: nothing in the box is predicted safe (SafeOpt proposes only
         inside the safe set), so look closer to the incumbent, where the models know more."""

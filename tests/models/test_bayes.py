@@ -778,6 +778,30 @@ def _run_budgeted(learner, problem, limits: BudgetLimits, steps: int):
     return over, incumbent
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_an_incumbent_over_budget_gives_way_to_a_config_measured_a_hair_over_it_not_to_the_slow_start(seed):
+    # Costly under a cap of 0.2 cores: measured, the start (u2 = 0.95: 0.11 cores, slow), a config at u2 = 0.65
+    # (0.2014: 0.7 % over, less than the cost model's noise; the verdict lets it through) and the incumbent at
+    # u2 = 0.5 (0.27), over in three windows, which leave a trust region with no candidate within budget. The
+    # verdict holds the config a hair over within budget; so must the learner's way back.
+    limits = BudgetLimits(CpuBudget(cores={"filebeat": 0.2}))
+    cube = TunedCube(NAMES, UNPRICED)
+    problem = Costly(cube, seed)
+    start, near, over = (cube.decode(np.array([0.6, 0.6, u2]), base=PIPELINE_SPACE.defaults())
+                         for u2 in (0.95, 0.65, 0.5))
+    learner = SafeBayesLearner(cube, start, seed=seed)
+    learner.suggest(Context(CTX.offered_eps, None, limits=limits))
+    for config in (start, start, near, near, near, over, over, over):
+        window = problem(config)
+        verdict = judge(window, Policy(), config, budget_limits=limits.at(CTX.offered_eps),
+                        budget_allowances={"filebeat": 0.05})  # the verdict's allowance for the readings' noise
+        assert verdict.ok == (config != over)
+        learner.tell(config, CTX, window, verdict)
+    back = learner.suggest(Context(CTX.offered_eps, over, limits=limits))
+    assert back.config == near and "no candidate near it is expected within it: the fastest config measured" \
+        in back.reason, (cube.encode(back.config), back.reason)
+
+
 def test_the_learner_proposes_only_configs_it_expects_within_the_cpu_budget_and_leaves_one_that_went_over():
     limits = BudgetLimits(CpuBudget(cores={"filebeat": 0.2}))
     for seed in SEEDS[:3]:

@@ -1,6 +1,8 @@
 """The learner's CPU models: what share of its budget each budgeted part is expected to use, and which configs it
 holds within budget."""
 
+import math
+
 import numpy as np
 
 from models.bayes.costs import CostModels
@@ -144,3 +146,17 @@ def test_a_config_between_one_measured_within_budget_and_one_over_it_is_expected
     within, expected = costs.within_and_expected(between)
     assert expected.tolist() == [True, True, False]
     assert within.tolist() == [True, False, False]
+
+
+def test_a_config_whose_windows_went_over_budget_by_no_more_than_the_model_s_noise_is_within_it():
+    history, x = _history([(0.2, 300, 0.05), (0.25, 300, 0.052), (0.6, 300, 0.1), (0.62, 300, 0.1),
+                           (0.9, 300, 0.2)])
+    costs = CostModels(2, SETTINGS, seed=0)
+    costs.fit(history, x, CAPPED, optimize=True)
+    noise = SETTINGS.beta * math.sqrt(costs.gps["filebeat"].noise_var)
+    assert 0 < noise < 0.1  # the windows agree to a few %
+    over = {"filebeat": noise * 0.9}
+    assert costs.within_noise([over, {"filebeat": -noise * 0.5}])
+    assert costs.within_noise([over, over])  # on average, a hair over
+    assert not costs.within_noise([{"filebeat": noise * 1.5}, over])
+    assert not costs.within_noise([{"logstash": -1.0}])  # no modelled part measured

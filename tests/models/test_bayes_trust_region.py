@@ -37,6 +37,18 @@ def test_a_streak_of_failures_halves_the_region_and_one_infeasible_window_does_a
     assert region.length == 0.2
 
 
+def test_once_the_best_window_s_config_went_over_budget_the_walk_back_counts_its_improvements_again():
+    region = TrustRegion(S.length_min)
+    region.update(True, 0.003, 0.0001, S)  # the best: a config later found over its budget
+    for p95_s in (0.23, 0.15, 0.09):  # the walk back from a config far within it: slower than that best
+        region.update(True, p95_s, 0.0001, S)
+    assert region.length == S.length_min and region.successes == 0
+    region.forget_best()
+    for p95_s in (0.23, 0.15, 0.09):  # the baseline, then two improvements
+        region.update(True, p95_s, 0.0001, S)
+    assert region.length == 2 * S.length_min
+
+
 def test_a_region_halved_below_its_least_side_has_collapsed_and_stays_at_that_side():
     region = TrustRegion(S.length_min * 1.5)
     assert region.update(False, 1.0, 0.01, S)
