@@ -125,7 +125,7 @@ class CostModels:
         within it there (the model's mean, told that window)."""
         for part, share in log_shares(costs, limits).items():
             gp = self.gps.get(part)
-            if gp is not None and (share > self.settings.beta * math.sqrt(gp.noise_var) or
+            if gp is not None and (share > self._noise_allowance(part) or
                                    gp.predict(inputs[None, :])[0][0] > 0):
                 return False
         return True
@@ -135,9 +135,14 @@ class CostModels:
         more, on average, than `beta` × the part's model's noise: the allowance `over_by_noise` holds an incumbent
         by. False where no modelled part was measured."""
         told = {part: [w[part] for w in windows if part in w] for part in self.gps}
-        told = {part: shares for part, shares in told.items() if shares}
-        return bool(told) and all(float(np.mean(shares)) <= self.settings.beta * math.sqrt(self.gps[part].noise_var)
-                                  for part, shares in told.items())
+        measured = {part: shares for part, shares in told.items() if shares}
+        return bool(measured) and all(float(np.mean(shares)) <= self._noise_allowance(part)
+                                      for part, shares in measured.items())
+
+    def _noise_allowance(self, part: str) -> float:
+        """How far over its limit (log share) a part's reading may go and count as noise: `beta` × its model's
+        noise."""
+        return self.settings.beta * math.sqrt(self.gps[part].noise_var)
 
     def bound_std(self, part: str, std: np.ndarray) -> np.ndarray:
         """How far above its mean a part's share is bounded, for the std `std` of what the model knows: `cost_beta`

@@ -98,8 +98,9 @@ class SearchState:
         model, so the configs around the incumbent are ground the models searched at another load: their optimism at
         the new load is only the load's novelty), or the incumbent over a budget at its load (the cost models, told
         that window, know the ground; searched young again after 30-50 windows held, fb-kafka steady spent 5-7
-        changes growing a safe set it knew, in traces with a fallback change not kept, docs/learner.md). Such a search counts only the gains the models expect, and it is
-        never young (it spends no window growing the safe set); it may stop at once."""
+        changes growing a safe set it knew, in traces with a fallback change not kept, docs/learner.md). Such a
+        search counts only the gains the models expect, and it is never young (it spends no window growing the safe
+        set); it may stop at once."""
         return self.reopening is not None and self.reopening.cause in (Reopened.LOAD_MOVED, Reopened.OVER_BUDGET)
 
     def collapse(self) -> None:
