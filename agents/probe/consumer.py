@@ -250,7 +250,7 @@ class RecordReader:
 
     def _offset(self, node: str) -> float:
         offset = self._offsets.get(node)
-        return offset.offset_s if offset else 0.0
+        return offset.correction_s if offset else 0.0
 
     def _heartbeat(self, node: str, seq: int, ts_s: float, record: Record, received_at: float) -> None:
         self.metrics.heartbeat_received.labels(node=node).inc()
@@ -323,4 +323,4 @@ class RecordReader:
         self._offsets, self._offsets_mtime = offsets, mtime
         self.metrics.clock_offset.clear()
         for node, offset in offsets.items():
-            self.metrics.clock_offset.labels(node=node).set(offset.offset_s)
+            self.metrics.clock_offset.labels(node=node).set(offset.correction_s)

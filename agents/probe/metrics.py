@@ -33,7 +33,8 @@ The contract telemetry reads (names as exported; counters carry Prometheus' `_to
 - heartbeat lines: `pipetune_canary_received_total{node}`, `pipetune_canary_lost_total{node}` (a gap still
   open after `--canary-grace-s`), `pipetune_canary_duplicate_total{node}`. Loss needs all of a node's heartbeats
   in one probe: with several probe members, key the topic's partitioning by host.
-- `pipetune_clock_offset_seconds{node}`: the offset (node clock − probe clock) the probe applies.
+- `pipetune_clock_offset_seconds{node}`: the offset (node clock − probe clock) the probe applies: 0 while the
+  estimate is within its error bound (`ClockOffset.correction_s`).
 - Also: `pipetune_unparsed_events_total` (records that are not JSON events), the replay ledger's
   `pipetune_duplicate_events_total`, `pipetune_late_events_total`, `pipetune_lost_events_total`, and
   `pipetune_kafka_consumer_lag_events`.

@@ -212,6 +212,18 @@ def test_clock_offsets_are_applied_per_node_and_reread(tmp_path):
     assert value(metrics, "pipetune_clock_offset_seconds", node="web-1") == 0.5  # a broken file changes nothing
 
 
+def test_an_offset_within_its_error_bound_is_not_applied(tmp_path):
+    clock = VirtualClock(NOW)
+    offsets = tmp_path / "offsets.json"
+    offsets.write_text(json.dumps(offsets_document({"web-1": ClockOffset(0.0002, 0.001, NOW)})))
+    probe, metrics = reader(clock, clock_offsets=offsets)
+    probe.read([(filebeat(json.dumps({"ts_nginx": NOW - 0.003})), None)], clock.time())
+    labels = {"stage": "e2e", "source": "event_time", "node": "web-1"}
+    # stamped 3 ms ago to the ms: written on average mid-step, 2.5 ms ago (2.7 with the offset taken off)
+    assert value(metrics, "pipetune_e2e_latency_seconds_sum", **labels) == pytest.approx(0.0025, abs=1e-6)
+    assert value(metrics, "pipetune_clock_offset_seconds", node="web-1") == 0.0
+
+
 def test_a_stamp_in_the_past_record_is_the_nodes_read_time():
     record = Record({"t": 1}, ts_filebeat=10.6, ts_kafka=10.7, node="n")
     assert latencies(10.0, record, 10.8, clock_offset_s=0.5)["filebeat_read"] == pytest.approx(0.1)
