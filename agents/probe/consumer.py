@@ -19,7 +19,7 @@ from agents.probe.events import HEARTBEAT_MARK, PUBLISH_CONSUME, Record, decode_
 from agents.probe.heartbeats import HeartbeatTracker
 from agents.probe.ledger import Ledger
 from agents.probe.metrics import EVENT_TIME, HEARTBEAT, ProbeMetrics
-from models.clock_offset import ClockOffset, offsets_from_document
+from models.clock_offset import offsets_from_document
 from models.event_time import EventTimeSpec
 
 log = logging.getLogger("pipetune.probe")
@@ -209,7 +209,7 @@ class RecordReader:
         self._untimed = 0  # since the last example was logged
         self._untimed_example = ""
         self._untimed_logged_at = clock()
-        self._offsets: dict[str, ClockOffset] = {}
+        self._corrections: dict[str, float] = {}  # node -> what to take off its stamps (ClockOffset.correction_s)
         self._offsets_mtime: float | None = None
         self.lock = threading.Lock()  # the ledger is read by the report writer's thread
         self._json_lines = options.event_time.field is not None
@@ -249,8 +249,7 @@ class RecordReader:
                 self.metrics.node_records.labels(node=node).inc(records)
 
     def _offset(self, node: str) -> float:
-        offset = self._offsets.get(node)
-        return offset.correction_s if offset else 0.0
+        return self._corrections.get(node, 0.0)
 
     def _heartbeat(self, node: str, seq: int, ts_s: float, record: Record, received_at: float) -> None:
         self.metrics.heartbeat_received.labels(node=node).inc()
@@ -320,7 +319,8 @@ class RecordReader:
         except (OSError, ValueError) as err:
             log.warning("clock offsets %s not applied: %s", path, err)
             return
-        self._offsets, self._offsets_mtime = offsets, mtime
+        self._corrections = {node: offset.correction_s for node, offset in offsets.items()}
+        self._offsets_mtime = mtime
         self.metrics.clock_offset.clear()
-        for node, offset in offsets.items():
-            self.metrics.clock_offset.labels(node=node).set(offset.correction_s)
+        for node, correction_s in self._corrections.items():
+            self.metrics.clock_offset.labels(node=node).set(correction_s)
