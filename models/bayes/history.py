@@ -36,10 +36,12 @@ class History:
     p95_s: list[float] = field(default_factory=list)
     p95_log_var: list[float] = field(default_factory=list)  # the window's own variance of log P95 (0: not told)
     feasible: list[bool] = field(default_factory=list)
+    shipped_behind_eps: list[float] = field(default_factory=list)  # events/s shipped in a window behind (nan: kept up)
     twin_ratio: list[float] = field(default_factory=list)  # what the screen expected of the config (nan: not asked)
 
     def add(self, config: Config, context: Context, x: np.ndarray, stage_log_p95: dict[str, float], margin: float,
-            observation: Observation, costs: dict[str, float], feasible: bool, twin_ratio: float) -> None:
+            observation: Observation, costs: dict[str, float], feasible: bool, behind: bool,
+            twin_ratio: float) -> None:
         """Append one window: its config and load, their model input, its stage figures, margin and costs as told."""
         self.configs.append(config)
         self.contexts.append(context)
@@ -52,6 +54,7 @@ class History:
         self.p95_s.append(observation.p95_s)
         self.p95_log_var.append(log_var(observation))
         self.feasible.append(feasible)
+        self.shipped_behind_eps.append(observation.throughput_eps if behind else math.nan)
         self.twin_ratio.append(twin_ratio)
 
     def keep(self, recent: int, best: int) -> None:
@@ -59,6 +62,6 @@ class History:
         kept = kept_history(self.p95_s, self.feasible, recent, best)
         if len(kept) < len(self.p95_s):
             for name in ("configs", "contexts", "x", "stage_log_p95", "margin", "cpu_share", "costs", "p95_s",
-                         "p95_log_var", "feasible", "twin_ratio"):
+                         "p95_log_var", "feasible", "shipped_behind_eps", "twin_ratio"):
                 values = getattr(self, name)
                 setattr(self, name, [values[i] for i in kept])

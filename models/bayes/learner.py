@@ -181,20 +181,27 @@ class SafeBayesLearner:
             # Its P95 is the queue left from before (a rollback's, a slow config's), its ratio above 1 the drain:
             # neither is the config's, and told as the config's they set the noise of every later window.
             return
-        self.search.windows += 1
+        # An overload another config met before this one is the load's, not the config's: its P95 is the backlog's,
+        # and TuRBO counts a failure of the region only where the candidate failed. Counted, a diurnal crest above
+        # every config's capacity collapsed the region and spent the search's young windows (zoo 2722313664: 10
+        # windows left after the crest's backlog drained, searched 0.1 wide on expected gains, 10x the oracle).
+        overload = verdict.behind and rules.overload_shared(
+            context.offered_eps, observation.throughput_eps, [c.offered_eps for c in self.history.contexts],
+            self.history.shipped_behind_eps)
+        self.search.windows += not overload
         self._behind = (config, context.offered_eps) if verdict.behind else None
         self._over_budget = (config, context.offered_eps) if verdict.over_budget else None
-        stage_log_p95 = self.stages.told(observation, self._resolution_s)
+        stage_log_p95 = {} if overload else self.stages.told(observation, self._resolution_s)
         x = self._features(config, context)
         costs = budgeted_costs(observation) if verdict.own_load else {}
         self.costs.told(x, costs, self._limits.at(context.offered_eps))
         self.history.add(config, context, x, stage_log_p95,
                          self._told_margin(config, observation, verdict), observation, costs, verdict.ok,
-                         self._screened.get(config, math.nan))
+                         verdict.behind, self._screened.get(config, math.nan))
         self.history.keep(self.settings.history_recent, self.settings.history_best)
         self._told += 1
         self._watch_held(config, context, observation, verdict)
-        if self.search.region.update(verdict.ok, observation.p95_s, self._noise_s, self.settings):
+        if not overload and self.search.region.update(verdict.ok, observation.p95_s, self._noise_s, self.settings):
             self.search.collapse()
         self._fit()
 

@@ -58,6 +58,15 @@ def incumbent_breached(breached: tuple[Config, float] | None, incumbent: Config,
     return breached is not None and breached[0] == incumbent and not load_moved(breached[1], offered_eps)
 
 
+def overload_shared(offered_eps: float, shipped_eps: float, loads_eps: Sequence[float],
+                    shipped_behind_eps: Sequence[float]) -> bool:
+    """Whether a window that fell behind met an overload another config met before it: a window fell behind at about
+    this load or a lower one (`loads_eps`, with `shipped_behind_eps` nan where one kept up), shipping no more than this
+    one did. The overload is then the load's, not the config's (the daemon's rule for not rolling back, too)."""
+    return any(shipped <= shipped_eps and (load <= offered_eps or not load_moved(load, offered_eps))
+               for load, shipped in zip(loads_eps, shipped_behind_eps) if not np.isnan(shipped))
+
+
 def most_capable(margins: np.ndarray, incumbent_margin: float, min_gain: float) -> int | None:
     """The index of the highest expected margin in `margins` if it beats the incumbent's by more than `min_gain`;
     None where none does."""

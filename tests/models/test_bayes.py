@@ -294,6 +294,27 @@ def test_an_incumbent_that_falls_behind_sends_the_search_to_the_measured_config_
     assert "overloaded" not in learner.suggest(Context(CTX.offered_eps * 3, incumbent)).reason  # not at another load
 
 
+def test_an_overload_another_config_met_first_neither_shrinks_the_region_nor_is_told_as_the_configs_latency():
+    # a load above what any config carries: the first window behind is the candidate's failure, the next ones
+    # (another config, shipping as much) are the load's; counted, a crest collapsed the region for good (zoo)
+    cube = TunedCube(NAMES, Policy())
+    first = PIPELINE_SPACE.defaults()
+    second = cube.decode(np.array([0.6, 0.4, 0.5]), base=first)
+    learner = SafeBayesLearner(cube, first, seed=0)
+
+    def behind(p95_s: float) -> Observation:
+        return Observation(duration_s=30, offered_eps=300, throughput_eps=240, p50_s=p95_s / 2, p95_s=p95_s,
+                           p99_s=p95_s, mean_s=p95_s / 2)
+    learner.tell(first, CTX, behind(5.0), judge(behind(5.0), Policy(), first))
+    region, windows = learner.search.region.length, learner.search.windows
+    assert region == SETTINGS.length_init / SETTINGS.region_factor and windows == 1  # the candidate's failure
+    for p95_s in (20.0, 40.0, 60.0):  # the backlog grows whatever the config
+        learner.tell(second, CTX, behind(p95_s), judge(behind(p95_s), Policy(), second))
+    assert learner.search.region.length == region and learner.search.windows == windows
+    assert learner.history.stage_log_p95[1:] == [{}, {}, {}]  # the margin model hears of them, the latency ones not
+    assert learner.history.margin[-1] < learner.margin_floor
+
+
 class _CapacityTwin:
     """A screen whose twin expects a config to carry more the larger Logstash's batch (its second tuned coordinate):
     0.6 of the load at one event, 1.1 at the largest."""

@@ -29,7 +29,7 @@ def _history(points: list[tuple[float, float, float]]) -> tuple[History, np.ndar
     for u, eps, cores in points:
         window = _window(eps, cores)
         history.add(preset("defaults"), Context(eps), np.array([u, context_feature(eps, SETTINGS)]), {}, 0.0,
-                    window, budgeted_costs(window), True, float("nan"))
+                    window, budgeted_costs(window), True, False, float("nan"))
     return history, np.array(history.x)
 
 
@@ -85,7 +85,7 @@ def test_a_model_that_missed_a_window_by_far_bounds_its_next_predictions_wider_a
     # the config at u = 0.6 used twice its cap where the model expected half of it
     costs.told(_at(300, 0.6)[0], {"filebeat": 0.2}, CAPPED.at(300))
     history.add(preset("defaults"), Context(300), _at(300, 0.6)[0], {}, 0.0, _window(300, 0.2),
-                {"filebeat": 0.2}, True, float("nan"))
+                {"filebeat": 0.2}, True, False, float("nan"))
     costs.fit(history, np.array(history.x), CAPPED, optimize=False)
     assert costs.bound_std("filebeat", known_std) > 5 * SETTINGS.cost_beta * known_std
     assert costs.within(near).tolist() == [True, False]

@@ -28,7 +28,7 @@ def _history(windows) -> History:
     for backoff_s, eps, p95_s, ok in windows:
         config = PIPELINE_SPACE.config({"filebeat.backoff": backoff_s})
         h.add(config, Context(eps), np.zeros(2), {}, 0.0, Observation(30, eps, eps, p95_s / 2, p95_s, p95_s, p95_s / 2),
-              {}, ok, math.nan)
+              {}, ok, False, math.nan)
     return h
 
 

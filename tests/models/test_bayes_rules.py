@@ -1,5 +1,6 @@
 """The rules of one window's decision (models.bayes.rules), each on its own, on hand-made candidate pools."""
 
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -174,6 +175,15 @@ def test_the_most_capable_config_must_beat_the_incumbents_margin_by_the_gain():
     assert rules.most_capable(np.array([-0.02, 0.10, 0.04]), -0.06, 0.006) == 1
     assert rules.most_capable(np.array([-0.057]), -0.06, 0.006) is None  # within the noise
     assert rules.most_capable(np.array([]), -0.06, 0.006) is None
+
+
+def test_an_overload_is_the_loads_where_a_config_fell_behind_before_at_this_load_or_below_shipping_no_more():
+    loads, shipped = [1000.0, 6000.0, 9000.0], [math.nan, 5000.0, 5500.0]  # the first kept up at 1000 ev/s
+    assert rules.overload_shared(7000.0, 5200.0, loads, shipped)  # behind at 6000 ev/s, shipping 5000
+    assert not rules.overload_shared(7000.0, 4900.0, loads, shipped)  # it shipped less than the one behind before
+    assert rules.overload_shared(8000.0, 5600.0, [9000.0], [5500.0])  # at about this load: 9000 is within 25 %
+    assert not rules.overload_shared(4000.0, 3900.0, [9000.0], [3000.0])  # behind only at a load far above
+    assert not rules.overload_shared(1200.0, 900.0, [1000.0], [math.nan])  # only ever kept up: the config's fault
 
 
 def test_a_candidate_carries_the_peak_above_the_floor_or_as_well_as_an_incumbent_below_it():
