@@ -181,10 +181,10 @@ class SafeBayesLearner:
             # Its P95 is the queue left from before (a rollback's, a slow config's), its ratio above 1 the drain:
             # neither is the config's, and told as the config's they set the noise of every later window.
             return
-        # An overload another config met before this one is the load's, not the config's: its P95 is the backlog's,
-        # and TuRBO counts a failure of the region only where the candidate failed. Counted, a diurnal crest above
-        # every config's capacity collapsed the region and spent the search's young windows (zoo 2722313664: 10
-        # windows left after the crest's backlog drained, searched 0.1 wide on expected gains, 10x the oracle).
+        # An overload a window met before this one (of this config or another) is the load's, not the config's: its
+        # P95 is the backlog's, and TuRBO counts a failure of the region only where the candidate failed. Counted, a
+        # diurnal crest above every config's capacity collapsed the region and spent the search's young windows
+        # (zoo 2722313664: 10 windows left after the backlog drained, searched 0.1 wide on expected gains, 10x).
         overload = verdict.behind and rules.overload_shared(
             context.offered_eps, observation.throughput_eps, [c.offered_eps for c in self.history.contexts],
             self.history.shipped_behind_eps)

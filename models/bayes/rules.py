@@ -60,9 +60,9 @@ def incumbent_breached(breached: tuple[Config, float] | None, incumbent: Config,
 
 def overload_shared(offered_eps: float, shipped_eps: float, loads_eps: Sequence[float],
                     shipped_behind_eps: Sequence[float]) -> bool:
-    """Whether a window that fell behind met an overload another config met before it: a window fell behind at about
-    this load or a lower one (`loads_eps`, with `shipped_behind_eps` nan where one kept up), shipping no more than this
-    one did. The overload is then the load's, not the config's (the daemon's rule for not rolling back, too)."""
+    """Whether a window that fell behind met an overload a window (of any config) met before it: one fell behind at
+    about this load or a lower one (`loads_eps`; `shipped_behind_eps` is nan where one kept up), shipping no more
+    than this one did. The overload is then the load's, not the config's (the daemon's rule for not rolling back)."""
     return any(shipped <= shipped_eps and (load <= offered_eps or not load_moved(load, offered_eps))
                for load, shipped in zip(loads_eps, shipped_behind_eps) if not np.isnan(shipped))
 
