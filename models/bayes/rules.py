@@ -9,6 +9,7 @@ first know the noise (`noise_unknown`), then grow the safe set while the search 
 `expanders`), else look beyond the trust region (`beyond_expects_only`) and widen, or, where the best gain lies
 in a config only the CPU budget's uncertainty keeps out, expand toward it (`budget_expander`), or converge; rank
 what beats the threshold (`ranked`) and let the twin's pre-screen pick the first it expects to keep up (`screen_pick`).
+`tell` reads one of them: a window behind where one fell behind before (`overload_shared`) resizes no trust region.
 """
 
 from __future__ import annotations
