@@ -37,7 +37,7 @@ from pydantic import BaseModel, Field
 
 from models.budget import CostReference
 from models.latency_bounds import lull_ceilings
-from models.learning import HISTORY_BEST, HISTORY_RECENT, Context, kept_history, load_moved
+from models.learning import HISTORY_BEST, HISTORY_RECENT, Context, at_or_below, kept_history, load_moved
 from models.observation import Observation
 from models.policy import Mode, Policy
 from models.space import PIPELINE_SPACE, Config, Value
@@ -315,8 +315,8 @@ class Incumbent:
         """The most events/s it shipped in a window it fell behind in at about `offered_eps` or a lower load: a config
         that cannot carry a load cannot carry a higher one, so it would fall behind at `offered_eps` too. None where
         it never fell behind at or below it."""
-        shipped = [f.shipped_eps for f in self.other_loads if f.shipped_eps is not None and (
-                   f.offered_eps <= offered_eps or not load_moved(f.offered_eps, offered_eps))]
+        shipped = [f.shipped_eps for f in self.other_loads
+                   if f.shipped_eps is not None and at_or_below(f.offered_eps, offered_eps)]
         return max(shipped, default=None)
 
     def report(self) -> IncumbentReport:

@@ -48,6 +48,12 @@ def load_moved(reference_eps: float, offered_eps: float) -> bool:
     return abs(offered_eps - reference_eps) > LOAD_SHIFT * max(reference_eps, 1.0)
 
 
+def at_or_below(load_eps: float, offered_eps: float) -> bool:
+    """Whether `load_eps` is about `offered_eps` (within `LOAD_SHIFT`) or lower: a config that fell behind there
+    cannot carry `offered_eps` either."""
+    return load_eps <= offered_eps or not load_moved(load_eps, offered_eps)
+
+
 @dataclass(frozen=True)
 class Context:
     """What the pipeline faces in a window that the config does not decide.

@@ -21,7 +21,7 @@ import numpy as np
 
 from models.bayes.phase import Converged, Phase, Reopened, Reopening, SearchState
 from models.bayes.settings import LearnerSettings
-from models.learning import load_moved
+from models.learning import at_or_below, load_moved
 from models.screen import screen_bar
 from models.space import Config
 
@@ -64,7 +64,7 @@ def overload_shared(offered_eps: float, shipped_eps: float, loads_eps: Sequence[
     """Whether a window that fell behind met an overload a window (of any config) met before it: one fell behind at
     about this load or a lower one (`loads_eps`; `shipped_behind_eps` is nan where one kept up), shipping no more
     than this one did. The overload is then the load's, not the config's (the daemon's rule for not rolling back)."""
-    return any(shipped <= shipped_eps and (load <= offered_eps or not load_moved(load, offered_eps))
+    return any(shipped <= shipped_eps and at_or_below(load, offered_eps)
                for load, shipped in zip(loads_eps, shipped_behind_eps) if not np.isnan(shipped))
 
 
