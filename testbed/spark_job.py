@@ -8,7 +8,8 @@ are, and where the warehouse, the embedded Derby metastore and the checkpoint li
 
 Each micro-batch is written with `INSERT OVERWRITE ... PARTITION (batch_id=N)`: Spark re-runs a batch whose
 commit it did not record with the same offsets (its offset log), and the rerun replaces the partition instead of
-adding its rows again, so each record is in the table exactly once across restarts.
+adding its rows again, so each record is in the table exactly once across restarts. What a killed insert's tasks
+left staged in the table's `_temporary` is deleted as the job starts (`Sink.clear_killed_insert`).
 
 Latency to the warehouse: once a batch's insert returns (its partition is in the metastore: readers see it),
 each event's write time → that moment is observed as the probe's histogram (`pipetune_e2e_latency_seconds`,
@@ -132,6 +133,20 @@ class Sink:
         self.last_batch = Gauge("pipetune_warehouse_last_batch_id", "The last batch committed", registry=self.registry)
         self.batch_seconds = Gauge("pipetune_warehouse_batch_seconds", "The last batch's start to its commit",
                                    registry=self.registry)
+        self.clear_killed_insert()
+
+    def clear_killed_insert(self) -> None:
+        """Delete what an insert killed before its job commit left in the table's `_temporary`: its tasks' committed
+        output waits there, and the next insert's job commit moves everything under it into the table, the killed
+        batch's rows beside its rerun's (SPARK-29037; a static partition's overwrite stages there, not per job). The
+        job is the table's only writer, and this runs before its query starts."""
+        described = self.spark.sql(f"DESCRIBE TABLE EXTENDED {self.table}").where("col_name = 'Location'").first()
+        jvm, hadoop_conf = self.spark.sparkContext._jvm, self.spark.sparkContext._jsc.hadoopConfiguration()
+        staged = jvm.org.apache.hadoop.fs.Path(described["data_type"].rstrip("/") + "/_temporary")
+        fs = staged.getFileSystem(hadoop_conf)
+        if fs.exists(staged):
+            fs.delete(staged, True)
+            log.warning("deleted %s: an insert killed before its commit left it", staged)
 
     def write(self, batch: DataFrame, batch_id: int) -> None:
         started = time.time()

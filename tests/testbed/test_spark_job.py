@@ -1,7 +1,9 @@
 """testbed/spark_job.py in this process's own Spark session (a real JVM, no Kafka): the sink's table as readers
 see it."""
 
+import shutil
 import time
+from pathlib import Path
 
 import pytest
 
@@ -70,3 +72,22 @@ def test_the_file_reads_as_the_micro_batch_settings_and_names_a_key_spark_would_
         tuned({"maxTriggerDelay": "1.5s"})
     with pytest.raises(ValueError, match=r"minOffsetsPerTrigger='-1': allowed 0 or more"):
         tuned({"minOffsetsPerTrigger": "-1"})
+
+
+@pytest.mark.slow
+def test_what_a_killed_insert_left_staged_is_not_moved_into_the_table_by_the_next_one(spark):
+    """A job killed after its insert's tasks committed, before the insert's job commit: their files wait under the
+    table's `_temporary/0`, and the next insert's commit moved them in beside its own (a request in the table twice,
+    CI stop 65). The job's sink clears them as it starts."""
+    from testbed.spark_job import Sink, table_ddl
+    spark.sql(table_ddl("killed"))
+    Sink(spark, "killed").write(_batch(spark, ["a", "b"]), 0)
+    table = spark.sql("DESCRIBE TABLE EXTENDED killed").where("col_name = 'Location'").first()["data_type"]
+    table = Path(table.removeprefix("file:"))
+    written = next(p for p in (table / "batch_id=0").iterdir() if p.suffix == ".parquet")
+    task = table / "_temporary" / "0" / "task_202612020000_0001_m_000000" / "batch_id=1"
+    task.mkdir(parents=True)
+    shutil.copy(written, task / "part-00000-killed.c000.snappy.parquet")  # batch 1's task output, then the kill
+    sink = Sink(spark, "killed")  # the job started again
+    sink.write(_batch(spark, ["c", "d"]), 1)  # batch 1 re-run from the offset log
+    assert sink.ledger() == {"rows": 4, "request_ids": {"a": 1, "b": 1, "c": 1, "d": 1}, "kafka_records": {}}
