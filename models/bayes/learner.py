@@ -156,7 +156,7 @@ class SafeBayesLearner:
     def _new_models(self) -> None:
         self.stages = StageModels(self.cube, self.stage_params, self.settings, self.seed)
         self._margin_gp = margin_model(self.cube.dims + 1, self.settings, self.seed)
-        self.costs = CostModels(self.cube.dims + 1, self.settings, self.seed)
+        self.costs = CostModels(self.cube, self.settings, self.seed)
 
     def _features(self, config: Config, context: Context) -> np.ndarray:
         return features(self.cube, config, context, self.settings)
@@ -244,7 +244,7 @@ class SafeBayesLearner:
         optimize = self._told <= every or self._told % every == 0
         self.stages.fit(h, x, self.start, self._resolution_s, optimize)
         self._margin_gp.fit(x, spare_margins(h.cpu_share, h.margin, self.margin_floor), optimize)
-        self.costs.fit(h, x, self._limits, optimize)
+        self.costs.fit(h, x, self._limits, self.start, optimize)
 
     # --- suggesting ------------------------------------------------------------------------------------------
 
@@ -252,7 +252,7 @@ class SafeBayesLearner:
         if context.limits != self._limits:  # the budget's reference was taken, or the policy changed it
             self._limits = context.limits
             if self.history.configs:
-                self.costs.fit(self.history, np.array(self.history.x), self._limits, optimize=True)
+                self.costs.fit(self.history, np.array(self.history.x), self._limits, self.start, optimize=True)
         if not self.history.configs:
             self._current = self.start
             return Suggestion(self.start, "measure the running config first")

@@ -50,6 +50,7 @@ class LearnerSettings:
     cost_clip_log: float = 1.0  # a part's share is told at most e× its median: one outlier set the whole model (zoo)
     cost_miss_windows: int = 20  # the windows a cost model's worst miss widens its bound for (10 min at 30 s)
     cost_noise_var: float = 1e-2  # a cost model's log noise variance, to start with: 10 % (first cut)
+    cost_price_prior_windows: float = 1.0  # the doubt a work price is held toward 0 by, in windows' worth (costs)
     margin_noise_min: float = 0.003  # a window's output ratio is never known closer: events in flight [a0dce0c]
     margin_noise_divisors: tuple[float, float] = (10.0, 3.0)  # noise std starts at prior/10, under prior/3 (first cut)
     latency_signal_var: float = 1.0  # a stage model's prior variance of log P95, to start with (first cut)

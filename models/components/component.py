@@ -37,6 +37,7 @@ class Component:
     # the component to be sent, its own stage.
     sends: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     timers: tuple[Timer, ...] = ()
+    periodic: tuple[str, ...] = ()  # intervals (durations) of work it does whatever the events: a scan of its paths
     not_above: tuple[tuple[str, str], ...] = ()  # pairs (a, b) whose values the component refuses when a > b
     # Pairs (a, b) its reference requires a <= b of, which the component does not check itself: its agent does.
     unchecked_not_above: tuple[tuple[str, str], ...] = ()

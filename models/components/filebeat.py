@@ -59,6 +59,7 @@ FILEBEAT = Component(
            "kafka.broker": ("filebeat.output.bulk_max_size",)},
     timers=(Timer("filebeat.backoff", grows_to="filebeat.max_backoff"),
             Timer("filebeat.queue.mem.flush.timeout", batch="filebeat.queue.mem.flush.min_events")),
+    periodic=("filebeat.scan_frequency",),
     # libbeat/publisher/queue/memqueue/config.go Validate: "flush.min_events must be less events"
     not_above=(("filebeat.queue.mem.flush.min_events", "filebeat.queue.mem.events"),),
     # A requirement of both inputs that Filebeat states but does not check (`filebeat test config` takes any order):
