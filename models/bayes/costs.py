@@ -136,7 +136,8 @@ class CostModels:
                 told = told - self.priors[part].log_share(work, part_limits)
             # A config far over every budget (a 1 ms scan of 200 files: 20x the others' CPU), told as it is, set the
             # model's noise and mean everywhere, and no candidate near the incumbent was safe any more. Told at
-            # `cost_clip_log` above the median, it is still over any budget near what the others use.
+            # `cost_clip_log` above the median (over its prior, which may explain it), it is still over any budget
+            # near what the others use.
             told = np.minimum(told, np.median(told) + self.settings.cost_clip_log)
             self.gps[part].fit(x[rows], told, optimize)
 
