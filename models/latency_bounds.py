@@ -65,15 +65,23 @@ def stage_wait_s(names: Sequence[str], value_of: ValueOf, offered_eps: np.ndarra
     their waits, each only as long as its threshold takes to fill (a byte threshold's events at least one)."""
     total: np.ndarray | float = 0.0
     for name in (n for n in names if n in TIMERS):
-        wait_s = np.asarray(value_of(name), dtype=float) * SECONDS_PER_UNIT[PIPELINE_SPACE[name].unit]
+        wait_s = seconds_of(name, value_of)
         fills = TIMERS[name].batch
         if fills is not None:
-            events = np.asarray(value_of(fills), dtype=float)
-            if PIPELINE_SPACE[fills].unit == "bytes":
-                events = np.maximum(np.ceil(events / EVENT_BYTES), 1.0)
-            wait_s = np.minimum(wait_s, events / np.maximum(offered_eps, 1e-9))
+            wait_s = np.minimum(wait_s, threshold_events(fills, value_of) / np.maximum(offered_eps, 1e-9))
         total = total + wait_s
     return total
+
+
+def seconds_of(name: str, value_of: ValueOf) -> np.ndarray:
+    """A duration parameter's values in seconds."""
+    return np.asarray(value_of(name), dtype=float) * SECONDS_PER_UNIT[PIPELINE_SPACE[name].unit]
+
+
+def threshold_events(name: str, value_of: ValueOf) -> np.ndarray:
+    """A batch threshold's values in events: a byte threshold's at `EVENT_BYTES` an event, at least one."""
+    events = np.asarray(value_of(name), dtype=float)
+    return np.maximum(np.ceil(events / EVENT_BYTES), 1.0) if PIPELINE_SPACE[name].unit == "bytes" else events
 
 
 def stage_floor_s(stage: str, value_of: ValueOf) -> np.ndarray | float:

@@ -15,16 +15,11 @@ measurement to a config not measured: a flush timeout of 5 ms at 6,600 ev/s flus
 
 from __future__ import annotations
 
-from typing import Callable
-
 import numpy as np
 
 from models.components import Component
-from models.latency_bounds import EVENT_BYTES
-from models.space import PIPELINE_SPACE
-from models.units import SECONDS_PER_UNIT
+from models.latency_bounds import ValueOf, seconds_of, threshold_events
 
-ValueOf = Callable[[str], np.ndarray]  # a parameter's values, one per config in question
 SHORTEST_S = 1e-3  # an interval below this runs at this: a poll at 0 is a busy loop, not an infinite rate
 
 
@@ -43,13 +38,9 @@ def work_rates(component: Component, value_of: ValueOf, offered_eps: np.ndarray 
         if timer.batch is None:
             columns.append(1.0 / _seconds(timer.param, value_of))
             continue
-        interval_s = np.asarray(value_of(timer.param), dtype=float) * SECONDS_PER_UNIT[
-            PIPELINE_SPACE[timer.param].unit]  # not held to SHORTEST_S: a batch holds an event at least
-        threshold = np.asarray(value_of(timer.batch), dtype=float)
-        if PIPELINE_SPACE[timer.batch].unit == "bytes":
-            threshold = np.ceil(threshold / EVENT_BYTES)
-        per_batch = np.maximum(np.minimum(threshold, load * interval_s), 1.0)
-        columns.append(load / per_batch)
+        # not held to SHORTEST_S: a batch holds an event at least
+        fills = np.minimum(threshold_events(timer.batch, value_of), load * seconds_of(timer.param, value_of))
+        columns.append(load / np.maximum(fills, 1.0))
     columns += [1.0 / _seconds(t.grows_to, value_of) for t in component.timers if t.grows_to]
     columns += [1.0 / _seconds(name, value_of) for name in component.periodic]
     rows = np.broadcast_arrays(*columns)
@@ -58,5 +49,4 @@ def work_rates(component: Component, value_of: ValueOf, offered_eps: np.ndarray 
 
 def _seconds(name: str, value_of: ValueOf) -> np.ndarray:
     """`name`'s interval in seconds, at least `SHORTEST_S`."""
-    seconds = np.asarray(value_of(name), dtype=float) * SECONDS_PER_UNIT[PIPELINE_SPACE[name].unit]
-    return np.maximum(seconds, SHORTEST_S)
+    return np.maximum(seconds_of(name, value_of), SHORTEST_S)
